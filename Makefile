@@ -1,0 +1,80 @@
+# outbox-relay — build, test, demo, bench.
+#
+#   make            build/outbox-relay (optimised, -Werror)
+#   make test       install what is missing (as root), build with ASan+UBSan, run every suite
+#   make demo       throwaway PostgreSQL + receiver + relay delivering real intents
+#   make bench      throughput, latency and memory figures (build/bench.json)
+#   make lint       clang-format check, cppcheck, banned calls
+#   make clean
+
+CC       ?= cc
+PKGS     := libpq libcurl libuv jansson libcrypto
+WARN     := -Wall -Wextra -Werror -Wno-unused-parameter -Wshadow -Wvla -Wstrict-prototypes \
+            -Wmissing-prototypes -Wformat=2 -Wimplicit-fallthrough
+BASE     := -std=c11 -D_GNU_SOURCE $(WARN) -g
+PKG_CFLAGS = $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
+PKG_LIBS   = $(shell pkg-config --libs $(PKGS) 2>/dev/null)
+SAN      := -fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer
+
+RELAY_SRC := $(filter-out relay/main.c,$(wildcard relay/*.c))
+RELAY_HDR := $(wildcard relay/*.h)
+UNIT_SRC  := $(wildcard tests/unit/test_*.c)
+
+.PHONY: all deps test unit demo bench lint format format-check clean
+
+all: build/outbox-relay
+
+deps:
+	@tests/lib/install-deps.sh
+
+build/outbox-relay: relay/main.c $(RELAY_SRC) $(RELAY_HDR) | build
+	$(CC) $(BASE) -O2 $(PKG_CFLAGS) relay/main.c $(RELAY_SRC) -o $@ $(PKG_LIBS)
+
+build/asan/outbox-relay: relay/main.c $(RELAY_SRC) $(RELAY_HDR) | build/asan
+	$(CC) $(BASE) -O1 $(SAN) $(PKG_CFLAGS) relay/main.c $(RELAY_SRC) -o $@ $(PKG_LIBS)
+
+build/asan/test-receiver: tests/receiver/receiver.c | build/asan
+	$(CC) $(BASE) -O1 $(SAN) $(shell pkg-config --cflags libuv jansson) $< -o $@ \
+	    $(shell pkg-config --libs libuv jansson) -lhttp_parser
+
+build/test-receiver: tests/receiver/receiver.c | build
+	$(CC) $(BASE) -O2 $(shell pkg-config --cflags libuv jansson) $< -o $@ \
+	    $(shell pkg-config --libs libuv jansson) -lhttp_parser
+
+build/asan/unit-tests: $(UNIT_SRC) $(RELAY_SRC) $(RELAY_HDR) | build/asan
+	$(CC) $(BASE) -O1 $(SAN) -Irelay $(PKG_CFLAGS) $(shell pkg-config --cflags check) \
+	    $(UNIT_SRC) $(RELAY_SRC) -o $@ $(PKG_LIBS) $(shell pkg-config --libs check)
+
+build build/asan:
+	@mkdir -p $@
+
+# Everything a test run needs, sanitizers on.
+test: deps
+	@$(MAKE) --no-print-directory build/outbox-relay build/test-receiver build/asan/outbox-relay \
+	    build/asan/test-receiver build/asan/unit-tests
+	@tests/run.sh
+
+unit: deps build/asan/unit-tests
+	build/asan/unit-tests
+
+demo: deps
+	@$(MAKE) --no-print-directory build/outbox-relay build/test-receiver
+	@tests/demo.sh
+
+bench: deps
+	@$(MAKE) --no-print-directory build/outbox-relay build/test-receiver
+	@tests/bench/run.sh
+
+format:
+	clang-format -i relay/*.[ch] tests/unit/*.c tests/receiver/*.c
+
+format-check:
+	@clang-format --dry-run --Werror relay/*.[ch] tests/unit/*.c tests/receiver/*.c && echo "format: ok"
+
+lint: format-check
+	@tests/lib/banned-calls.sh
+	cppcheck --quiet --error-exitcode=1 --enable=warning,portability --std=c11 \
+	    --suppress=missingIncludeSystem relay/ tests/receiver/
+
+clean:
+	rm -rf build

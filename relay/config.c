@@ -1,0 +1,256 @@
+/*
+ * config.c — the option table and its parser.
+ *
+ * One table (PgBouncer-style): adding an option means adding one row, and
+ * --help, the environment variable and the validation come with it. Values
+ * are validated at start-up; a bad value stops the relay with a message that
+ * names the flag and the variable, never later at run time.
+ */
+#include "config.h"
+#include "log.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <limits.h>
+#include <stddef.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+enum option_type { OPT_STRING, OPT_INT, OPT_BOOL };
+
+struct option_def {
+    const char *name; /* flag without dashes; env var is OUTBOX_RELAY_ + upper(name) */
+    enum option_type type;
+    size_t offset;
+    const char *default_value;
+    long min, max; /* for OPT_INT */
+    const char *doc;
+};
+
+#define OPT(name, type, field, def, min, max, doc)                                                 \
+    {name, type, offsetof(struct config, field), def, min, max, doc}
+
+static const struct option_def options[] = {
+    OPT("db", OPT_STRING, db, "", 0, 0,
+        "PostgreSQL connection string or URL (also DATABASE_URL; else libpq's PG* variables)"),
+    OPT("relay-id", OPT_STRING, relay_id, "", 0, 0,
+        "name of this relay in leases and logs (default: hostname:pid)"),
+    OPT("migrations-dir", OPT_STRING, migrations_dir, "", 0, 0,
+        "directory of NNNN_*.sql files for migrate (default: ../migrations beside the binary)"),
+    OPT("admin-listen", OPT_STRING, admin_listen, "127.0.0.1:9464", 0, 0,
+        "host:port of the admin HTTP port (health, readiness); empty = off"),
+    OPT("log-level", OPT_STRING, log_level, "info", 0, 0, "debug, info, warn or error"),
+    OPT("batch-size", OPT_INT, batch_size, "256", 1, 10000, "rows claimed per claim statement"),
+    OPT("max-in-flight", OPT_INT, max_in_flight, "1024", 1, 100000,
+        "deliveries in flight at once, all targets together"),
+    OPT("max-in-flight-per-target", OPT_INT, max_in_flight_per_target, "512", 1, 100000,
+        "deliveries in flight per target (targets.max_in_flight caps it too)"),
+    OPT("poll-interval-ms", OPT_INT, poll_interval_ms, "2000", 10, 3600000,
+        "fallback poll for due rows while idle (NOTIFY wakes the relay sooner)"),
+    OPT("lease-ms", OPT_INT, lease_ms, "30000", 1000, 3600000,
+        "lease on a claimed row; renewed while its delivery runs; expiry = relay presumed dead"),
+    OPT("grace-ms", OPT_INT, grace_ms, "20000", 0, 3600000,
+        "on SIGTERM/SIGINT, how long in-flight deliveries may finish"),
+    OPT("reconnect-max-ms", OPT_INT, reconnect_max_ms, "5000", 100, 600000,
+        "cap of the exponential back-off between database reconnects"),
+    OPT("connect-timeout-ms", OPT_INT, connect_timeout_ms, "5000", 100, 600000,
+        "deadline for one database connection attempt"),
+    OPT("max-response-bytes", OPT_INT, max_response_bytes, "65536", 0, 16777216,
+        "bytes of a response body kept (the rest is discarded)"),
+    OPT("targets-refresh-ms", OPT_INT, targets_refresh_ms, "10000", 100, 3600000,
+        "how often outbox.targets is reloaded"),
+    OPT("exit-when-idle", OPT_BOOL, exit_when_idle, "false", 0, 0,
+        "exit 0 once nothing is due or in flight (for demos and batch runs)"),
+};
+
+#define OPTION_COUNT (sizeof(options) / sizeof(options[0]))
+
+static void env_name_of(const struct option_def *opt, char *buf, size_t size)
+{
+    size_t n = (size_t)snprintf(buf, size, "OUTBOX_RELAY_");
+    for (const char *p = opt->name; *p && n + 1 < size; p++)
+        buf[n++] = *p == '-' ? '_' : (char)toupper((unsigned char)*p);
+    buf[n] = '\0';
+}
+
+static bool parse_bool(const char *text, bool *out)
+{
+    if (!strcmp(text, "1") || !strcmp(text, "true") || !strcmp(text, "yes") || !strcmp(text, "on"))
+        *out = true;
+    else if (!strcmp(text, "0") || !strcmp(text, "false") || !strcmp(text, "no") ||
+             !strcmp(text, "off"))
+        *out = false;
+    else
+        return false;
+    return true;
+}
+
+/* Stores value into cfg; on a bad value prints which option and why. */
+static bool set_option(struct config *cfg, const struct option_def *opt, const char *value,
+                       const char *source)
+{
+    char *field = (char *)cfg + opt->offset;
+    char env[64];
+    env_name_of(opt, env, sizeof(env));
+    switch (opt->type) {
+    case OPT_STRING: {
+        char **slot = (char **)(void *)field;
+        free(*slot);
+        *slot = strdup(value);
+        return *slot != NULL;
+    }
+    case OPT_INT: {
+        char *end = NULL;
+        errno = 0;
+        long n = strtol(value, &end, 10);
+        if (errno != 0 || end == value || *end != '\0' || n < opt->min || n > opt->max) {
+            fprintf(stderr,
+                    "outbox-relay: invalid value '%s' for --%s (%s, from %s): expected an integer "
+                    "from %ld to %ld\n",
+                    value, opt->name, env, source, opt->min, opt->max);
+            return false;
+        }
+        *(int *)(void *)field = (int)n;
+        return true;
+    }
+    case OPT_BOOL: {
+        if (!parse_bool(value, (bool *)(void *)field)) {
+            fprintf(stderr,
+                    "outbox-relay: invalid value '%s' for --%s (%s, from %s): expected true or "
+                    "false\n",
+                    value, opt->name, env, source);
+            return false;
+        }
+        return true;
+    }
+    }
+    return false;
+}
+
+static const struct option_def *find_option(const char *name, size_t len)
+{
+    for (size_t i = 0; i < OPTION_COUNT; i++)
+        if (strlen(options[i].name) == len && strncmp(options[i].name, name, len) == 0)
+            return &options[i];
+    return NULL;
+}
+
+void config_print_help(FILE *out)
+{
+    fprintf(out, "usage: outbox-relay COMMAND [OPTIONS]\n\n"
+                 "commands:\n"
+                 "  run       run the relay: claim due intents, deliver them, record outcomes\n"
+                 "  migrate   apply pending files of migrations/ (advisory lock, checksums)\n"
+                 "  version   print the version\n\n"
+                 "options (every option also reads OUTBOX_RELAY_<NAME>):\n");
+    for (size_t i = 0; i < OPTION_COUNT; i++) {
+        char env[64];
+        env_name_of(&options[i], env, sizeof(env));
+        char flag[64];
+        snprintf(flag, sizeof(flag), "--%s%s", options[i].name,
+                 options[i].type == OPT_BOOL ? "" : "=VALUE");
+        fprintf(out, "  %-34s %s\n  %-34s env %s, default '%s'\n", flag, options[i].doc, "", env,
+                options[i].default_value);
+    }
+}
+
+static bool is_blank(const char *s)
+{
+    return s == NULL || *s == '\0';
+}
+
+enum config_result config_load(struct config *cfg, int argc, char **argv)
+{
+    memset(cfg, 0, sizeof(*cfg));
+    for (size_t i = 0; i < OPTION_COUNT; i++)
+        if (!set_option(cfg, &options[i], options[i].default_value, "default"))
+            return CONFIG_ERROR;
+
+    const char *url = getenv("DATABASE_URL");
+    if (!is_blank(url) && !set_option(cfg, find_option("db", 2), url, "DATABASE_URL"))
+        return CONFIG_ERROR;
+    for (size_t i = 0; i < OPTION_COUNT; i++) {
+        char env[64];
+        env_name_of(&options[i], env, sizeof(env));
+        const char *value = getenv(env);
+        if (value != NULL && !set_option(cfg, &options[i], value, env))
+            return CONFIG_ERROR;
+    }
+
+    for (int i = 0; i < argc; i++) {
+        const char *arg = argv[i];
+        if (!strcmp(arg, "--help") || !strcmp(arg, "-h"))
+            return CONFIG_HELP;
+        if (strncmp(arg, "--", 2) != 0) {
+            fprintf(stderr, "outbox-relay: unexpected argument '%s' (see --help)\n", arg);
+            return CONFIG_ERROR;
+        }
+        const char *name = arg + 2;
+        const char *eq = strchr(name, '=');
+        size_t len = eq ? (size_t)(eq - name) : strlen(name);
+        const struct option_def *opt = find_option(name, len);
+        if (opt == NULL) {
+            fprintf(stderr, "outbox-relay: unknown option '%.*s' (see --help)\n", (int)len + 2, arg);
+            return CONFIG_ERROR;
+        }
+        const char *value;
+        if (eq != NULL)
+            value = eq + 1;
+        else if (opt->type == OPT_BOOL)
+            value = "true";
+        else if (i + 1 < argc)
+            value = argv[++i];
+        else {
+            fprintf(stderr, "outbox-relay: option --%s needs a value\n", opt->name);
+            return CONFIG_ERROR;
+        }
+        if (!set_option(cfg, opt, value, "command line"))
+            return CONFIG_ERROR;
+    }
+
+    log_level_t level;
+    if (!log_level_parse(cfg->log_level, &level)) {
+        fprintf(stderr,
+                "outbox-relay: invalid value '%s' for --log-level (OUTBOX_RELAY_LOG_LEVEL): "
+                "expected debug, info, warn or error\n",
+                cfg->log_level);
+        return CONFIG_ERROR;
+    }
+    log_set_level(level);
+    if (!is_blank(cfg->admin_listen)) {
+        const char *colon = strrchr(cfg->admin_listen, ':');
+        char *end = NULL;
+        long port = colon ? strtol(colon + 1, &end, 10) : -1;
+        if (colon == NULL || colon == cfg->admin_listen || end == colon + 1 || *end != '\0' ||
+            port < 0 || port > 65535) {
+            fprintf(stderr,
+                    "outbox-relay: invalid value '%s' for --admin-listen "
+                    "(OUTBOX_RELAY_ADMIN_LISTEN): expected host:port, e.g. 127.0.0.1:9464\n",
+                    cfg->admin_listen);
+            return CONFIG_ERROR;
+        }
+    }
+
+    if (is_blank(cfg->relay_id)) {
+        char host[256] = "relay";
+        gethostname(host, sizeof(host) - 1);
+        host[sizeof(host) - 1] = '\0';
+        char id[300];
+        snprintf(id, sizeof(id), "%s:%d", host, (int)getpid());
+        free(cfg->relay_id);
+        cfg->relay_id = strdup(id);
+    }
+    return CONFIG_OK;
+}
+
+void config_free(struct config *cfg)
+{
+    for (size_t i = 0; i < OPTION_COUNT; i++) {
+        if (options[i].type == OPT_STRING) {
+            char **slot = (char **)(void *)((char *)cfg + options[i].offset);
+            free(*slot);
+            *slot = NULL;
+        }
+    }
+}

@@ -1,0 +1,42 @@
+/*
+ * config.h — every option of outbox-relay in one table: flag, environment
+ * variable, default, validation and the line --help prints.
+ *
+ * Precedence: flag over OUTBOX_RELAY_<NAME> over default. The connection
+ * string also comes from DATABASE_URL, and when none is given libpq's own
+ * PG* variables apply.
+ */
+#ifndef OUTBOX_CONFIG_H
+#define OUTBOX_CONFIG_H
+
+#include <stdbool.h>
+#include <stdio.h>
+
+struct config {
+    char *db;                     /* libpq conninfo or URL; "" = libpq environment */
+    char *relay_id;               /* lease owner name; default host:pid */
+    char *migrations_dir;         /* for migrate */
+    char *admin_listen;           /* host:port of the admin HTTP port; "" = off */
+    char *log_level;              /* debug|info|warn|error */
+    int batch_size;               /* rows per claim */
+    int max_in_flight;            /* deliveries in flight, all targets */
+    int max_in_flight_per_target; /* cap per target (also capped by targets.max_in_flight) */
+    int poll_interval_ms;         /* fallback poll while idle */
+    int lease_ms;                 /* lease length; renewed while a delivery runs */
+    int grace_ms;                 /* SIGTERM: how long in-flight deliveries may finish */
+    int reconnect_max_ms;         /* cap of the database reconnect back-off */
+    int connect_timeout_ms;       /* database connect deadline */
+    int max_response_bytes;       /* bounded copy of a response body */
+    int targets_refresh_ms;       /* how often targets are reloaded */
+    bool exit_when_idle;          /* exit 0 once nothing is due or in flight (demo, tests) */
+};
+
+enum config_result { CONFIG_OK, CONFIG_HELP, CONFIG_ERROR };
+
+/* Fills cfg from argv (after the subcommand) and the environment. On error
+ * prints a message naming the option to stderr. */
+enum config_result config_load(struct config *cfg, int argc, char **argv);
+void config_free(struct config *cfg);
+void config_print_help(FILE *out);
+
+#endif

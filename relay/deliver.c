@@ -1,0 +1,159 @@
+/*
+ * deliver.c — build the request of one attempt and read what happened.
+ *
+ * DESIGN
+ * "Were request bytes sent?" decides not_sent vs ambiguous, so it is read
+ * from libcurl itself (CURLINFO_REQUEST_SIZE: bytes of the request written
+ * to the socket), never guessed from the error code.
+ *
+ * Connection reuse and silent re-sends: when a reused keep-alive connection
+ * turns out dead before any response byte, libcurl transparently retries
+ * the request on a new connection. For a target that deduplicates by key
+ * that is harmless; for one that cannot (key_header NULL) it could execute
+ * the action twice, so such targets get a fresh connection per request
+ * (CURLOPT_FORBID_REUSE): correctness before speed.
+ *
+ * Security: TLS peer and host verification stay on (libcurl's defaults,
+ * set explicitly), only http and https are allowed, redirects are not
+ * followed (the URL is the one an admin registered).
+ */
+#include "deliver.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <time.h>
+#include <uv.h>
+
+static size_t on_body(char *data, size_t size, size_t nmemb, void *userp)
+{
+    struct delivery *d = userp;
+    size_t n = size * nmemb;
+    if (d->body.len < d->body_limit) {
+        size_t keep = d->body_limit - d->body.len;
+        strbuf_append(&d->body, data, n < keep ? n : keep);
+    }
+    return n; /* the rest is read and dropped: the copy is bounded, the transfer is not failed */
+}
+
+static int64_t wall_clock_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+static size_t on_header(char *data, size_t size, size_t nmemb, void *userp)
+{
+    struct delivery *d = userp;
+    size_t n = size * nmemb;
+    static const char name[] = "retry-after:";
+    if (n > sizeof(name) - 1 && n < 256 && strncasecmp(data, name, sizeof(name) - 1) == 0) {
+        char value[256];
+        size_t len = n - (sizeof(name) - 1);
+        memcpy(value, data + sizeof(name) - 1, len);
+        value[len] = '\0';
+        char *end = value + strlen(value);
+        while (end > value && (end[-1] == '\r' || end[-1] == '\n' || end[-1] == ' '))
+            *--end = '\0';
+        d->retry_after_ms = outcome_parse_retry_after(value, wall_clock_ms());
+    }
+    return n;
+}
+
+struct delivery *delivery_new(struct target *target, int64_t intent_id, const char *key,
+                              const char *payload, int attempt, bool was_ambiguous,
+                              int64_t first_attempt_ms, size_t body_limit, int64_t now_s)
+{
+    struct delivery *d = calloc(1, sizeof(*d));
+    if (d == NULL)
+        return NULL;
+    d->target = target;
+    d->intent_id = intent_id;
+    d->key = strdup(key);
+    d->payload_len = strlen(payload);
+    d->payload = malloc(d->payload_len + 1);
+    memcpy(d->payload, payload, d->payload_len + 1);
+    d->attempt = attempt;
+    d->was_ambiguous = was_ambiguous;
+    d->first_attempt_ms = first_attempt_ms;
+    d->body_limit = body_limit;
+    d->retry_after_ms = -1;
+    strbuf_init(&d->body);
+
+    d->easy = curl_easy_init();
+    if (d->easy == NULL) {
+        delivery_free(d);
+        return NULL;
+    }
+    d->headers = target_request_headers(target, key, d->payload, d->payload_len, now_s);
+    CURL *e = d->easy;
+    curl_easy_setopt(e, CURLOPT_URL, target->url);
+    curl_easy_setopt(e, CURLOPT_PROTOCOLS_STR, "http,https");
+    curl_easy_setopt(e, CURLOPT_POSTFIELDS, d->payload);
+    curl_easy_setopt(e, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)d->payload_len);
+    if (strcmp(target->method, "POST") != 0)
+        curl_easy_setopt(e, CURLOPT_CUSTOMREQUEST, target->method);
+    curl_easy_setopt(e, CURLOPT_HTTPHEADER, d->headers);
+    curl_easy_setopt(e, CURLOPT_TIMEOUT_MS, (long)target->timeout_ms);
+    curl_easy_setopt(e, CURLOPT_CONNECTTIMEOUT_MS,
+                     (long)(target->timeout_ms < 10000 ? target->timeout_ms : 10000));
+    curl_easy_setopt(e, CURLOPT_NOSIGNAL, 1L);
+    curl_easy_setopt(e, CURLOPT_FOLLOWLOCATION, 0L);
+    curl_easy_setopt(e, CURLOPT_SSL_VERIFYPEER, 1L);
+    curl_easy_setopt(e, CURLOPT_SSL_VERIFYHOST, 2L);
+    curl_easy_setopt(e, CURLOPT_TCP_KEEPALIVE, 1L);
+    curl_easy_setopt(e, CURLOPT_TCP_NODELAY, 1L);
+    curl_easy_setopt(e, CURLOPT_USERAGENT, "outbox-relay/0.1");
+    curl_easy_setopt(e, CURLOPT_WRITEFUNCTION, on_body);
+    curl_easy_setopt(e, CURLOPT_WRITEDATA, d);
+    curl_easy_setopt(e, CURLOPT_HEADERFUNCTION, on_header);
+    curl_easy_setopt(e, CURLOPT_HEADERDATA, d);
+    curl_easy_setopt(e, CURLOPT_ERRORBUFFER, d->error);
+    if (target->key_header == NULL)
+        curl_easy_setopt(e, CURLOPT_FORBID_REUSE, 1L);
+    d->started_ns = uv_hrtime();
+    return d;
+}
+
+void delivery_report(struct delivery *d, CURLcode result, bool aborted,
+                     struct delivery_report *report)
+{
+    memset(report, 0, sizeof(*report));
+    long request_size = 0;
+    curl_easy_getinfo(d->easy, CURLINFO_REQUEST_SIZE, &request_size);
+    curl_easy_getinfo(d->easy, CURLINFO_RESPONSE_CODE, &report->http_status);
+    report->sent = request_size > 0;
+    report->latency_ms = (int)((uv_hrtime() - d->started_ns) / 1000000);
+    report->facts.honours_keys = d->target->key_header != NULL;
+    report->facts.http_status = report->http_status;
+    if (!aborted && result == CURLE_OK) {
+        report->facts.transport = TRANSPORT_COMPLETE;
+        if (report->http_status >= 400 || report->http_status < 200)
+            snprintf(report->error, sizeof(report->error), "HTTP %ld", report->http_status);
+        return;
+    }
+    report->facts.transport = report->sent ? TRANSPORT_FAILED_AFTER_SEND : TRANSPORT_FAILED_UNSENT;
+    report->http_status = 0;
+    report->facts.http_status = 0;
+    if (aborted)
+        snprintf(report->error, sizeof(report->error), "aborted at shutdown (%s)",
+                 report->sent ? "request sent, no answer yet" : "nothing sent");
+    else
+        snprintf(report->error, sizeof(report->error), "%s: %s", curl_easy_strerror(result),
+                 *d->error ? d->error : "no detail");
+}
+
+void delivery_free(struct delivery *d)
+{
+    if (d == NULL)
+        return;
+    if (d->easy)
+        curl_easy_cleanup(d->easy);
+    curl_slist_free_all(d->headers);
+    strbuf_free(&d->body);
+    free(d->key);
+    free(d->payload);
+    free(d);
+}

@@ -1,0 +1,58 @@
+/*
+ * deliver.h — one intent → one HTTP request → what came of it.
+ *
+ * Owns the easy handle of one attempt, its headers and the bounded copy of
+ * the response body. It does not decide anything: delivery_report() turns
+ * what libcurl saw into attempt_facts for outcome.c.
+ */
+#ifndef OUTBOX_DELIVER_H
+#define OUTBOX_DELIVER_H
+
+#include <curl/curl.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "outcome.h"
+#include "strbuf.h"
+#include "targets.h"
+
+struct delivery {
+    struct target *target;
+    int64_t intent_id;
+    char *key;
+    char *payload;
+    size_t payload_len;
+    int attempt;
+    bool was_ambiguous;
+    int64_t first_attempt_ms;
+
+    CURL *easy;
+    struct curl_slist *headers;
+    struct strbuf body;
+    size_t body_limit;
+    int64_t retry_after_ms;
+    uint64_t started_ns;
+    char error[CURL_ERROR_SIZE];
+
+    void *owner;                  /* the relay */
+    struct delivery *prev, *next; /* the relay's in-flight list */
+};
+
+struct delivery_report {
+    struct attempt_facts facts;
+    int sent;      /* 1 request bytes went out, 0 none did */
+    long http_status;
+    int latency_ms;
+    char error[CURL_ERROR_SIZE + 64]; /* empty when none */
+};
+
+/* Builds the request; payload is copied. NULL on failure to set up. */
+struct delivery *delivery_new(struct target *target, int64_t intent_id, const char *key,
+                              const char *payload, int attempt, bool was_ambiguous,
+                              int64_t first_attempt_ms, size_t body_limit, int64_t now_s);
+/* After the transfer ended with result (or was aborted: aborted = true). */
+void delivery_report(struct delivery *d, CURLcode result, bool aborted,
+                     struct delivery_report *report);
+void delivery_free(struct delivery *d);
+
+#endif

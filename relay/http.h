@@ -1,0 +1,30 @@
+/*
+ * http.h — libcurl's multi interface driven by the libuv loop.
+ *
+ * Owns: the CURLM handle, one uv_timer_t for curl's timeout, and one
+ * uv_poll_t per socket curl asks us to watch. Callers own their easy
+ * handles: http_client_add() starts a transfer, and when it finishes the
+ * done callback receives the easy handle (already removed from the multi
+ * handle) with curl's result code.
+ */
+#ifndef OUTBOX_HTTP_H
+#define OUTBOX_HTTP_H
+
+#include <curl/curl.h>
+#include <stdbool.h>
+#include <uv.h>
+
+typedef struct http_client http_client_t;
+
+/* data is what was passed to http_client_add for this easy handle. */
+typedef void (*http_done_cb)(CURL *easy, CURLcode result, void *data);
+
+http_client_t *http_client_new(uv_loop_t *loop, http_done_cb on_done);
+bool http_client_add(http_client_t *client, CURL *easy, void *data);
+/* Stop a transfer without a done callback (shutdown after the grace period). */
+void http_client_remove(http_client_t *client, CURL *easy);
+/* All easy handles must be removed first. on_closed runs once the timer
+ * and every socket poll handle are closed; then client is freed. */
+void http_client_close(http_client_t *client, void (*on_closed)(void *data), void *data);
+
+#endif

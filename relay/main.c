@@ -1,0 +1,46 @@
+/*
+ * main.c — outbox-relay: command dispatch.
+ *
+ *   outbox-relay run       the relay daemon (relay.c)
+ *   outbox-relay migrate   apply migrations (migrate.c)
+ *   outbox-relay version
+ *
+ * Exit codes: 0 success, 1 failure at run time, 2 bad usage or configuration.
+ */
+#include "config.h"
+#include "migrate.h"
+#include "relay.h"
+
+#include <stdio.h>
+#include <string.h>
+
+#define OUTBOX_RELAY_VERSION "0.1.0"
+
+int main(int argc, char **argv)
+{
+    if (argc < 2 || !strcmp(argv[1], "--help") || !strcmp(argv[1], "-h") ||
+        !strcmp(argv[1], "help")) {
+        config_print_help(argc < 2 ? stderr : stdout);
+        return argc < 2 ? 2 : 0;
+    }
+    const char *command = argv[1];
+    if (!strcmp(command, "version") || !strcmp(command, "--version")) {
+        printf("outbox-relay %s\n", OUTBOX_RELAY_VERSION);
+        return 0;
+    }
+    if (strcmp(command, "run") != 0 && strcmp(command, "migrate") != 0) {
+        fprintf(stderr, "outbox-relay: unknown command '%s' (see --help)\n", command);
+        return 2;
+    }
+    struct config cfg;
+    enum config_result loaded = config_load(&cfg, argc - 2, argv + 2);
+    if (loaded != CONFIG_OK) {
+        if (loaded == CONFIG_HELP)
+            config_print_help(stdout);
+        config_free(&cfg);
+        return loaded == CONFIG_HELP ? 0 : 2;
+    }
+    int rc = !strcmp(command, "run") ? relay_run(&cfg) : migrate_run(&cfg, argv[0]);
+    config_free(&cfg);
+    return rc;
+}

@@ -1,0 +1,300 @@
+/*
+ * migrate.c — apply migrations/NNNN_name.sql in order, once each.
+ *
+ * Shape: a short-lived command, not the daemon, so it uses libpq's blocking
+ * API (the event-loop rule applies to `run` only). Safety comes from three
+ * things: a session advisory lock (two Jobs started at once apply nothing
+ * twice), one transaction per file (a failing file leaves no half of
+ * itself), and a SHA-256 per applied file in outbox_meta.migrations (an
+ * edited file that already ran is refused, because the database no longer
+ * matches what the file says). A second run finds nothing pending: no-op.
+ */
+#include "migrate.h"
+
+#include <dirent.h>
+#include <libgen.h>
+#include <libpq-fe.h>
+#include <limits.h>
+#include <openssl/evp.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+/* Any constant; the same for every migrate of every version. */
+#define MIGRATE_LOCK_KEY "7364202021"
+
+struct migration_file {
+    char name[256];
+    char checksum[65];
+    char *sql;
+};
+
+static int compare_names(const void *a, const void *b)
+{
+    return strcmp(((const struct migration_file *)a)->name,
+                  ((const struct migration_file *)b)->name);
+}
+
+static bool is_migration_name(const char *name)
+{
+    size_t len = strlen(name);
+    if (len < 9 || len >= 256 || strcmp(name + len - 4, ".sql") != 0)
+        return false;
+    for (int i = 0; i < 4; i++)
+        if (name[i] < '0' || name[i] > '9')
+            return false;
+    return name[4] == '_';
+}
+
+static char *read_whole_file(const char *path, size_t *len_out)
+{
+    FILE *f = fopen(path, "rb");
+    if (f == NULL)
+        return NULL;
+    char *buf = NULL;
+    size_t len = 0, cap = 0;
+    for (;;) {
+        if (len + 4096 + 1 > cap) {
+            cap = cap ? cap * 2 : 65536;
+            char *grown = realloc(buf, cap);
+            if (grown == NULL) {
+                free(buf);
+                fclose(f);
+                return NULL;
+            }
+            buf = grown;
+        }
+        size_t n = fread(buf + len, 1, cap - len - 1, f);
+        len += n;
+        if (n == 0)
+            break;
+    }
+    fclose(f);
+    buf[len] = '\0';
+    *len_out = len;
+    return buf;
+}
+
+static void sha256_hex(const char *data, size_t len, char out[65])
+{
+    unsigned char digest[EVP_MAX_MD_SIZE];
+    unsigned int digest_len = 0;
+    EVP_Digest(data, len, digest, &digest_len, EVP_sha256(), NULL);
+    for (unsigned int i = 0; i < digest_len && i < 32; i++)
+        snprintf(out + 2 * i, 3, "%02x", digest[i]);
+    out[64] = '\0';
+}
+
+/* The migrations directory: the option, else ../migrations beside the
+ * binary (build/ in a checkout), else the installed location. */
+static void find_migrations_dir(const struct config *cfg, const char *argv0, char *out,
+                                size_t size)
+{
+    if (cfg->migrations_dir && *cfg->migrations_dir) {
+        snprintf(out, size, "%s", cfg->migrations_dir);
+        return;
+    }
+    char exe[PATH_MAX];
+    ssize_t n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
+    if (n > 0) {
+        exe[n] = '\0';
+        char *dir = dirname(exe);
+        const char *candidates[] = {"/../migrations", "/../../migrations",
+                                    "/../share/outbox-relay/migrations"};
+        for (size_t i = 0; i < sizeof(candidates) / sizeof(candidates[0]); i++) {
+            struct stat st;
+            if ((size_t)snprintf(out, size, "%s%s", dir, candidates[i]) < size &&
+                stat(out, &st) == 0 && S_ISDIR(st.st_mode))
+                return;
+        }
+    }
+    (void)argv0;
+    snprintf(out, size, "/usr/share/outbox-relay/migrations");
+}
+
+static int load_files(const char *dir, struct migration_file **files_out, size_t *count_out)
+{
+    DIR *d = opendir(dir);
+    if (d == NULL) {
+        fprintf(stderr, "outbox-relay migrate: cannot open migrations directory %s: %m\n", dir);
+        return -1;
+    }
+    struct migration_file *files = NULL;
+    size_t count = 0;
+    struct dirent *entry;
+    while ((entry = readdir(d)) != NULL) {
+        if (!is_migration_name(entry->d_name))
+            continue;
+        struct migration_file *grown = realloc(files, (count + 1) * sizeof(*files));
+        if (grown == NULL)
+            break;
+        files = grown;
+        struct migration_file *file = &files[count];
+        snprintf(file->name, sizeof(file->name), "%s", entry->d_name);
+        char path[PATH_MAX + 256];
+        snprintf(path, sizeof(path), "%s/%s", dir, entry->d_name);
+        size_t len = 0;
+        file->sql = read_whole_file(path, &len);
+        if (file->sql == NULL) {
+            fprintf(stderr, "outbox-relay migrate: cannot read %s: %m\n", path);
+            closedir(d);
+            *files_out = files;
+            *count_out = count;
+            return -1;
+        }
+        sha256_hex(file->sql, len, file->checksum);
+        count++;
+    }
+    closedir(d);
+    qsort(files, count, sizeof(*files), compare_names);
+    *files_out = files;
+    *count_out = count;
+    return 0;
+}
+
+static bool exec_ok(PGconn *conn, const char *sql, const char *what)
+{
+    PGresult *res = PQexec(conn, sql);
+    ExecStatusType status = PQresultStatus(res);
+    bool ok = status == PGRES_COMMAND_OK || status == PGRES_TUPLES_OK;
+    if (!ok)
+        fprintf(stderr, "outbox-relay migrate: %s failed: %s", what, PQerrorMessage(conn));
+    PQclear(res);
+    return ok;
+}
+
+static int apply_pending(PGconn *conn, struct migration_file *files, size_t count)
+{
+    PGresult *res = PQexec(conn, "SELECT name, checksum FROM outbox_meta.migrations ORDER BY name");
+    if (PQresultStatus(res) != PGRES_TUPLES_OK) {
+        fprintf(stderr, "outbox-relay migrate: cannot read outbox_meta.migrations: %s",
+                PQerrorMessage(conn));
+        PQclear(res);
+        return 1;
+    }
+    int applied_count = PQntuples(res);
+    bool *applied = calloc(count + 1, sizeof(bool));
+    int rc = 0;
+    for (int row = 0; row < applied_count && rc == 0; row++) {
+        const char *name = PQgetvalue(res, row, 0);
+        const char *checksum = PQgetvalue(res, row, 1);
+        bool found = false;
+        for (size_t i = 0; i < count; i++) {
+            if (strcmp(files[i].name, name) != 0)
+                continue;
+            found = true;
+            applied[i] = true;
+            if (strcmp(files[i].checksum, checksum) != 0) {
+                fprintf(stderr,
+                        "outbox-relay migrate: refusing to run: %s was changed after it was "
+                        "applied (checksum in the database %.12s, on disk %.12s). Applied "
+                        "migrations must not be edited; add a new migration instead.\n",
+                        name, checksum, files[i].checksum);
+                rc = 1;
+            }
+        }
+        if (!found) {
+            fprintf(stderr,
+                    "outbox-relay migrate: refusing to run: %s was applied but is missing from "
+                    "the migrations directory (is this an older release?)\n",
+                    name);
+            rc = 1;
+        }
+    }
+    PQclear(res);
+
+    int newly_applied = 0;
+    for (size_t i = 0; i < count && rc == 0; i++) {
+        if (applied[i])
+            continue;
+        if (!exec_ok(conn, "BEGIN", "BEGIN")) {
+            rc = 1;
+            break;
+        }
+        PGresult *r = PQexec(conn, files[i].sql);
+        ExecStatusType st = PQresultStatus(r);
+        if (st != PGRES_COMMAND_OK && st != PGRES_TUPLES_OK && st != PGRES_EMPTY_QUERY) {
+            fprintf(stderr, "outbox-relay migrate: %s failed, nothing of it was applied: %s",
+                    files[i].name, PQerrorMessage(conn));
+            PQclear(r);
+            exec_ok(conn, "ROLLBACK", "ROLLBACK");
+            rc = 1;
+            break;
+        }
+        PQclear(r);
+        const char *params[2] = {files[i].name, files[i].checksum};
+        r = PQexecParams(conn,
+                         "INSERT INTO outbox_meta.migrations (name, checksum) VALUES ($1, $2)", 2,
+                         NULL, params, NULL, NULL, 0);
+        bool inserted = PQresultStatus(r) == PGRES_COMMAND_OK;
+        if (!inserted)
+            fprintf(stderr, "outbox-relay migrate: recording %s failed: %s", files[i].name,
+                    PQerrorMessage(conn));
+        PQclear(r);
+        if (!inserted || !exec_ok(conn, "COMMIT", "COMMIT")) {
+            exec_ok(conn, "ROLLBACK", "ROLLBACK");
+            rc = 1;
+            break;
+        }
+        printf("applied %s\n", files[i].name);
+        newly_applied++;
+    }
+    if (rc == 0) {
+        if (newly_applied == 0)
+            printf("up to date: %zu migrations applied, nothing pending\n", count);
+        else
+            printf("applied %d migration(s); %zu in all\n", newly_applied, count);
+    }
+    free(applied);
+    return rc;
+}
+
+static void quiet_notices(void *arg, const char *message)
+{
+    (void)arg;
+    (void)message;
+}
+
+int migrate_run(const struct config *cfg, const char *argv0)
+{
+    char dir[PATH_MAX];
+    find_migrations_dir(cfg, argv0, dir, sizeof(dir));
+    struct migration_file *files = NULL;
+    size_t count = 0;
+    int rc = load_files(dir, &files, &count);
+    if (rc == 0 && count == 0) {
+        fprintf(stderr, "outbox-relay migrate: no NNNN_*.sql files in %s\n", dir);
+        rc = -1;
+    }
+    PGconn *conn = NULL;
+    if (rc == 0) {
+        conn = PQconnectdb(cfg->db ? cfg->db : "");
+        if (PQstatus(conn) != CONNECTION_OK) {
+            fprintf(stderr, "outbox-relay migrate: cannot connect to the database: %s",
+                    PQerrorMessage(conn));
+            rc = -1;
+        }
+    }
+    if (rc == 0) {
+        PQsetNoticeProcessor(conn, quiet_notices, NULL);
+        if (!exec_ok(conn, "SELECT pg_advisory_lock(" MIGRATE_LOCK_KEY ")", "taking the lock") ||
+            !exec_ok(conn,
+                     "CREATE SCHEMA IF NOT EXISTS outbox_meta;"
+                     "CREATE TABLE IF NOT EXISTS outbox_meta.migrations ("
+                     " name text PRIMARY KEY, checksum text NOT NULL,"
+                     " applied_at timestamptz NOT NULL DEFAULT now())",
+                     "creating outbox_meta.migrations"))
+            rc = -1;
+        else
+            rc = apply_pending(conn, files, count);
+        /* The lock goes with the session; unlock explicitly all the same. */
+        exec_ok(conn, "SELECT pg_advisory_unlock_all()", "unlocking");
+    }
+    PQfinish(conn);
+    for (size_t i = 0; i < count; i++)
+        free(files[i].sql);
+    free(files);
+    return rc == 0 ? 0 : 1;
+}

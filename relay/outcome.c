@@ -1,0 +1,185 @@
+/*
+ * outcome.c — classification of one attempt and the decision that follows.
+ *
+ * DESIGN (DESIGN.md, "Classifying one attempt")
+ * The one invariant that matters: nothing that may have executed is ever
+ * reported failed, and nothing that may have executed is re-sent to a target
+ * that cannot deduplicate. Hence:
+ *   - ambiguous + target honours keys + first attempt younger than key_ttl
+ *     + attempts left            → pending again, same key, flagged ambiguous
+ *   - ambiguous otherwise        → unknown (reconcile or a person decides)
+ *   - not sent / retry later     → pending with back-off while attempts are
+ *     left; when exhausted: failed only if no attempt was ambiguous, else unknown
+ *   - a 4xx after an earlier ambiguous attempt → unknown, never failed
+ * 3xx is ambiguous: we do not follow redirects, and a 303 after a POST
+ * usually means the work was done.
+ */
+#include "outcome.h"
+
+#include <ctype.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+enum attempt_class outcome_classify(const struct attempt_facts *facts)
+{
+    switch (facts->transport) {
+    case TRANSPORT_FAILED_UNSENT:
+        return CLASS_NOT_SENT;
+    case TRANSPORT_FAILED_AFTER_SEND:
+        return CLASS_AMBIGUOUS;
+    case TRANSPORT_COMPLETE:
+        break;
+    }
+    long s = facts->http_status;
+    if (s >= 200 && s <= 299)
+        return CLASS_SUCCEEDED;
+    if (s == 408 || s == 425 || s == 429)
+        return CLASS_RETRY_LATER;
+    if (s == 409)
+        return facts->honours_keys ? CLASS_RETRY_LATER : CLASS_PERMANENT_FAILURE;
+    if (s == 422)
+        return CLASS_KEY_CONFLICT;
+    if (s >= 400 && s <= 499)
+        return CLASS_PERMANENT_FAILURE;
+    return CLASS_AMBIGUOUS; /* 5xx, 3xx, 1xx, anything else */
+}
+
+int outcome_backoff_ms(int attempt, int base_ms, int cap_ms, double random_unit)
+{
+    double ceiling = base_ms;
+    for (int i = 1; i < attempt && ceiling < cap_ms; i++)
+        ceiling *= 2;
+    if (ceiling > cap_ms)
+        ceiling = cap_ms;
+    if (random_unit < 0)
+        random_unit = 0;
+    if (random_unit >= 1)
+        random_unit = 0.999999;
+    return (int)(ceiling * random_unit);
+}
+
+static struct decision retry_or_exhaust(const struct retry_policy *policy,
+                                        const struct intent_progress *progress, double random_unit)
+{
+    struct decision d = {.ambiguous = progress->was_ambiguous};
+    if (progress->attempt < policy->max_attempts) {
+        d.next_state = STATE_PENDING;
+        d.delay_ms = outcome_backoff_ms(progress->attempt, policy->backoff_base_ms,
+                                        policy->backoff_cap_ms, random_unit);
+        if (progress->retry_after_ms > d.delay_ms)
+            d.delay_ms = progress->retry_after_ms > 86400000 ? 86400000
+                                                             : (int)progress->retry_after_ms;
+        return d;
+    }
+    /* Exhausted: failed only if every attempt is known not to have executed. */
+    d.next_state = progress->was_ambiguous ? STATE_UNKNOWN : STATE_FAILED;
+    d.delay_ms = policy->reconcile_delay_ms;
+    return d;
+}
+
+struct decision outcome_decide(enum attempt_class cls, const struct retry_policy *policy,
+                               const struct intent_progress *progress, double random_unit)
+{
+    struct decision d = {.ambiguous = progress->was_ambiguous};
+    switch (cls) {
+    case CLASS_SUCCEEDED:
+        d.next_state = STATE_SUCCEEDED;
+        return d;
+    case CLASS_KEY_CONFLICT:
+    case CLASS_PERMANENT_FAILURE:
+        d.next_state = progress->was_ambiguous ? STATE_UNKNOWN : STATE_FAILED;
+        d.delay_ms = policy->reconcile_delay_ms;
+        return d;
+    case CLASS_NOT_SENT:
+    case CLASS_RETRY_LATER:
+        return retry_or_exhaust(policy, progress, random_unit);
+    case CLASS_AMBIGUOUS:
+        break;
+    }
+    d.ambiguous = true;
+    bool key_alive = progress->now_ms - progress->first_attempt_ms < policy->key_ttl_ms;
+    if (policy->honours_keys && key_alive && progress->attempt < policy->max_attempts) {
+        d.next_state = STATE_PENDING;
+        d.delay_ms = outcome_backoff_ms(progress->attempt, policy->backoff_base_ms,
+                                        policy->backoff_cap_ms, random_unit);
+        if (progress->retry_after_ms > d.delay_ms)
+            d.delay_ms = progress->retry_after_ms > 86400000 ? 86400000
+                                                             : (int)progress->retry_after_ms;
+        return d;
+    }
+    d.next_state = STATE_UNKNOWN;
+    d.delay_ms = policy->reconcile_delay_ms;
+    return d;
+}
+
+const char *outcome_class_name(enum attempt_class cls)
+{
+    switch (cls) {
+    case CLASS_NOT_SENT:
+        return "not_sent";
+    case CLASS_AMBIGUOUS:
+        return "ambiguous";
+    case CLASS_SUCCEEDED:
+        return "succeeded";
+    case CLASS_RETRY_LATER:
+        return "retry_later";
+    case CLASS_KEY_CONFLICT:
+        return "key_conflict";
+    case CLASS_PERMANENT_FAILURE:
+        return "permanent_failure";
+    }
+    return "ambiguous";
+}
+
+const char *outcome_state_name(enum intent_state state)
+{
+    switch (state) {
+    case STATE_PENDING:
+        return "pending";
+    case STATE_SUCCEEDED:
+        return "succeeded";
+    case STATE_FAILED:
+        return "failed";
+    case STATE_UNKNOWN:
+        return "unknown";
+    }
+    return "unknown";
+}
+
+int64_t outcome_parse_retry_after(const char *value, int64_t now_ms)
+{
+    if (value == NULL)
+        return -1;
+    while (isspace((unsigned char)*value))
+        value++;
+    if (*value == '\0')
+        return -1;
+    if (isdigit((unsigned char)*value)) {
+        char *end = NULL;
+        long long seconds = strtoll(value, &end, 10);
+        while (end && isspace((unsigned char)*end))
+            end++;
+        if (end == NULL || *end != '\0' || seconds < 0)
+            return -1;
+        if (seconds > 86400)
+            seconds = 86400;
+        return (int64_t)seconds * 1000;
+    }
+    /* HTTP-date, IMF-fixdate form: "Sun, 06 Nov 1994 08:49:37 GMT". */
+    struct tm tm;
+    memset(&tm, 0, sizeof(tm));
+    const char *rest = strptime(value, "%a, %d %b %Y %H:%M:%S GMT", &tm);
+    if (rest == NULL)
+        return -1;
+    time_t at = timegm(&tm);
+    if (at == (time_t)-1)
+        return -1;
+    int64_t delta = (int64_t)at * 1000 - now_ms;
+    if (delta < 0)
+        delta = 0;
+    if (delta > 86400000)
+        delta = 86400000;
+    return delta;
+}

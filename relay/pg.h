@@ -1,0 +1,56 @@
+/*
+ * pg.h — one asynchronous PostgreSQL connection on the libuv loop.
+ *
+ * Owns: the PGconn, its uv_poll_t, the connect deadline and reconnect
+ * back-off timer, a FIFO of queries (one on the wire at a time), LISTEN on
+ * one channel and the prepared statements, re-established after every
+ * reconnect. It never blocks the loop (libpq in non-blocking mode; only a
+ * host name in the connection string is resolved synchronously by libpq).
+ *
+ * Contract of pg_query(): the callback runs exactly once, with the result
+ * (status TUPLES_OK or COMMAND_OK) or with an error text (SQL error, or the
+ * connection was lost before the result came). The result is cleared after
+ * the callback returns.
+ */
+#ifndef OUTBOX_PG_H
+#define OUTBOX_PG_H
+
+#include <libpq-fe.h>
+#include <stdbool.h>
+#include <uv.h>
+
+typedef struct pg_conn pg_conn_t;
+
+typedef void (*pg_result_cb)(void *data, PGresult *res, const char *error);
+
+struct pg_statement {
+    const char *name;
+    const char *sql;
+};
+
+struct pg_events {
+    void *data;
+    void (*on_ready)(void *data);                     /* connected, LISTENing, statements prepared */
+    void (*on_lost)(void *data, const char *reason);  /* connection lost; reconnecting */
+    void (*on_notify)(void *data, const char *channel);
+};
+
+pg_conn_t *pg_conn_new(uv_loop_t *loop, const char *conninfo, const struct pg_statement *statements,
+                       size_t statement_count, const char *listen_channel, int connect_timeout_ms,
+                       int reconnect_max_ms, struct pg_events events);
+void pg_conn_start(pg_conn_t *pg);
+bool pg_conn_ready(const pg_conn_t *pg);
+/* Why the connection is not ready (for logs and readiness); "" when ready. */
+const char *pg_conn_status_reason(const pg_conn_t *pg);
+unsigned long pg_conn_reconnects(const pg_conn_t *pg);
+
+/* Queue a prepared statement. Values are copied; NULL entries are SQL NULL.
+ * Returns false (and never calls cb) when the connection is not ready. */
+bool pg_query(pg_conn_t *pg, const char *statement, int nparams, const char *const *values,
+              pg_result_cb cb, void *data);
+
+/* Fail what is queued, close the socket and timers; on_closed runs from the
+ * loop once every handle is closed, after which pg is freed. */
+void pg_conn_close(pg_conn_t *pg, void (*on_closed)(void *data), void *data);
+
+#endif

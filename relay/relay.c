@@ -1,0 +1,943 @@
+/*
+ * relay.c — the daemon: claim due intents, deliver them, record outcomes.
+ *
+ * DESIGN
+ * One libuv loop drives everything: the database (pg.c), HTTP (http.c),
+ * timers and signals. Nothing here blocks.
+ *
+ *   claim ──rows──► deliveries (curl multi) ──done──► outcome buffer ──► record
+ *     ▲                                                                  │
+ *     └──── NOTIFY / poll timer / a full batch / capacity freed ◄────────┘
+ *
+ * Claiming: one statement per batch (outbox.claim), bounded by the free
+ * capacity, globally and per target. After a claim that came back short the
+ * relay tells the database it is idle (so enqueues NOTIFY it) and claims once
+ * more: a row committed between the short claim and the flag would otherwise
+ * wait for the poll timer (the lost wake-up). A full batch means the relay is
+ * busy: the flag goes off, and enqueuing transactions stop paying for NOTIFY.
+ *
+ * Recording: outcomes collect in a buffer while one record statement is on
+ * the wire, so the batch size adapts to the load. If the database is gone,
+ * the buffer simply waits: in-flight HTTP carries on, and after reconnecting
+ * everything is written, fenced by (lease owner, attempt number).
+ *
+ * Leases: renewed on a timer for every row this relay is delivering; rows
+ * whose lease expired (their relay died) are taken over and decided as an
+ * ambiguous attempt, exactly as if the request had timed out.
+ *
+ * Shutdown (SIGTERM/SIGINT): stop claiming, give in-flight deliveries the
+ * grace period, then abort the rest (an aborted request that was sent is
+ * ambiguous; one that was not is released back to pending), write every
+ * outcome, say goodbye to outbox.relays, close every handle, and require
+ * uv_loop_close() == 0.
+ */
+#include "relay.h"
+
+#include "deliver.h"
+#include "http.h"
+#include "log.h"
+#include "outcome.h"
+#include "pg.h"
+#include "sql.h"
+#include "strbuf.h"
+#include "targets.h"
+
+#include <inttypes.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+/* How long shutdown waits for the database to take the last outcomes. */
+#define SHUTDOWN_RECORD_WAIT_MS 10000
+#define HEARTBEAT_EVERY_MS 10000
+#define TAKE_OVER_BATCH 256
+
+struct pending_outcome {
+    int64_t intent_id;
+    int attempt;
+    enum intent_state state;
+    int delay_ms;
+    bool ambiguous;
+    enum attempt_class cls;
+    int sent; /* 1, 0, or -1 unknown (lease take-over) */
+    long http_status;
+    int latency_ms;
+    char *error;
+    char *body;
+    size_t body_len;
+};
+
+struct outcome_list {
+    struct pending_outcome *items;
+    size_t count, cap;
+};
+
+struct release_list {
+    int64_t *ids;
+    int *attempts;
+    size_t count;
+};
+
+struct relay {
+    uv_loop_t loop;
+    const struct config *cfg;
+    pg_conn_t *pg;
+    http_client_t *http;
+    struct target_set targets;
+    bool targets_loaded;
+    bool targets_loading;
+
+    uv_timer_t poll_timer;        /* fallback poll, and next due retry */
+    uv_timer_t maintenance_timer; /* leases, take-over, heartbeat, targets, retries of record */
+    uv_timer_t shutdown_timer;    /* grace period, then the record deadline */
+    uv_signal_t sigterm, sigint;
+
+    struct delivery *deliveries; /* in flight */
+    int in_flight;
+
+    struct outcome_list buffered;  /* waiting to be recorded */
+    struct outcome_list recording; /* on the wire */
+    struct release_list releases;  /* claimed, never sent, to give back */
+    bool releasing;
+
+    bool claim_running;
+    bool claim_again;
+    bool more_due;    /* the last claim was limited by capacity, not by due rows */
+    bool idle_in_db;  /* outbox.relays says we are idle (enqueues notify us) */
+    bool idle_change_running;
+    bool next_due_running;
+    bool take_over_running;
+    bool renew_running;
+    uint64_t last_heartbeat_ms;
+    uint64_t last_targets_ms;
+
+    bool stopping;
+    bool aborting;      /* the grace period is over */
+    bool farewell_sent; /* relay_gone queued */
+    bool closing;
+    int exit_code;
+
+    uint64_t rng;
+    struct strbuf arrays[12];
+
+    /* Counters for the closing log line. */
+    uint64_t claimed, attempts_by_class[CLASS_PERMANENT_FAILURE + 1], taken_over, recorded,
+        fenced_out, released;
+};
+
+static void relay_maybe_claim(struct relay *r);
+static void relay_flush(struct relay *r);
+static void relay_check_shutdown(struct relay *r);
+static void relay_close(struct relay *r);
+
+/* ---------------------------------------------------------------- helpers */
+
+static double relay_random(struct relay *r)
+{
+    /* xorshift64*: jitter only, not security. */
+    r->rng ^= r->rng >> 12;
+    r->rng ^= r->rng << 25;
+    r->rng ^= r->rng >> 27;
+    return (double)((r->rng * 2685821657736338717ULL) >> 11) / 9007199254740992.0;
+}
+
+static int64_t wall_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+static char *int_text(char *buf, size_t size, int64_t v)
+{
+    snprintf(buf, size, "%" PRId64, v);
+    return buf;
+}
+
+static void outcome_list_push(struct outcome_list *list, struct pending_outcome *o)
+{
+    if (list->count == list->cap) {
+        list->cap = list->cap ? list->cap * 2 : 256;
+        list->items = realloc(list->items, list->cap * sizeof(*list->items));
+    }
+    list->items[list->count++] = *o;
+}
+
+static void outcome_list_clear(struct outcome_list *list)
+{
+    for (size_t i = 0; i < list->count; i++) {
+        free(list->items[i].error);
+        free(list->items[i].body);
+    }
+    list->count = 0;
+}
+
+static bool relay_has_work(const struct relay *r)
+{
+    return r->in_flight > 0 || r->buffered.count > 0 || r->recording.count > 0 ||
+           r->releases.count > 0 || r->releasing;
+}
+
+/* ---------------------------------------------------------------- deliveries */
+
+static void relay_push_outcome(struct relay *r, int64_t intent_id, int attempt,
+                               enum attempt_class cls, struct decision *dec, int sent,
+                               long http_status, int latency_ms, const char *error,
+                               const char *body, size_t body_len)
+{
+    struct pending_outcome o = {
+        .intent_id = intent_id,
+        .attempt = attempt,
+        .state = dec->next_state,
+        .delay_ms = dec->delay_ms,
+        .ambiguous = dec->ambiguous,
+        .cls = cls,
+        .sent = sent,
+        .http_status = http_status,
+        .latency_ms = latency_ms,
+        .error = error && *error ? strdup(error) : NULL,
+        .body = NULL,
+        .body_len = body_len,
+    };
+    if (body && body_len > 0) {
+        o.body = malloc(body_len + 1);
+        memcpy(o.body, body, body_len);
+        o.body[body_len] = '\0';
+    }
+    outcome_list_push(&r->buffered, &o);
+    r->attempts_by_class[cls]++;
+}
+
+static void relay_detach(struct relay *r, struct delivery *d)
+{
+    if (d->prev)
+        d->prev->next = d->next;
+    else
+        r->deliveries = d->next;
+    if (d->next)
+        d->next->prev = d->prev;
+    d->target->in_flight--;
+    r->in_flight--;
+}
+
+/* Decide and buffer the outcome of a finished (or aborted) delivery. */
+static void relay_conclude(struct relay *r, struct delivery *d, CURLcode result, bool aborted)
+{
+    struct delivery_report report;
+    delivery_report(d, result, aborted, &report);
+    relay_detach(r, d);
+
+    if (aborted && !report.sent) {
+        /* Never left this host: give the row back untouched. */
+        r->releases.ids = realloc(r->releases.ids, (r->releases.count + 1) * sizeof(int64_t));
+        r->releases.attempts = realloc(r->releases.attempts, (r->releases.count + 1) * sizeof(int));
+        r->releases.ids[r->releases.count] = d->intent_id;
+        r->releases.attempts[r->releases.count] = d->attempt;
+        r->releases.count++;
+        delivery_free(d);
+        return;
+    }
+
+    enum attempt_class cls = outcome_classify(&report.facts);
+    struct retry_policy policy = target_retry_policy(d->target);
+    struct intent_progress progress = {
+        .attempt = d->attempt,
+        .was_ambiguous = d->was_ambiguous,
+        .first_attempt_ms = d->first_attempt_ms,
+        .now_ms = wall_ms(),
+        .retry_after_ms = d->retry_after_ms,
+    };
+    struct decision dec = outcome_decide(cls, &policy, &progress, relay_random(r));
+    const char *error = report.error;
+    char reason[sizeof(report.error) + 160];
+    if (dec.next_state == STATE_FAILED && cls != CLASS_PERMANENT_FAILURE &&
+        cls != CLASS_KEY_CONFLICT) {
+        snprintf(reason, sizeof(reason), "not delivered after %d attempt(s), none reached the "
+                 "target; last: %s", d->attempt, report.error);
+        error = reason;
+    } else if (cls == CLASS_KEY_CONFLICT) {
+        snprintf(reason, sizeof(reason), "key conflict: the target answered HTTP %ld",
+                 report.http_status);
+        error = reason;
+    }
+    relay_push_outcome(r, d->intent_id, d->attempt, cls, &dec, report.sent, report.http_status,
+                       report.latency_ms, error, d->body.data, d->body.len);
+    log_event(cls == CLASS_SUCCEEDED ? LOG_DEBUG : LOG_INFO, "attempt", "key",
+              json_string(d->key), "target", json_string(d->target->name), "attempt",
+              json_integer(d->attempt), "class", json_string(outcome_class_name(cls)), "http_status",
+              report.http_status ? json_integer(report.http_status) : json_null(), "state",
+              json_string(outcome_state_name(dec.next_state)), "latency_ms",
+              json_integer(report.latency_ms), "error",
+              *report.error ? json_string(report.error) : json_null(), NULL);
+    delivery_free(d);
+}
+
+static void on_delivery_done(CURL *easy, CURLcode result, void *data)
+{
+    struct delivery *d = data;
+    struct relay *r = d->owner;
+    relay_conclude(r, d, result, false);
+    relay_flush(r);
+    if (r->stopping)
+        relay_check_shutdown(r);
+    else if (r->more_due || r->in_flight == 0 || r->in_flight < r->cfg->max_in_flight / 2)
+        relay_maybe_claim(r);
+}
+
+static void relay_start_delivery(struct relay *r, struct target *t, int64_t id, const char *key,
+                                 const char *payload, int attempt, bool ambiguous,
+                                 int64_t first_attempt_ms)
+{
+    struct delivery *d = delivery_new(t, id, key, payload, attempt, ambiguous, first_attempt_ms,
+                                      (size_t)r->cfg->max_response_bytes, wall_ms() / 1000);
+    if (d == NULL) {
+        log_event(LOG_ERROR, "delivery_setup_failed", "key", json_string(key), NULL);
+        return; /* the lease expires and another pass takes it over */
+    }
+    d->owner = r;
+    d->next = r->deliveries;
+    if (r->deliveries)
+        r->deliveries->prev = d;
+    r->deliveries = d;
+    t->in_flight++;
+    r->in_flight++;
+    if (!http_client_add(r->http, d->easy, d)) {
+        relay_conclude(r, d, CURLE_FAILED_INIT, false);
+    }
+}
+
+/* ---------------------------------------------------------------- idle flag */
+
+static void on_idle_changed(void *data, PGresult *res, const char *error)
+{
+    struct relay *r = data;
+    r->idle_change_running = false;
+    if (error) {
+        log_event(LOG_WARN, "heartbeat_failed", "error", json_string(error), NULL);
+        return;
+    }
+    if (r->idle_in_db)
+        relay_maybe_claim(r); /* the lost wake-up: look once more after raising the flag */
+}
+
+static void relay_set_idle(struct relay *r, bool idle)
+{
+    if (r->idle_in_db == idle || r->idle_change_running || !pg_conn_ready(r->pg))
+        return;
+    const char *params[2] = {r->cfg->relay_id, idle ? "true" : "false"};
+    if (pg_query(r->pg, STMT_HEARTBEAT, 2, params, on_idle_changed, r)) {
+        r->idle_change_running = true;
+        r->idle_in_db = idle;
+        r->last_heartbeat_ms = uv_now(&r->loop);
+    }
+}
+
+/* ---------------------------------------------------------------- next due */
+
+static void on_poll_timer(uv_timer_t *timer);
+
+static void on_next_due(void *data, PGresult *res, const char *error)
+{
+    struct relay *r = data;
+    r->next_due_running = false;
+    if (error || r->stopping)
+        return;
+    bool none = PQntuples(res) == 0 || PQgetisnull(res, 0, 0);
+    if (none) {
+        if (r->cfg->exit_when_idle && !relay_has_work(r) && !r->claim_running) {
+            log_event(LOG_INFO, "idle_exit", NULL);
+            r->stopping = true;
+            relay_check_shutdown(r);
+        }
+        return;
+    }
+    int64_t due_ms = strtoll(PQgetvalue(res, 0, 0), NULL, 10);
+    uint64_t wait = (uint64_t)(due_ms < 0 ? 0 : due_ms) + 1;
+    if (wait < (uint64_t)r->cfg->poll_interval_ms &&
+        (uv_timer_get_due_in(&r->poll_timer) == 0 || wait < uv_timer_get_due_in(&r->poll_timer)))
+        uv_timer_start(&r->poll_timer, on_poll_timer, wait, (uint64_t)r->cfg->poll_interval_ms);
+}
+
+static void relay_query_next_due(struct relay *r)
+{
+    if (r->next_due_running || !pg_conn_ready(r->pg))
+        return;
+    if (pg_query(r->pg, STMT_NEXT_DUE, 0, NULL, on_next_due, r))
+        r->next_due_running = true;
+}
+
+/* ---------------------------------------------------------------- claim */
+
+static void on_claimed(void *data, PGresult *res, const char *error)
+{
+    struct relay *r = data;
+    r->claim_running = false;
+    if (error) {
+        log_event(LOG_WARN, "claim_failed", "error", json_string(error), NULL);
+        return;
+    }
+    int rows = PQntuples(res);
+    for (int i = 0; i < rows; i++) {
+        const char *target_name = PQgetvalue(res, i, 2);
+        struct target *t = targets_find(&r->targets, target_name);
+        int64_t id = strtoll(PQgetvalue(res, i, 0), NULL, 10);
+        int attempt = (int)strtol(PQgetvalue(res, i, 4), NULL, 10);
+        if (t == NULL) {
+            /* Cannot happen: claim only names targets we know. Give it back. */
+            r->releases.ids = realloc(r->releases.ids, (r->releases.count + 1) * sizeof(int64_t));
+            r->releases.attempts =
+                realloc(r->releases.attempts, (r->releases.count + 1) * sizeof(int));
+            r->releases.ids[r->releases.count] = id;
+            r->releases.attempts[r->releases.count++] = attempt;
+            continue;
+        }
+        relay_start_delivery(r, t, id, PQgetvalue(res, i, 1), PQgetvalue(res, i, 3), attempt,
+                             PQgetvalue(res, i, 5)[0] == 't',
+                             strtoll(PQgetvalue(res, i, 6), NULL, 10));
+    }
+    r->claimed += (uint64_t)rows;
+    bool full = rows > 0 && rows >= r->cfg->batch_size;
+    if (rows > 0 && r->in_flight >= r->cfg->max_in_flight)
+        full = true;
+    r->more_due = full;
+    if (full) {
+        relay_set_idle(r, false);
+        relay_maybe_claim(r);
+    } else {
+        if (!r->idle_in_db)
+            relay_set_idle(r, true); /* claims once more when the flag is up */
+        if (r->claim_again) {
+            r->claim_again = false;
+            relay_maybe_claim(r);
+        } else if (rows == 0) {
+            relay_query_next_due(r);
+        }
+    }
+    relay_flush(r);
+}
+
+static void relay_maybe_claim(struct relay *r)
+{
+    if (r->stopping || !r->targets_loaded || !pg_conn_ready(r->pg))
+        return;
+    if (r->claim_running) {
+        r->claim_again = true;
+        return;
+    }
+    int room = r->cfg->max_in_flight - r->in_flight;
+    /* Back-pressure: do not outrun the database with unrecorded outcomes. */
+    if (r->buffered.count > (size_t)r->cfg->batch_size * 8)
+        return;
+    if (room <= 0)
+        return;
+    int limit = room < r->cfg->batch_size ? room : r->cfg->batch_size;
+
+    struct strbuf *names = &r->arrays[0], *rooms = &r->arrays[1];
+    pgarray_begin(names);
+    pgarray_begin(rooms);
+    size_t count = 0;
+    size_t n = r->targets.count;
+    size_t start = n ? (size_t)(relay_random(r) * (double)n) : 0; /* fairness across targets */
+    for (size_t k = 0; k < n; k++) {
+        struct target *t = r->targets.items[(start + k) % n];
+        if (!t->present || !t->enabled)
+            continue;
+        int cap = t->max_in_flight < r->cfg->max_in_flight_per_target
+                      ? t->max_in_flight
+                      : r->cfg->max_in_flight_per_target;
+        int target_room = cap - t->in_flight;
+        if (target_room <= 0)
+            continue;
+        pgarray_item_text(names, t->name, strlen(t->name));
+        pgarray_item_int(rooms, target_room < limit ? target_room : limit);
+        count++;
+    }
+    pgarray_end(names);
+    pgarray_end(rooms);
+    if (count == 0)
+        return;
+    char limit_text[24], lease_text[24];
+    const char *params[5] = {r->cfg->relay_id, names->data, rooms->data,
+                             int_text(limit_text, sizeof(limit_text), limit),
+                             int_text(lease_text, sizeof(lease_text), r->cfg->lease_ms)};
+    if (pg_query(r->pg, STMT_CLAIM, 5, params, on_claimed, r)) {
+        r->claim_running = true;
+        r->claim_again = false;
+    }
+}
+
+/* ---------------------------------------------------------------- record */
+
+static const char *state_sql_name(enum intent_state s)
+{
+    return outcome_state_name(s);
+}
+
+static void on_recorded(void *data, PGresult *res, const char *error)
+{
+    struct relay *r = data;
+    if (error) {
+        /* Keep every outcome: put the batch back in front of newer ones. */
+        log_event(LOG_WARN, "record_failed", "error", json_string(error), "outcomes",
+                  json_integer((json_int_t)r->recording.count), NULL);
+        for (size_t i = 0; i < r->buffered.count; i++)
+            outcome_list_push(&r->recording, &r->buffered.items[i]);
+        r->buffered.count = 0;
+        struct outcome_list tmp = r->buffered;
+        r->buffered = r->recording;
+        r->recording = tmp;
+        r->recording.count = 0;
+        return; /* retried on reconnect or by the maintenance timer */
+    }
+    uint64_t updated = strtoull(PQgetvalue(res, 0, 0), NULL, 10);
+    r->recorded += updated;
+    if (updated < r->recording.count) {
+        r->fenced_out += r->recording.count - updated;
+        log_event(LOG_WARN, "record_fenced_out", "outcomes",
+                  json_integer((json_int_t)(r->recording.count - updated)), NULL);
+    }
+    outcome_list_clear(&r->recording);
+    relay_flush(r);
+    if (r->stopping)
+        relay_check_shutdown(r);
+    else if (r->more_due || r->in_flight == 0)
+        relay_maybe_claim(r);
+}
+
+static void relay_flush(struct relay *r)
+{
+    if (r->recording.count > 0 || r->buffered.count == 0 || !pg_conn_ready(r->pg))
+        return;
+    struct outcome_list tmp = r->recording;
+    r->recording = r->buffered;
+    r->buffered = tmp;
+
+    struct strbuf *a = r->arrays;
+    for (int i = 1; i < 12; i++)
+        pgarray_begin(&a[i]);
+    for (size_t i = 0; i < r->recording.count; i++) {
+        struct pending_outcome *o = &r->recording.items[i];
+        const char *state = state_sql_name(o->state);
+        const char *cls = outcome_class_name(o->cls);
+        pgarray_item_int(&a[1], o->intent_id);
+        pgarray_item_int(&a[2], o->attempt);
+        pgarray_item_text(&a[3], state, strlen(state));
+        pgarray_item_int(&a[4], o->delay_ms);
+        pgarray_item_bool(&a[5], o->ambiguous);
+        pgarray_item_text(&a[6], cls, strlen(cls));
+        if (o->sent < 0)
+            pgarray_item_null(&a[7]);
+        else
+            pgarray_item_bool(&a[7], o->sent == 1);
+        if (o->http_status > 0)
+            pgarray_item_int(&a[8], o->http_status);
+        else
+            pgarray_item_null(&a[8]);
+        pgarray_item_text(&a[9], o->error, o->error ? strlen(o->error) : 0);
+        pgarray_item_int(&a[10], o->latency_ms);
+        pgarray_item_text(&a[11], o->body, o->body_len);
+    }
+    const char *params[12];
+    params[0] = r->cfg->relay_id;
+    for (int i = 1; i < 12; i++) {
+        pgarray_end(&a[i]);
+        params[i] = a[i].data;
+    }
+    if (!pg_query(r->pg, STMT_RECORD, 12, params, on_recorded, r)) {
+        /* Not connected after all: swap back, wait for reconnect. */
+        tmp = r->buffered;
+        r->buffered = r->recording;
+        r->recording = tmp;
+    }
+}
+
+/* ---------------------------------------------------------------- release */
+
+static void on_released(void *data, PGresult *res, const char *error)
+{
+    struct relay *r = data;
+    r->releasing = false;
+    if (error) {
+        log_event(LOG_WARN, "release_failed", "error", json_string(error), NULL);
+        return; /* kept; retried */
+    }
+    r->released += r->releases.count;
+    r->releases.count = 0;
+    if (r->stopping)
+        relay_check_shutdown(r);
+}
+
+static void relay_send_releases(struct relay *r)
+{
+    if (r->releasing || r->releases.count == 0 || !pg_conn_ready(r->pg))
+        return;
+    struct strbuf *ids = &r->arrays[0], *attempts = &r->arrays[1];
+    pgarray_begin(ids);
+    pgarray_begin(attempts);
+    for (size_t i = 0; i < r->releases.count; i++) {
+        pgarray_item_int(ids, r->releases.ids[i]);
+        pgarray_item_int(attempts, r->releases.attempts[i]);
+    }
+    pgarray_end(ids);
+    pgarray_end(attempts);
+    const char *params[3] = {r->cfg->relay_id, ids->data, attempts->data};
+    if (pg_query(r->pg, STMT_RELEASE, 3, params, on_released, r))
+        r->releasing = true;
+}
+
+/* ---------------------------------------------------------------- leases */
+
+static void on_taken_over(void *data, PGresult *res, const char *error)
+{
+    struct relay *r = data;
+    r->take_over_running = false;
+    if (error) {
+        log_event(LOG_WARN, "take_over_failed", "error", json_string(error), NULL);
+        return;
+    }
+    int rows = PQntuples(res);
+    for (int i = 0; i < rows; i++) {
+        int64_t id = strtoll(PQgetvalue(res, i, 0), NULL, 10);
+        const char *key = PQgetvalue(res, i, 1);
+        struct target *t = targets_find(&r->targets, PQgetvalue(res, i, 2));
+        int attempt = (int)strtol(PQgetvalue(res, i, 3), NULL, 10);
+        struct intent_progress progress = {
+            .attempt = attempt,
+            .was_ambiguous = PQgetvalue(res, i, 4)[0] == 't',
+            .first_attempt_ms = strtoll(PQgetvalue(res, i, 5), NULL, 10),
+            .now_ms = wall_ms(),
+            .retry_after_ms = -1,
+        };
+        struct retry_policy policy;
+        if (t)
+            policy = target_retry_policy(t);
+        else
+            memset(&policy, 0, sizeof(policy)); /* unknown target: unknown state, never resend */
+        struct decision dec = outcome_decide(CLASS_AMBIGUOUS, &policy, &progress, relay_random(r));
+        char error_text[512];
+        snprintf(error_text, sizeof(error_text),
+                 "lease of relay %s expired while in flight: the request may have executed",
+                 PQgetvalue(res, i, 6));
+        relay_push_outcome(r, id, attempt, CLASS_AMBIGUOUS, &dec, -1, 0, 0, error_text, NULL, 0);
+        log_event(LOG_WARN, "lease_taken_over", "key", json_string(key), "target",
+                  json_string(PQgetvalue(res, i, 2)), "attempt", json_integer(attempt),
+                  "previous_owner", json_string(PQgetvalue(res, i, 6)), "state",
+                  json_string(outcome_state_name(dec.next_state)), NULL);
+    }
+    r->taken_over += (uint64_t)rows;
+    relay_flush(r); /* a full batch continues at the next poll tick */
+}
+
+static void relay_take_over_expired(struct relay *r)
+{
+    if (r->take_over_running || r->stopping || !r->targets_loaded || !pg_conn_ready(r->pg))
+        return;
+    char limit[24], lease[24];
+    const char *params[3] = {r->cfg->relay_id, int_text(limit, sizeof(limit), TAKE_OVER_BATCH),
+                             int_text(lease, sizeof(lease), r->cfg->lease_ms)};
+    if (pg_query(r->pg, STMT_TAKE_OVER, 3, params, on_taken_over, r))
+        r->take_over_running = true;
+}
+
+static void on_renewed(void *data, PGresult *res, const char *error)
+{
+    struct relay *r = data;
+    r->renew_running = false;
+    if (error)
+        log_event(LOG_WARN, "lease_renew_failed", "error", json_string(error), NULL);
+}
+
+static void relay_renew_leases(struct relay *r)
+{
+    if (r->renew_running || r->in_flight == 0 || !pg_conn_ready(r->pg))
+        return;
+    struct strbuf ids;
+    strbuf_init(&ids);
+    pgarray_begin(&ids);
+    for (struct delivery *d = r->deliveries; d; d = d->next)
+        pgarray_item_int(&ids, d->intent_id);
+    pgarray_end(&ids);
+    char lease[24];
+    const char *params[3] = {r->cfg->relay_id, ids.data,
+                             int_text(lease, sizeof(lease), r->cfg->lease_ms)};
+    if (pg_query(r->pg, STMT_RENEW, 3, params, on_renewed, r))
+        r->renew_running = true;
+    strbuf_free(&ids);
+}
+
+/* ---------------------------------------------------------------- targets */
+
+static void on_targets(void *data, PGresult *res, const char *error)
+{
+    struct relay *r = data;
+    r->targets_loading = false;
+    if (error) {
+        log_event(LOG_ERROR, "targets_load_failed", "error", json_string(error), NULL);
+        return;
+    }
+    targets_load(&r->targets, res);
+    r->last_targets_ms = uv_now(&r->loop);
+    if (!r->targets_loaded)
+        log_event(LOG_INFO, "targets_loaded", "count", json_integer((json_int_t)r->targets.count),
+                  NULL);
+    r->targets_loaded = true;
+    relay_maybe_claim(r);
+}
+
+static void relay_load_targets(struct relay *r)
+{
+    if (r->targets_loading || !pg_conn_ready(r->pg))
+        return;
+    if (pg_query(r->pg, STMT_TARGETS, 0, NULL, on_targets, r))
+        r->targets_loading = true;
+}
+
+/* ---------------------------------------------------------------- timers */
+
+static void on_poll_timer(uv_timer_t *timer)
+{
+    struct relay *r = timer->data;
+    relay_take_over_expired(r);
+    relay_maybe_claim(r);
+}
+
+static void on_heartbeat_done(void *data, PGresult *res, const char *error)
+{
+    (void)data;
+    if (error)
+        log_event(LOG_WARN, "heartbeat_failed", "error", json_string(error), NULL);
+}
+
+static void on_maintenance_timer(uv_timer_t *timer)
+{
+    struct relay *r = timer->data;
+    if (!pg_conn_ready(r->pg))
+        return;
+    uint64_t now = uv_now(&r->loop);
+    relay_renew_leases(r);
+    relay_flush(r);
+    relay_send_releases(r);
+    if (r->stopping)
+        return;
+    if (now - r->last_targets_ms >= (uint64_t)r->cfg->targets_refresh_ms)
+        relay_load_targets(r);
+    if (now - r->last_heartbeat_ms >= HEARTBEAT_EVERY_MS && !r->idle_change_running) {
+        const char *params[2] = {r->cfg->relay_id, r->idle_in_db ? "true" : "false"};
+        if (pg_query(r->pg, STMT_HEARTBEAT, 2, params, on_heartbeat_done, r))
+            r->last_heartbeat_ms = now;
+    }
+}
+
+/* ---------------------------------------------------------------- database events */
+
+static void on_db_ready(void *data)
+{
+    struct relay *r = data;
+    /* NOTIFY is lost while disconnected: re-announce, reload, flush, claim. */
+    r->idle_in_db = true; /* forces the flag down on the next full claim */
+    r->idle_change_running = false;
+    relay_set_idle(r, false);
+    relay_load_targets(r);
+    relay_flush(r);
+    relay_send_releases(r);
+    if (r->stopping)
+        relay_check_shutdown(r);
+    else
+        relay_maybe_claim(r);
+}
+
+static void on_db_lost(void *data, const char *reason)
+{
+    struct relay *r = data;
+    (void)r;
+    (void)reason;
+}
+
+static void on_db_notify(void *data, const char *channel)
+{
+    struct relay *r = data;
+    relay_maybe_claim(r);
+}
+
+/* ---------------------------------------------------------------- shutdown */
+
+static void on_shutdown_timer(uv_timer_t *timer);
+
+static void relay_abort_deliveries(struct relay *r)
+{
+    r->aborting = true;
+    while (r->deliveries) {
+        struct delivery *d = r->deliveries;
+        http_client_remove(r->http, d->easy);
+        relay_conclude(r, d, CURLE_ABORTED_BY_CALLBACK, true);
+    }
+    relay_flush(r);
+    relay_send_releases(r);
+}
+
+static void on_farewell(void *data, PGresult *res, const char *error)
+{
+    struct relay *r = data;
+    relay_close(r);
+}
+
+static void relay_check_shutdown(struct relay *r)
+{
+    if (!r->stopping || r->closing)
+        return;
+    if (r->in_flight > 0)
+        return; /* the grace timer is running */
+    relay_flush(r);
+    relay_send_releases(r);
+    if (relay_has_work(r) || r->claim_running)
+        return; /* wait for the database (bounded by the shutdown timer) */
+    if (r->farewell_sent)
+        return;
+    r->farewell_sent = true;
+    const char *params[1] = {r->cfg->relay_id};
+    if (!pg_query(r->pg, STMT_GONE, 1, params, on_farewell, r))
+        relay_close(r);
+}
+
+static void relay_begin_shutdown(struct relay *r, const char *why)
+{
+    if (r->stopping) {
+        if (!r->aborting) {
+            log_event(LOG_WARN, "shutdown_now", "reason", json_string(why), NULL);
+            uv_timer_start(&r->shutdown_timer, on_shutdown_timer, 0, 0);
+        }
+        return;
+    }
+    r->stopping = true;
+    log_event(LOG_INFO, "shutdown", "reason", json_string(why), "in_flight",
+              json_integer(r->in_flight), "grace_ms", json_integer(r->cfg->grace_ms), NULL);
+    uv_timer_stop(&r->poll_timer);
+    uv_timer_start(&r->shutdown_timer, on_shutdown_timer, (uint64_t)r->cfg->grace_ms, 0);
+    relay_check_shutdown(r);
+}
+
+static void on_shutdown_timer(uv_timer_t *timer)
+{
+    struct relay *r = timer->data;
+    if (!r->aborting) {
+        if (r->in_flight > 0)
+            log_event(LOG_WARN, "grace_period_over", "aborted", json_integer(r->in_flight), NULL);
+        relay_abort_deliveries(r);
+        uv_timer_start(&r->shutdown_timer, on_shutdown_timer, SHUTDOWN_RECORD_WAIT_MS, 0);
+        relay_check_shutdown(r);
+        return;
+    }
+    /* The database did not take the last outcomes in time. The rows stay
+     * in_flight under our lease; another relay takes them over as ambiguous. */
+    log_event(LOG_ERROR, "shutdown_unrecorded", "outcomes",
+              json_integer((json_int_t)(r->buffered.count + r->recording.count)), "releases",
+              json_integer((json_int_t)r->releases.count), "reason",
+              json_string(pg_conn_status_reason(r->pg)), NULL);
+    r->exit_code = 1;
+    relay_close(r);
+}
+
+static void on_signal(uv_signal_t *handle, int signum)
+{
+    struct relay *r = handle->data;
+    relay_begin_shutdown(r, signum == SIGTERM ? "SIGTERM" : "SIGINT");
+}
+
+/* ---------------------------------------------------------------- close */
+
+static void on_pg_closed(void *data)
+{
+    (void)data;
+}
+
+static void on_http_closed(void *data)
+{
+    (void)data;
+}
+
+static void relay_close(struct relay *r)
+{
+    if (r->closing)
+        return;
+    r->closing = true;
+    log_event(LOG_INFO, "relay_stopped", "claimed", json_integer((json_int_t)r->claimed),
+              "succeeded", json_integer((json_int_t)r->attempts_by_class[CLASS_SUCCEEDED]),
+              "ambiguous", json_integer((json_int_t)r->attempts_by_class[CLASS_AMBIGUOUS]),
+              "not_sent", json_integer((json_int_t)r->attempts_by_class[CLASS_NOT_SENT]),
+              "taken_over", json_integer((json_int_t)r->taken_over), "recorded",
+              json_integer((json_int_t)r->recorded), "fenced_out",
+              json_integer((json_int_t)r->fenced_out), "released",
+              json_integer((json_int_t)r->released), NULL);
+    uv_close((uv_handle_t *)&r->poll_timer, NULL);
+    uv_close((uv_handle_t *)&r->maintenance_timer, NULL);
+    uv_close((uv_handle_t *)&r->shutdown_timer, NULL);
+    uv_close((uv_handle_t *)&r->sigterm, NULL);
+    uv_close((uv_handle_t *)&r->sigint, NULL);
+    pg_conn_close(r->pg, on_pg_closed, r);
+    http_client_close(r->http, on_http_closed, r);
+}
+
+/* ---------------------------------------------------------------- run */
+
+int relay_run(const struct config *cfg)
+{
+    struct relay *r = calloc(1, sizeof(*r));
+    r->cfg = cfg;
+    r->rng = uv_hrtime() ^ ((uint64_t)getpid() << 32) ^ 0x9E3779B97F4A7C15ULL;
+    for (int i = 0; i < 12; i++)
+        strbuf_init(&r->arrays[i]);
+    uv_loop_init(&r->loop);
+    signal(SIGPIPE, SIG_IGN);
+    curl_global_init(CURL_GLOBAL_DEFAULT);
+
+    r->http = http_client_new(&r->loop, on_delivery_done);
+    struct pg_events events = {
+        .data = r, .on_ready = on_db_ready, .on_lost = on_db_lost, .on_notify = on_db_notify};
+    r->pg = pg_conn_new(&r->loop, cfg->db, relay_statements, RELAY_STATEMENT_COUNT, SQL_CHANNEL,
+                        cfg->connect_timeout_ms, cfg->reconnect_max_ms, events);
+
+    uv_timer_init(&r->loop, &r->poll_timer);
+    uv_timer_init(&r->loop, &r->maintenance_timer);
+    uv_timer_init(&r->loop, &r->shutdown_timer);
+    r->poll_timer.data = r->maintenance_timer.data = r->shutdown_timer.data = r;
+    uv_signal_init(&r->loop, &r->sigterm);
+    uv_signal_init(&r->loop, &r->sigint);
+    r->sigterm.data = r->sigint.data = r;
+    uv_signal_start(&r->sigterm, on_signal, SIGTERM);
+    uv_signal_start(&r->sigint, on_signal, SIGINT);
+
+    uint64_t maintenance = (uint64_t)cfg->lease_ms / 3;
+    if (maintenance > 1000)
+        maintenance = 1000;
+    uv_timer_start(&r->poll_timer, on_poll_timer, (uint64_t)cfg->poll_interval_ms,
+                   (uint64_t)cfg->poll_interval_ms);
+    uv_timer_start(&r->maintenance_timer, on_maintenance_timer, maintenance, maintenance);
+
+    log_event(LOG_INFO, "relay_started", "relay", json_string(cfg->relay_id), "batch_size",
+              json_integer(cfg->batch_size), "max_in_flight", json_integer(cfg->max_in_flight),
+              "lease_ms", json_integer(cfg->lease_ms), NULL);
+    pg_conn_start(r->pg);
+    uv_run(&r->loop, UV_RUN_DEFAULT);
+
+    int rc = uv_loop_close(&r->loop);
+    if (rc != 0) {
+        log_event(LOG_ERROR, "loop_not_closed", "error", json_string(uv_strerror(rc)), NULL);
+        r->exit_code = r->exit_code ? r->exit_code : 1;
+    }
+    int exit_code = r->exit_code;
+    targets_free(&r->targets);
+    outcome_list_clear(&r->buffered);
+    outcome_list_clear(&r->recording);
+    free(r->buffered.items);
+    free(r->recording.items);
+    free(r->releases.ids);
+    free(r->releases.attempts);
+    for (int i = 0; i < 12; i++)
+        strbuf_free(&r->arrays[i]);
+    curl_global_cleanup();
+    free(r);
+    return exit_code;
+}

@@ -1,0 +1,56 @@
+/*
+ * sql.h — every statement the relay runs, named, prepared on each connection.
+ *
+ * The logic lives in SQL functions (migrations/0003_relay.sql), so that the
+ * relay's role needs EXECUTE only and the statements here stay one line.
+ * Locks and indexes: claim and take_over_expired use FOR UPDATE SKIP LOCKED
+ * on the partial indexes intents_due and intents_in_flight; record and
+ * release are fenced by (lease_owner, attempts) and touch rows by primary key.
+ */
+#ifndef OUTBOX_SQL_H
+#define OUTBOX_SQL_H
+
+#include "pg.h"
+
+#define SQL_CHANNEL "outbox_intents"
+
+/* $1 relay, $2 idle */
+#define STMT_HEARTBEAT "heartbeat"
+/* $1 relay */
+#define STMT_GONE "gone"
+/* $1 relay, $2 text[] targets, $3 int[] rooms, $4 limit, $5 lease ms */
+#define STMT_CLAIM "claim"
+/* $1 relay, $2 limit, $3 lease ms */
+#define STMT_TAKE_OVER "take_over"
+/* $1 relay, $2 bigint[] ids, $3 lease ms */
+#define STMT_RENEW "renew"
+/* $1 relay, $2..$12 parallel arrays (see outbox.record) */
+#define STMT_RECORD "record"
+/* $1 relay, $2 bigint[] ids, $3 int[] attempts */
+#define STMT_RELEASE "release"
+/* no parameters */
+#define STMT_NEXT_DUE "next_due"
+#define STMT_TARGETS "targets"
+
+static const struct pg_statement relay_statements[] = {
+    {STMT_HEARTBEAT, "SELECT outbox.relay_heartbeat($1, $2)"},
+    {STMT_GONE, "SELECT outbox.relay_gone($1)"},
+    {STMT_CLAIM, "SELECT id, key, target, payload, attempt, ambiguous, first_attempt_ms"
+                 " FROM outbox.claim($1, $2, $3, $4, $5)"},
+    {STMT_TAKE_OVER, "SELECT id, key, target, attempt, ambiguous, first_attempt_ms, previous_owner"
+                     " FROM outbox.take_over_expired($1, $2, $3)"},
+    {STMT_RENEW, "SELECT outbox.renew_leases($1, $2, $3)"},
+    {STMT_RECORD, "SELECT outbox.record($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)"},
+    {STMT_RELEASE, "SELECT outbox.release($1, $2, $3)"},
+    {STMT_NEXT_DUE, "SELECT outbox.next_due_ms()"},
+    {STMT_TARGETS,
+     "SELECT name, url, method, key_header, (extract(epoch FROM key_ttl) * 1000)::bigint,"
+     " status_url, timeout_ms, max_attempts, backoff_base_ms, backoff_cap_ms,"
+     " coalesce(reconcile_delay_ms, 3 * timeout_ms), max_in_flight, headers::text, secret_env,"
+     " enabled, retry_budget_ratio, retry_budget_floor"
+     " FROM outbox.targets ORDER BY name"},
+};
+
+#define RELAY_STATEMENT_COUNT (sizeof(relay_statements) / sizeof(relay_statements[0]))
+
+#endif

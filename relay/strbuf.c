@@ -1,0 +1,186 @@
+/*
+ * strbuf.c — growable buffer and PostgreSQL array literals.
+ *
+ * Response bodies come from targets we do not control: they may hold NUL
+ * bytes or invalid UTF-8, which PostgreSQL refuses in text. Rather than fail
+ * a whole batch of outcomes, such bytes are replaced with U+FFFD.
+ */
+#include "strbuf.h"
+
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static void strbuf_reserve(struct strbuf *b, size_t extra)
+{
+    if (b->len + extra + 1 <= b->cap)
+        return;
+    size_t cap = b->cap ? b->cap : 256;
+    while (cap < b->len + extra + 1)
+        cap *= 2;
+    char *grown = realloc(b->data, cap);
+    if (grown == NULL)
+        abort(); /* out of memory: nothing sensible to do in a daemon */
+    b->data = grown;
+    b->cap = cap;
+}
+
+void strbuf_init(struct strbuf *b)
+{
+    b->data = NULL;
+    b->len = b->cap = 0;
+    strbuf_reserve(b, 0);
+    b->data[0] = '\0';
+}
+
+void strbuf_free(struct strbuf *b)
+{
+    free(b->data);
+    b->data = NULL;
+    b->len = b->cap = 0;
+}
+
+void strbuf_reset(struct strbuf *b)
+{
+    b->len = 0;
+    if (b->data)
+        b->data[0] = '\0';
+}
+
+void strbuf_append(struct strbuf *b, const char *s, size_t n)
+{
+    strbuf_reserve(b, n);
+    memcpy(b->data + b->len, s, n);
+    b->len += n;
+    b->data[b->len] = '\0';
+}
+
+void strbuf_append_str(struct strbuf *b, const char *s)
+{
+    strbuf_append(b, s, strlen(s));
+}
+
+void strbuf_printf(struct strbuf *b, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(NULL, 0, fmt, ap);
+    va_end(ap);
+    if (n < 0)
+        return;
+    strbuf_reserve(b, (size_t)n);
+    va_start(ap, fmt);
+    vsnprintf(b->data + b->len, (size_t)n + 1, fmt, ap);
+    va_end(ap);
+    b->len += (size_t)n;
+}
+
+static void pgarray_separator(struct strbuf *b)
+{
+    if (b->len > 0 && b->data[b->len - 1] != '{')
+        strbuf_append(b, ",", 1);
+}
+
+void pgarray_begin(struct strbuf *b)
+{
+    strbuf_reset(b);
+    strbuf_append(b, "{", 1);
+}
+
+void pgarray_end(struct strbuf *b)
+{
+    strbuf_append(b, "}", 1);
+}
+
+void pgarray_item_int(struct strbuf *b, int64_t value)
+{
+    pgarray_separator(b);
+    strbuf_printf(b, "%" PRId64, value);
+}
+
+void pgarray_item_bool(struct strbuf *b, bool value)
+{
+    pgarray_separator(b);
+    strbuf_append(b, value ? "t" : "f", 1);
+}
+
+void pgarray_item_null(struct strbuf *b)
+{
+    pgarray_separator(b);
+    strbuf_append(b, "NULL", 4);
+}
+
+/* Length of the valid UTF-8 sequence at s (1..4), or 0 if invalid. */
+static size_t utf8_sequence_length(const unsigned char *s, size_t n)
+{
+    unsigned char c = s[0];
+    if (c < 0x80)
+        return c == 0 ? 0 : 1;
+    size_t len;
+    uint32_t cp;
+    if ((c & 0xE0) == 0xC0) {
+        len = 2;
+        cp = c & 0x1F;
+    } else if ((c & 0xF0) == 0xE0) {
+        len = 3;
+        cp = c & 0x0F;
+    } else if ((c & 0xF8) == 0xF0) {
+        len = 4;
+        cp = c & 0x07;
+    } else
+        return 0;
+    if (n < len)
+        return 0;
+    for (size_t i = 1; i < len; i++) {
+        if ((s[i] & 0xC0) != 0x80)
+            return 0;
+        cp = (cp << 6) | (s[i] & 0x3F);
+    }
+    if ((len == 2 && cp < 0x80) || (len == 3 && cp < 0x800) || (len == 4 && cp < 0x10000) ||
+        cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF))
+        return 0;
+    return len;
+}
+
+void utf8_scrub(struct strbuf *out, const char *s, size_t n)
+{
+    const unsigned char *p = (const unsigned char *)s;
+    size_t i = 0;
+    while (i < n) {
+        size_t run = i;
+        size_t len;
+        while (run < n && (len = utf8_sequence_length(p + run, n - run)) > 0)
+            run += len;
+        strbuf_append(out, s + i, run - i);
+        if (run < n) {
+            strbuf_append(out, "\xEF\xBF\xBD", 3);
+            run++;
+        }
+        i = run;
+    }
+}
+
+void pgarray_item_text(struct strbuf *b, const char *s, size_t n)
+{
+    pgarray_separator(b);
+    if (s == NULL) {
+        strbuf_append(b, "NULL", 4);
+        return;
+    }
+    struct strbuf clean;
+    strbuf_init(&clean);
+    utf8_scrub(&clean, s, n);
+    strbuf_reserve(b, clean.len * 2 + 2);
+    b->data[b->len++] = '"';
+    for (size_t i = 0; i < clean.len; i++) {
+        char c = clean.data[i];
+        if (c == '"' || c == '\\')
+            b->data[b->len++] = '\\';
+        b->data[b->len++] = c;
+    }
+    b->data[b->len++] = '"';
+    b->data[b->len] = '\0';
+    strbuf_free(&clean);
+}

@@ -1,0 +1,40 @@
+/*
+ * strbuf.h — a growable byte buffer, and PostgreSQL array literals built in it.
+ *
+ * Used to pass batches to the SQL functions as parallel arrays
+ * ('{1,2,3}', '{"a\"b",NULL}'), one statement per batch.
+ */
+#ifndef OUTBOX_STRBUF_H
+#define OUTBOX_STRBUF_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+struct strbuf {
+    char *data;
+    size_t len;
+    size_t cap;
+};
+
+void strbuf_init(struct strbuf *b);
+void strbuf_free(struct strbuf *b);
+void strbuf_reset(struct strbuf *b);
+void strbuf_append(struct strbuf *b, const char *s, size_t n);
+void strbuf_append_str(struct strbuf *b, const char *s);
+void strbuf_printf(struct strbuf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/* Array literal helpers: call begin, then item_* per element, then end. */
+void pgarray_begin(struct strbuf *b);
+void pgarray_item_int(struct strbuf *b, int64_t value);
+void pgarray_item_bool(struct strbuf *b, bool value);
+void pgarray_item_null(struct strbuf *b);
+/* A text element, quoted and escaped; NUL bytes and invalid UTF-8 are
+ * replaced so that PostgreSQL always accepts it. NULL pointer = SQL NULL. */
+void pgarray_item_text(struct strbuf *b, const char *s, size_t n);
+void pgarray_end(struct strbuf *b);
+
+/* Copies s (n bytes) into out as valid UTF-8 without NUL bytes. */
+void utf8_scrub(struct strbuf *out, const char *s, size_t n);
+
+#endif

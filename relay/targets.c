@@ -1,0 +1,237 @@
+/*
+ * targets.c — targets as the relay sees them.
+ *
+ * Security: targets are registered by admins; an intent can only name one.
+ * The signing secret is never in the database: the row names an environment
+ * variable (secret_env) and the relay reads it here. A secret of the form
+ * "whsec_<base64>" is decoded as Standard Webhooks prescribes; any other value
+ * is used as raw bytes. Static headers may not carry CR or LF (no header
+ * injection), and neither may keys (enqueue refuses control characters).
+ */
+#include "targets.h"
+
+#include "log.h"
+
+#include <jansson.h>
+#include <openssl/evp.h>
+#include <openssl/hmac.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static void free_strings(char **list)
+{
+    if (list == NULL)
+        return;
+    for (char **p = list; *p; p++)
+        free(*p);
+    free(list);
+}
+
+static char *dup_or_null(PGresult *res, int row, int col)
+{
+    return PQgetisnull(res, row, col) ? NULL : strdup(PQgetvalue(res, row, col));
+}
+
+static void target_clear(struct target *t)
+{
+    free(t->url);
+    free(t->method);
+    free(t->key_header);
+    free(t->status_url);
+    free(t->secret_env);
+    free_strings(t->static_headers);
+    if (t->secret) {
+        memset(t->secret, 0, t->secret_len);
+        free(t->secret);
+    }
+    t->url = t->method = t->key_header = t->status_url = t->secret_env = NULL;
+    t->static_headers = NULL;
+    t->secret = NULL;
+    t->secret_len = 0;
+}
+
+static bool header_text_ok(const char *s)
+{
+    return strpbrk(s, "\r\n") == NULL;
+}
+
+static char **parse_static_headers(const char *target, const char *json_text)
+{
+    json_error_t err;
+    json_t *obj = json_loads(json_text, 0, &err);
+    size_t n = json_is_object(obj) ? json_object_size(obj) : 0;
+    char **list = calloc(n + 1, sizeof(char *));
+    size_t i = 0;
+    const char *name;
+    json_t *value;
+    if (n > 0) {
+        json_object_foreach(obj, name, value) {
+            if (!json_is_string(value) || !header_text_ok(name) ||
+                !header_text_ok(json_string_value(value)) || strchr(name, ':')) {
+                log_event(LOG_WARN, "target_header_ignored", "target", json_string(target),
+                          "header", json_string(name), NULL);
+                continue;
+            }
+            size_t len = strlen(name) + strlen(json_string_value(value)) + 3;
+            list[i] = malloc(len);
+            snprintf(list[i], len, "%s: %s", name, json_string_value(value));
+            i++;
+        }
+    }
+    json_decref(obj);
+    return list;
+}
+
+static void load_secret(struct target *t)
+{
+    if (t->secret_env == NULL)
+        return;
+    const char *value = getenv(t->secret_env);
+    if (value == NULL || *value == '\0') {
+        log_event(LOG_WARN, "target_secret_missing", "target", json_string(t->name), "secret_env",
+                  json_string(t->secret_env), NULL);
+        return;
+    }
+    if (strncmp(value, "whsec_", 6) == 0) {
+        const char *b64 = value + 6;
+        size_t len = strlen(b64);
+        unsigned char *decoded = malloc(len + 3);
+        int n = EVP_DecodeBlock(decoded, (const unsigned char *)b64, (int)len);
+        if (n < 0) {
+            free(decoded);
+            log_event(LOG_WARN, "target_secret_invalid", "target", json_string(t->name),
+                      "secret_env", json_string(t->secret_env), NULL);
+            return;
+        }
+        /* EVP_DecodeBlock counts padding bytes as data. */
+        while (len > 0 && b64[len - 1] == '=') {
+            len--;
+            n--;
+        }
+        t->secret = decoded;
+        t->secret_len = (size_t)n;
+    } else {
+        t->secret_len = strlen(value);
+        t->secret = malloc(t->secret_len);
+        memcpy(t->secret, value, t->secret_len);
+    }
+}
+
+struct target *targets_find(const struct target_set *set, const char *name)
+{
+    for (size_t i = 0; i < set->count; i++)
+        if (strcmp(set->items[i]->name, name) == 0)
+            return set->items[i];
+    return NULL;
+}
+
+void targets_load(struct target_set *set, PGresult *res)
+{
+    for (size_t i = 0; i < set->count; i++)
+        set->items[i]->present = false;
+    int rows = PQntuples(res);
+    for (int r = 0; r < rows; r++) {
+        const char *name = PQgetvalue(res, r, 0);
+        struct target *t = targets_find(set, name);
+        if (t == NULL) {
+            t = calloc(1, sizeof(*t));
+            t->name = strdup(name);
+            struct target **grown = realloc(set->items, (set->count + 1) * sizeof(*grown));
+            set->items = grown;
+            set->items[set->count++] = t;
+        }
+        target_clear(t);
+        t->url = dup_or_null(res, r, 1);
+        t->method = dup_or_null(res, r, 2);
+        t->key_header = dup_or_null(res, r, 3);
+        t->key_ttl_ms = strtoll(PQgetvalue(res, r, 4), NULL, 10);
+        t->status_url = dup_or_null(res, r, 5);
+        t->timeout_ms = (int)strtol(PQgetvalue(res, r, 6), NULL, 10);
+        t->max_attempts = (int)strtol(PQgetvalue(res, r, 7), NULL, 10);
+        t->backoff_base_ms = (int)strtol(PQgetvalue(res, r, 8), NULL, 10);
+        t->backoff_cap_ms = (int)strtol(PQgetvalue(res, r, 9), NULL, 10);
+        t->reconcile_delay_ms = (int)strtol(PQgetvalue(res, r, 10), NULL, 10);
+        t->max_in_flight = (int)strtol(PQgetvalue(res, r, 11), NULL, 10);
+        t->static_headers = parse_static_headers(t->name, PQgetvalue(res, r, 12));
+        t->secret_env = dup_or_null(res, r, 13);
+        t->enabled = PQgetvalue(res, r, 14)[0] == 't';
+        t->retry_budget_ratio = strtod(PQgetvalue(res, r, 15), NULL);
+        t->retry_budget_floor = (int)strtol(PQgetvalue(res, r, 16), NULL, 10);
+        t->present = true;
+        load_secret(t);
+    }
+}
+
+void targets_free(struct target_set *set)
+{
+    for (size_t i = 0; i < set->count; i++) {
+        target_clear(set->items[i]);
+        free(set->items[i]->name);
+        free(set->items[i]);
+    }
+    free(set->items);
+    set->items = NULL;
+    set->count = 0;
+}
+
+struct retry_policy target_retry_policy(const struct target *t)
+{
+    struct retry_policy p = {
+        .honours_keys = t->key_header != NULL,
+        .key_ttl_ms = t->key_ttl_ms,
+        .max_attempts = t->max_attempts,
+        .backoff_base_ms = t->backoff_base_ms,
+        .backoff_cap_ms = t->backoff_cap_ms,
+        .reconcile_delay_ms = t->reconcile_delay_ms,
+    };
+    return p;
+}
+
+void webhook_signature(const unsigned char *secret, size_t secret_len, const char *id,
+                       int64_t timestamp, const char *body, size_t body_len, char *out,
+                       size_t out_size)
+{
+    char prefix[512];
+    int prefix_len = snprintf(prefix, sizeof(prefix), "%s.%lld.", id, (long long)timestamp);
+    if (prefix_len < 0 || (size_t)prefix_len >= sizeof(prefix))
+        prefix_len = 0;
+    unsigned char mac[EVP_MAX_MD_SIZE];
+    unsigned int mac_len = 0;
+    unsigned char *joined = malloc((size_t)prefix_len + body_len + 1);
+    memcpy(joined, prefix, (size_t)prefix_len);
+    memcpy(joined + prefix_len, body, body_len);
+    HMAC(EVP_sha256(), secret, (int)secret_len, joined, (size_t)prefix_len + body_len, mac,
+         &mac_len);
+    free(joined);
+    char b64[EVP_ENCODE_LENGTH(EVP_MAX_MD_SIZE) + 1];
+    EVP_EncodeBlock((unsigned char *)b64, mac, (int)mac_len);
+    snprintf(out, out_size, "v1,%s", b64);
+}
+
+struct curl_slist *target_request_headers(const struct target *t, const char *key,
+                                          const char *body, size_t body_len, int64_t now_s)
+{
+    struct curl_slist *headers = NULL;
+    char line[1024];
+    headers = curl_slist_append(headers, "Content-Type: application/json");
+    headers = curl_slist_append(headers, "Expect:"); /* no 100-continue round trip */
+    if (t->key_header) {
+        snprintf(line, sizeof(line), "%s: %s", t->key_header, key);
+        headers = curl_slist_append(headers, line);
+    }
+    for (char **h = t->static_headers; h && *h; h++)
+        headers = curl_slist_append(headers, *h);
+    if (t->secret) {
+        char signature[128];
+        webhook_signature(t->secret, t->secret_len, key, now_s, body, body_len, signature,
+                          sizeof(signature));
+        snprintf(line, sizeof(line), "webhook-id: %s", key);
+        headers = curl_slist_append(headers, line);
+        snprintf(line, sizeof(line), "webhook-timestamp: %lld", (long long)now_s);
+        headers = curl_slist_append(headers, line);
+        snprintf(line, sizeof(line), "webhook-signature: %s", signature);
+        headers = curl_slist_append(headers, line);
+    }
+    return headers;
+}

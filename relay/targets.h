@@ -1,0 +1,66 @@
+/*
+ * targets.h — the relay's copy of outbox.targets, and what a target adds to
+ * each request: URL, method, timeout, key header, static headers, signing.
+ *
+ * Target records live until the relay exits (a reload updates them in
+ * place), so deliveries may hold a pointer to their target.
+ */
+#ifndef OUTBOX_TARGETS_H
+#define OUTBOX_TARGETS_H
+
+#include <curl/curl.h>
+#include <libpq-fe.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "outcome.h"
+
+struct target {
+    char *name;
+    char *url;
+    char *method;
+    char *key_header; /* NULL: cannot deduplicate */
+    char *status_url; /* NULL: none */
+    int64_t key_ttl_ms;
+    int timeout_ms;
+    int max_attempts;
+    int backoff_base_ms;
+    int backoff_cap_ms;
+    int reconcile_delay_ms;
+    int max_in_flight;
+    double retry_budget_ratio;
+    int retry_budget_floor;
+    char **static_headers; /* "Name: value", NULL-terminated */
+    char *secret_env;
+    unsigned char *secret; /* signing key (decoded), NULL when unset */
+    size_t secret_len;
+    bool enabled;
+    bool present; /* still in outbox.targets at the last reload */
+    int in_flight; /* deliveries of this relay now */
+};
+
+struct target_set {
+    struct target **items;
+    size_t count;
+};
+
+/* Replaces the set's contents from a STMT_TARGETS result, keeping records
+ * (and their in-flight counts) of targets that still exist. */
+void targets_load(struct target_set *set, PGresult *res);
+struct target *targets_find(const struct target_set *set, const char *name);
+void targets_free(struct target_set *set);
+
+struct retry_policy target_retry_policy(const struct target *t);
+
+/* Headers for one delivery: key header, content type, static headers,
+ * and Standard Webhooks signature headers when the target has a secret. */
+struct curl_slist *target_request_headers(const struct target *t, const char *key,
+                                          const char *body, size_t body_len, int64_t now_s);
+
+/* Standard Webhooks: base64(HMAC-SHA256(secret, id "." timestamp "." body)),
+ * written as "v1,<base64>" into out (NUL-terminated). */
+void webhook_signature(const unsigned char *secret, size_t secret_len, const char *id,
+                       int64_t timestamp, const char *body, size_t body_len, char *out,
+                       size_t out_size);
+
+#endif

@@ -1,0 +1,32 @@
+#!/usr/bin/env bash
+# tests/lib/install-deps.sh — install what building, testing and the demo need on Debian 12.
+#
+# As root, missing Debian packages are installed with apt-get; otherwise the
+# exact apt-get command is printed and the script fails. Quiet when all is there.
+set -euo pipefail
+
+packages=(
+    build-essential pkg-config
+    libpq-dev libcurl4-openssl-dev libuv1-dev libjansson-dev libssl-dev libhttp-parser-dev
+    check
+    postgresql postgresql-contrib postgresql-15-pgtap libtap-parser-sourcehandler-pgtap-perl
+    curl ca-certificates procps iproute2 clang-format
+)
+
+missing=()
+for p in "${packages[@]}"; do
+    if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed'; then
+        missing+=("$p")
+    fi
+done
+[ ${#missing[@]} -eq 0 ] && exit 0
+
+if [ "$(id -u)" != 0 ]; then
+    echo "outbox-relay needs these Debian packages: ${missing[*]}" >&2
+    echo "install them with:  sudo apt-get install -y ${missing[*]}" >&2
+    exit 1
+fi
+echo "installing: ${missing[*]}" >&2
+export DEBIAN_FRONTEND=noninteractive
+apt-get update -qq >/dev/null || apt-get update
+apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null

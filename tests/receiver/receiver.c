@@ -1,0 +1,1622 @@
+/*
+ * test-receiver: a small, real HTTP/1.1 endpoint for exercising outbox-relay.
+ *
+ * Why it is shaped like this
+ * --------------------------
+ * The relay promises at-least-once delivery with an idempotency key, so the
+ * interesting tests are about what happens *between* "the receiver acted" and
+ * "the relay learned that it acted": dropped connections, late answers, resets,
+ * throttling, garbage on the wire.  A mock inside the relay's own process could
+ * not produce those failures faithfully, so this is a separate process that
+ * speaks real TCP and real HTTP and injects faults at exactly the points that
+ * matter (before or after the effect).
+ *
+ *  - libuv gives a single-threaded event loop: all state (per-key counters,
+ *    statistics) is touched from one thread, so no locking, and timers for
+ *    late/slow answers are cheap.
+ *  - Requests are parsed with libhttp-parser (no hand-rolled HTTP).  The parser
+ *    is paused in on_message_complete, so exactly one request per connection is
+ *    in flight; pipelined bytes wait in the connection's input buffer until the
+ *    answer to the previous request has been written.  That keeps responses in
+ *    order without a response queue.
+ *  - Every buffer is bounded: URL 8 KiB, header count 128, header bytes by the
+ *    parser (80 KiB), bodies 2 MiB (413 + close), buffered pipelined input
+ *    1 MiB (reading pauses beyond it).
+ *  - Per-key state lives in a chained hash table (FNV-1a, power-of-two buckets,
+ *    grows at load factor 1) with an insertion-ordered list for stable output.
+ *  - "Acting" is the observable side effect: a per-key counter.  Tests compare
+ *    effects with deliveries to detect duplicate effects, and /_requests/{key}
+ *    exposes what the relay actually sent (headers, body).
+ *  - Every libuv handle is closed with uv_close and its memory released in the
+ *    close callback; on SIGTERM/SIGINT the loop runs until all callbacks ran and
+ *    uv_loop_close() must succeed, so AddressSanitizer/LeakSanitizer runs are
+ *    clean and a leak in the receiver cannot hide one in the relay's tests.
+ */
+#include <errno.h>
+#include <http_parser.h>
+#include <inttypes.h>
+#include <jansson.h>
+#include <limits.h>
+#include <signal.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/socket.h>
+#include <uv.h>
+
+#define MAX_BODY_BYTES (2u * 1024u * 1024u)
+#define MAX_URL_BYTES (8u * 1024u)
+#define MAX_HEADERS 128u
+#define MAX_HEADER_PART_BYTES (80u * 1024u)
+#define MAX_KEY_BYTES 1024u
+#define READ_CHUNK_BYTES (64u * 1024u)
+#define MAX_BUFFERED_INPUT_BYTES (1024u * 1024u)
+#define DRAIN_TIMEOUT_MS 2000u
+#define MAX_DELAY_MS 86400000ull
+
+/* ------------------------------------------------------------------------ */
+/* Fault modes                                                               */
+/* ------------------------------------------------------------------------ */
+
+enum fault_mode {
+    FAULT_NONE = -1,
+    FAULT_DROP_AFTER = 0,
+    FAULT_LATE,
+    FAULT_RESET_BEFORE,
+    FAULT_STATUS_500,
+    FAULT_STATUS_429,
+    FAULT_GARBAGE_AFTER,
+    FAULT_MODE_COUNT
+};
+
+static const char *const fault_mode_names[FAULT_MODE_COUNT] = {
+    "drop_after", "late", "reset_before", "status_500", "status_429", "garbage_after",
+};
+
+/* The modes --random-faults picks from (uniformly). */
+static const enum fault_mode random_fault_modes[] = {
+    FAULT_DROP_AFTER, FAULT_LATE, FAULT_RESET_BEFORE, FAULT_STATUS_500, FAULT_STATUS_429,
+};
+#define RANDOM_FAULT_MODE_COUNT (sizeof random_fault_modes / sizeof random_fault_modes[0])
+
+static enum fault_mode fault_mode_from_name(const char *name)
+{
+    for (int mode = 0; mode < FAULT_MODE_COUNT; mode++) {
+        if (strcmp(name, fault_mode_names[mode]) == 0)
+            return (enum fault_mode)mode;
+    }
+    return FAULT_NONE;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Growable, bounded byte buffer                                             */
+/* ------------------------------------------------------------------------ */
+
+struct byte_buffer {
+    char *data;
+    size_t length;
+    size_t capacity;
+};
+
+/* Makes room for `extra` more bytes; fails (-1) on overflow or OOM. */
+static int byte_buffer_reserve(struct byte_buffer *buffer, size_t extra)
+{
+    if (extra > SIZE_MAX - buffer->length)
+        return -1;
+    size_t needed = buffer->length + extra;
+    if (needed <= buffer->capacity)
+        return 0;
+    size_t new_capacity = buffer->capacity ? buffer->capacity : 64;
+    while (new_capacity < needed) {
+        if (new_capacity > SIZE_MAX / 2)
+            return -1;
+        new_capacity *= 2;
+    }
+    char *grown = realloc(buffer->data, new_capacity);
+    if (!grown)
+        return -1;
+    buffer->data = grown;
+    buffer->capacity = new_capacity;
+    return 0;
+}
+
+/* Appends unless the result would exceed `limit` bytes; returns -1 then. */
+static int byte_buffer_append(struct byte_buffer *buffer, const char *bytes, size_t count,
+                              size_t limit)
+{
+    if (count > limit || buffer->length > limit - count)
+        return -1;
+    if (byte_buffer_reserve(buffer, count) != 0)
+        return -1;
+    if (count)
+        memcpy(buffer->data + buffer->length, bytes, count);
+    buffer->length += count;
+    return 0;
+}
+
+static void byte_buffer_free(struct byte_buffer *buffer)
+{
+    free(buffer->data);
+    buffer->data = NULL;
+    buffer->length = buffer->capacity = 0;
+}
+
+static char *copy_bytes(const char *bytes, size_t count)
+{
+    char *copy = malloc(count + 1);
+    if (!copy)
+        return NULL;
+    if (count)
+        memcpy(copy, bytes, count);
+    copy[count] = '\0';
+    return copy;
+}
+
+static void *checked_malloc(size_t size)
+{
+    void *memory = malloc(size);
+    if (!memory) {
+        fprintf(stderr, "test-receiver: out of memory\n");
+        abort();
+    }
+    return memory;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Per-key state: chained hash table with insertion order                    */
+/* ------------------------------------------------------------------------ */
+
+struct key_state {
+    struct key_state *bucket_next;
+    struct key_state *order_next;
+    uint64_t hash;
+    uint64_t deliveries;
+    uint64_t effects;
+    int stored_status; /* 0 = never acted on */
+    char *stored_body;
+    size_t stored_body_length;
+    char *last_headers_json; /* serialized JSON object, names lower-cased */
+    char *last_body;
+    size_t last_body_length;
+    size_t key_length;
+    char key[]; /* NUL-terminated copy, may contain NUL itself */
+};
+
+struct key_table {
+    struct key_state **buckets;
+    size_t bucket_count; /* power of two */
+    size_t entry_count;
+    struct key_state *order_head;
+    struct key_state *order_tail;
+};
+
+static uint64_t hash_key(const char *key, size_t length)
+{
+    uint64_t hash = 14695981039346656037ull; /* FNV-1a */
+    for (size_t i = 0; i < length; i++) {
+        hash ^= (unsigned char)key[i];
+        hash *= 1099511628211ull;
+    }
+    return hash;
+}
+
+static void key_table_init(struct key_table *table)
+{
+    memset(table, 0, sizeof *table);
+    table->bucket_count = 1024;
+    table->buckets = calloc(table->bucket_count, sizeof *table->buckets);
+    if (!table->buckets) {
+        fprintf(stderr, "test-receiver: out of memory\n");
+        abort();
+    }
+}
+
+static void key_table_free(struct key_table *table)
+{
+    struct key_state *entry = table->order_head;
+    while (entry) {
+        struct key_state *next = entry->order_next;
+        free(entry->stored_body);
+        free(entry->last_headers_json);
+        free(entry->last_body);
+        free(entry);
+        entry = next;
+    }
+    free(table->buckets);
+    memset(table, 0, sizeof *table);
+}
+
+static struct key_state *key_table_find(const struct key_table *table, const char *key,
+                                        size_t length)
+{
+    uint64_t hash = hash_key(key, length);
+    struct key_state *entry = table->buckets[hash & (table->bucket_count - 1)];
+    for (; entry; entry = entry->bucket_next) {
+        if (entry->hash == hash && entry->key_length == length &&
+            memcmp(entry->key, key, length) == 0)
+            return entry;
+    }
+    return NULL;
+}
+
+static void key_table_grow(struct key_table *table)
+{
+    size_t new_count = table->bucket_count * 2;
+    struct key_state **new_buckets = calloc(new_count, sizeof *new_buckets);
+    if (!new_buckets)
+        return; /* keep working with longer chains */
+    for (struct key_state *entry = table->order_head; entry; entry = entry->order_next) {
+        size_t index = entry->hash & (new_count - 1);
+        entry->bucket_next = new_buckets[index];
+        new_buckets[index] = entry;
+    }
+    free(table->buckets);
+    table->buckets = new_buckets;
+    table->bucket_count = new_count;
+}
+
+static struct key_state *key_table_get_or_create(struct key_table *table, const char *key,
+                                                 size_t length)
+{
+    struct key_state *entry = key_table_find(table, key, length);
+    if (entry)
+        return entry;
+    if (table->entry_count >= table->bucket_count)
+        key_table_grow(table);
+    entry = checked_malloc(sizeof *entry + length + 1);
+    memset(entry, 0, sizeof *entry);
+    memcpy(entry->key, key, length);
+    entry->key[length] = '\0';
+    entry->key_length = length;
+    entry->hash = hash_key(key, length);
+    size_t index = entry->hash & (table->bucket_count - 1);
+    entry->bucket_next = table->buckets[index];
+    table->buckets[index] = entry;
+    if (table->order_tail)
+        table->order_tail->order_next = entry;
+    else
+        table->order_head = entry;
+    table->order_tail = entry;
+    table->entry_count++;
+    return entry;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Receiver and connection state                                             */
+/* ------------------------------------------------------------------------ */
+
+struct options {
+    const char *listen_address;
+    bool dedupe;
+    const char *key_header;
+    uint64_t late_ms;
+    uint64_t delay_ms;
+    double random_fault_rate;
+    uint64_t seed;
+};
+
+struct statistics {
+    uint64_t requests_total;
+    uint64_t deliveries_total;
+    uint64_t effects_total;
+    uint64_t deduplicated_total;
+    uint64_t faults_total;
+    uint64_t faults_by_mode[FAULT_MODE_COUNT];
+    uint64_t keys_acted_on;
+    uint64_t keys_with_duplicate_effects;
+};
+
+struct connection;
+
+struct receiver {
+    struct options options;
+    uv_loop_t *loop;
+    uv_tcp_t server;
+    uv_signal_t sigterm_watcher;
+    uv_signal_t sigint_watcher;
+    int open_server_handles;
+    bool shutting_down;
+    struct key_table keys;
+    struct statistics stats;
+    uint64_t random_state;
+    struct connection *connections; /* doubly linked list of live connections */
+};
+
+struct header {
+    struct byte_buffer name;
+    struct byte_buffer value;
+};
+
+/* What happens once a response has been written. */
+enum after_write {
+    AFTER_WRITE_NOTHING,    /* interim 100 Continue */
+    AFTER_WRITE_KEEP_ALIVE, /* continue with the next request */
+    AFTER_WRITE_CLOSE,      /* shut down, drain, close */
+};
+
+struct write_request {
+    uv_write_t request;
+    struct connection *connection;
+    enum after_write after;
+    size_t length;
+    char data[];
+};
+
+struct connection {
+    uv_tcp_t tcp;
+    uv_timer_t timer; /* delayed responses, then the drain timeout */
+    uv_shutdown_t shutdown_request;
+    struct receiver *receiver;
+    struct connection *previous;
+    struct connection *next;
+    int open_handles;
+    bool closing;
+    bool reading;
+    bool busy;     /* a request is being answered */
+    bool draining; /* write side shut down; discarding input until EOF */
+    bool peer_eof;
+    http_parser parser;
+    struct byte_buffer input;
+    size_t input_offset; /* bytes of `input` already fed to the parser */
+    struct write_request *delayed_response;
+
+    /* Request being parsed. */
+    struct byte_buffer url;
+    struct header headers[MAX_HEADERS];
+    size_t header_count;
+    bool last_callback_was_value;
+    struct byte_buffer body;
+    bool keep_alive;
+    int reject_status; /* set by a parser callback that aborted parsing */
+};
+
+static void connection_close(struct connection *connection);
+static void connection_drive(struct connection *connection);
+static void connection_start_reading(struct connection *connection);
+
+/* ------------------------------------------------------------------------ */
+/* Small helpers                                                             */
+/* ------------------------------------------------------------------------ */
+
+static uint64_t random_next(struct receiver *receiver)
+{
+    uint64_t z = (receiver->random_state += 0x9e3779b97f4a7c15ull); /* splitmix64 */
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+}
+
+static double random_unit(struct receiver *receiver)
+{
+    return (double)(random_next(receiver) >> 11) * 0x1.0p-53;
+}
+
+/* A JSON string for arbitrary bytes; invalid UTF-8 bytes become '?'. */
+static json_t *json_string_lossy(const char *bytes, size_t length)
+{
+    json_t *string = json_stringn(bytes, length);
+    if (string)
+        return string;
+    char *copy = copy_bytes(bytes, length);
+    if (!copy)
+        return NULL;
+    for (size_t i = 0; i < length; i++) {
+        if ((unsigned char)copy[i] >= 0x80)
+            copy[i] = '?';
+    }
+    string = json_stringn(copy, length);
+    free(copy);
+    return string;
+}
+
+/* Sets object[key] = value for a key that may not be valid UTF-8. */
+static void json_object_set_lossy(json_t *object, const char *key, size_t key_length, json_t *value)
+{
+    if (json_object_setn_new(object, key, key_length, json_incref(value)) != 0) {
+        char *copy = copy_bytes(key, key_length);
+        if (copy) {
+            for (size_t i = 0; i < key_length; i++) {
+                if ((unsigned char)copy[i] >= 0x80)
+                    copy[i] = '?';
+            }
+            json_object_setn_new(object, copy, key_length, json_incref(value));
+            free(copy);
+        }
+    }
+    json_decref(value);
+}
+
+static char *json_dump_compact(const json_t *value)
+{
+    char *text = json_dumps(value, JSON_COMPACT | JSON_ENCODE_ANY);
+    if (!text) {
+        fprintf(stderr, "test-receiver: out of memory\n");
+        abort();
+    }
+    return text;
+}
+
+static int hex_digit_value(char digit)
+{
+    if (digit >= '0' && digit <= '9')
+        return digit - '0';
+    if (digit >= 'a' && digit <= 'f')
+        return digit - 'a' + 10;
+    if (digit >= 'A' && digit <= 'F')
+        return digit - 'A' + 10;
+    return -1;
+}
+
+/* Percent-decodes into a new buffer; returns NULL on malformed escapes. */
+static char *percent_decode(const char *text, size_t length, size_t *decoded_length)
+{
+    char *decoded = checked_malloc(length + 1);
+    size_t out = 0;
+    for (size_t i = 0; i < length; i++) {
+        if (text[i] == '%') {
+            int high = i + 1 < length ? hex_digit_value(text[i + 1]) : -1;
+            int low = i + 2 < length ? hex_digit_value(text[i + 2]) : -1;
+            if (high < 0 || low < 0) {
+                free(decoded);
+                return NULL;
+            }
+            decoded[out++] = (char)(high * 16 + low);
+            i += 2;
+        } else {
+            decoded[out++] = text[i];
+        }
+    }
+    decoded[out] = '\0';
+    *decoded_length = out;
+    return decoded;
+}
+
+static bool starts_with(const char *text, size_t length, const char *prefix)
+{
+    size_t prefix_length = strlen(prefix);
+    return length >= prefix_length && memcmp(text, prefix, prefix_length) == 0;
+}
+
+static bool equals(const char *text, size_t length, const char *literal)
+{
+    return strlen(literal) == length && memcmp(text, literal, length) == 0;
+}
+
+static const char *status_reason(int status)
+{
+    switch (status) {
+    case 100:
+        return "Continue";
+    case 200:
+        return "OK";
+    case 400:
+        return "Bad Request";
+    case 404:
+        return "Not Found";
+    case 405:
+        return "Method Not Allowed";
+    case 413:
+        return "Payload Too Large";
+    case 414:
+        return "URI Too Long";
+    case 429:
+        return "Too Many Requests";
+    case 431:
+        return "Request Header Fields Too Large";
+    case 500:
+        return "Internal Server Error";
+    case 503:
+        return "Service Unavailable";
+    default:
+        return "Unknown";
+    }
+}
+
+/* ------------------------------------------------------------------------ */
+/* Connection lifetime                                                       */
+/* ------------------------------------------------------------------------ */
+
+static void connection_free(struct connection *connection)
+{
+    free(connection->delayed_response);
+    byte_buffer_free(&connection->input);
+    byte_buffer_free(&connection->url);
+    byte_buffer_free(&connection->body);
+    for (size_t i = 0; i < MAX_HEADERS; i++) {
+        byte_buffer_free(&connection->headers[i].name);
+        byte_buffer_free(&connection->headers[i].value);
+    }
+    free(connection);
+}
+
+static void on_connection_handle_closed(uv_handle_t *handle)
+{
+    struct connection *connection = handle->data;
+    if (--connection->open_handles == 0)
+        connection_free(connection);
+}
+
+static void connection_unlink(struct connection *connection)
+{
+    struct receiver *receiver = connection->receiver;
+    if (connection->previous)
+        connection->previous->next = connection->next;
+    else if (receiver->connections == connection)
+        receiver->connections = connection->next;
+    if (connection->next)
+        connection->next->previous = connection->previous;
+    connection->previous = connection->next = NULL;
+}
+
+/* Closes both handles; memory is released when both close callbacks ran. */
+static void connection_close(struct connection *connection)
+{
+    if (connection->closing)
+        return;
+    connection->closing = true;
+    connection_unlink(connection);
+    uv_timer_stop(&connection->timer);
+    uv_close((uv_handle_t *)&connection->timer, on_connection_handle_closed);
+    uv_close((uv_handle_t *)&connection->tcp, on_connection_handle_closed);
+}
+
+/* Abortive close: SO_LINGER {1,0} makes close() send a RST. */
+static void connection_reset(struct connection *connection)
+{
+    uv_os_fd_t fd;
+    if (uv_fileno((uv_handle_t *)&connection->tcp, &fd) == 0) {
+        struct linger linger_option = {.l_onoff = 1, .l_linger = 0};
+        setsockopt(fd, SOL_SOCKET, SO_LINGER, &linger_option, sizeof linger_option);
+    }
+    connection_close(connection);
+}
+
+static void on_drain_timeout(uv_timer_t *timer)
+{
+    connection_close(timer->data);
+}
+
+static void on_shutdown_done(uv_shutdown_t *request, int status)
+{
+    struct connection *connection = request->data;
+    if (connection->closing)
+        return;
+    if (status < 0 || connection->peer_eof) {
+        connection_close(connection);
+        return;
+    }
+    /* Lingering close: keep reading (and discarding) so that unread request
+     * bytes do not turn our FIN into a RST before the client saw the answer. */
+    connection->draining = true;
+    connection->input.length = 0;
+    connection->input_offset = 0;
+    uv_timer_start(&connection->timer, on_drain_timeout, DRAIN_TIMEOUT_MS, 0);
+    connection_start_reading(connection); /* may have been paused by backpressure */
+}
+
+static void connection_shutdown_and_close(struct connection *connection)
+{
+    if (connection->closing)
+        return;
+    connection->shutdown_request.data = connection;
+    if (uv_shutdown(&connection->shutdown_request, (uv_stream_t *)&connection->tcp,
+                    on_shutdown_done) != 0)
+        connection_close(connection);
+}
+
+/* ------------------------------------------------------------------------ */
+/* Writing responses                                                         */
+/* ------------------------------------------------------------------------ */
+
+static void on_write_done(uv_write_t *request, int status)
+{
+    struct write_request *write = (struct write_request *)request;
+    struct connection *connection = write->connection;
+    enum after_write after = write->after;
+    free(write);
+    if (connection->closing)
+        return;
+    if (status < 0) {
+        connection_close(connection);
+        return;
+    }
+    switch (after) {
+    case AFTER_WRITE_NOTHING:
+        break;
+    case AFTER_WRITE_KEEP_ALIVE:
+        connection->busy = false;
+        connection_drive(connection);
+        break;
+    case AFTER_WRITE_CLOSE:
+        connection_shutdown_and_close(connection);
+        break;
+    }
+}
+
+static void write_request_submit(struct connection *connection, struct write_request *write)
+{
+    uv_buf_t buffer = uv_buf_init(write->data, (unsigned int)write->length);
+    if (uv_write(&write->request, (uv_stream_t *)&connection->tcp, &buffer, 1, on_write_done) !=
+        0) {
+        free(write);
+        connection_close(connection);
+    }
+}
+
+static void on_delayed_response_due(uv_timer_t *timer)
+{
+    struct connection *connection = timer->data;
+    struct write_request *write = connection->delayed_response;
+    connection->delayed_response = NULL;
+    if (write && !connection->closing)
+        write_request_submit(connection, write);
+    else
+        free(write);
+}
+
+static struct write_request *write_request_new(struct connection *connection, size_t length,
+                                               enum after_write after)
+{
+    struct write_request *write = checked_malloc(sizeof *write + length);
+    write->connection = connection;
+    write->after = after;
+    write->length = length;
+    return write;
+}
+
+/*
+ * Sends a complete response.  The body is omitted for HEAD, Content-Length is
+ * always sent.  With delay_ms > 0 the bytes are written when the timer fires.
+ */
+static void send_response(struct connection *connection, int status, const char *extra_headers,
+                          const char *body, size_t body_length, uint64_t delay_ms)
+{
+    bool keep_alive = connection->keep_alive && !connection->peer_eof;
+    bool is_head = connection->parser.method == HTTP_HEAD;
+    const char *connection_header = "";
+    if (!keep_alive)
+        connection_header = "Connection: close\r\n";
+    else if (connection->parser.http_major == 1 && connection->parser.http_minor == 0)
+        connection_header = "Connection: keep-alive\r\n";
+    char head[512];
+    int head_length = snprintf(head, sizeof head,
+                               "HTTP/1.1 %d %s\r\n"
+                               "Content-Type: application/json\r\n"
+                               "Content-Length: %zu\r\n"
+                               "%s%s\r\n",
+                               status, status_reason(status), body_length, connection_header,
+                               extra_headers ? extra_headers : "");
+    if (head_length < 0 || (size_t)head_length >= sizeof head)
+        abort();
+    size_t sent_body_length = is_head ? 0 : body_length;
+    struct write_request *write =
+        write_request_new(connection, (size_t)head_length + sent_body_length,
+                          keep_alive ? AFTER_WRITE_KEEP_ALIVE : AFTER_WRITE_CLOSE);
+    memcpy(write->data, head, (size_t)head_length);
+    if (sent_body_length)
+        memcpy(write->data + head_length, body, sent_body_length);
+    connection->busy = true;
+    if (delay_ms > 0) {
+        connection->delayed_response = write;
+        uv_timer_start(&connection->timer, on_delayed_response_due, delay_ms, 0);
+    } else {
+        write_request_submit(connection, write);
+    }
+}
+
+static void send_json(struct connection *connection, int status, const json_t *value)
+{
+    char *text = json_dump_compact(value);
+    send_response(connection, status, NULL, text, strlen(text), 0);
+    free(text);
+}
+
+static void send_error(struct connection *connection, int status, const char *message)
+{
+    json_t *body = json_pack("{s:s}", "error", message);
+    send_json(connection, status, body);
+    json_decref(body);
+}
+
+/* Raw bytes followed by a close (for garbage_after). */
+static void send_raw_and_close(struct connection *connection, const char *bytes, size_t length)
+{
+    struct write_request *write = write_request_new(connection, length, AFTER_WRITE_CLOSE);
+    memcpy(write->data, bytes, length);
+    connection->busy = true;
+    write_request_submit(connection, write);
+}
+
+/* ------------------------------------------------------------------------ */
+/* Request helpers                                                           */
+/* ------------------------------------------------------------------------ */
+
+static const struct header *find_header(const struct connection *connection, const char *name)
+{
+    size_t name_length = strlen(name);
+    for (size_t i = 0; i < connection->header_count; i++) {
+        const struct header *header = &connection->headers[i];
+        if (header->name.length == name_length &&
+            strncasecmp(header->name.data, name, name_length) == 0)
+            return header;
+    }
+    return NULL;
+}
+
+/* {"lower-case-name":"value",...}; repeated names are joined with ", ". */
+static char *serialize_headers(const struct connection *connection)
+{
+    json_t *object = json_object();
+    for (size_t i = 0; i < connection->header_count; i++) {
+        const struct header *header = &connection->headers[i];
+        char *name = copy_bytes(header->name.data, header->name.length);
+        if (!name)
+            continue;
+        for (size_t j = 0; j < header->name.length; j++) {
+            if (name[j] >= 'A' && name[j] <= 'Z')
+                name[j] = (char)(name[j] - 'A' + 'a');
+        }
+        json_t *existing = json_object_getn(object, name, header->name.length);
+        json_t *value;
+        if (existing && json_is_string(existing)) {
+            struct byte_buffer joined = {0};
+            const char *previous = json_string_value(existing);
+            size_t previous_length = json_string_length(existing);
+            if (byte_buffer_append(&joined, previous, previous_length, SIZE_MAX) == 0 &&
+                byte_buffer_append(&joined, ", ", 2, SIZE_MAX) == 0 &&
+                byte_buffer_append(&joined, header->value.data, header->value.length, SIZE_MAX) ==
+                    0)
+                value = json_string_lossy(joined.data, joined.length);
+            else
+                value = json_incref(existing);
+            byte_buffer_free(&joined);
+        } else {
+            value = json_string_lossy(header->value.data ? header->value.data : "",
+                                      header->value.length);
+        }
+        if (value)
+            json_object_set_lossy(object, name, header->name.length, value);
+        free(name);
+    }
+    char *text = json_dump_compact(object);
+    json_decref(object);
+    return text;
+}
+
+/*
+ * Reads {"_fault": "<mode>", "_fault_times": n} from a JSON object body.
+ * Returns FAULT_NONE when the body does not ask for a fault.
+ */
+static enum fault_mode requested_fault(const struct byte_buffer *body, json_int_t *times)
+{
+    *times = 1;
+    if (body->length == 0 || !memmem(body->data, body->length, "_fault", 6))
+        return FAULT_NONE;
+    json_t *document = json_loadb(body->data, body->length, 0, NULL);
+    enum fault_mode mode = FAULT_NONE;
+    if (json_is_object(document)) {
+        json_t *fault = json_object_get(document, "_fault");
+        if (json_is_string(fault))
+            mode = fault_mode_from_name(json_string_value(fault));
+        json_t *fault_times = json_object_get(document, "_fault_times");
+        if (json_is_integer(fault_times))
+            *times = json_integer_value(fault_times);
+    }
+    json_decref(document);
+    return mode;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Deliveries                                                                */
+/* ------------------------------------------------------------------------ */
+
+/*
+ * The side effect.  With --dedupe a key that was acted on before is answered
+ * from its stored response instead.
+ */
+static void act_on_delivery(struct receiver *receiver, struct key_state *entry)
+{
+    if (receiver->options.dedupe && entry->stored_status != 0) {
+        receiver->stats.deduplicated_total++;
+        return;
+    }
+    entry->effects++;
+    receiver->stats.effects_total++;
+    if (entry->effects == 1)
+        receiver->stats.keys_acted_on++;
+    else if (entry->effects == 2)
+        receiver->stats.keys_with_duplicate_effects++;
+
+    json_t *key = json_string_lossy(entry->key, entry->key_length);
+    json_t *answer = json_pack("{s:b,s:o,s:I}", "ok", 1, "key", key ? key : json_string(""),
+                               "effect", (json_int_t)entry->effects);
+    free(entry->stored_body);
+    entry->stored_body = json_dump_compact(answer);
+    entry->stored_body_length = strlen(entry->stored_body);
+    entry->stored_status = 200;
+    json_decref(answer);
+}
+
+static void send_stored_response(struct connection *connection, const struct key_state *entry,
+                                 uint64_t delay_ms)
+{
+    send_response(connection, entry->stored_status, NULL, entry->stored_body,
+                  entry->stored_body_length, delay_ms);
+}
+
+static void handle_delivery(struct connection *connection)
+{
+    struct receiver *receiver = connection->receiver;
+    receiver->stats.deliveries_total++;
+
+    const char *key = "-";
+    size_t key_length = 1;
+    const struct header *key_header = find_header(connection, receiver->options.key_header);
+    if (key_header && key_header->value.length > 0) {
+        key = key_header->value.data;
+        key_length = key_header->value.length;
+    }
+    if (key_length > MAX_KEY_BYTES) {
+        connection->keep_alive = false;
+        send_error(connection, 400, "idempotency key too long");
+        return;
+    }
+
+    struct key_state *entry = key_table_get_or_create(&receiver->keys, key, key_length);
+    entry->deliveries++;
+    free(entry->last_headers_json);
+    entry->last_headers_json = serialize_headers(connection);
+    free(entry->last_body);
+    entry->last_body = copy_bytes(connection->body.data, connection->body.length);
+    entry->last_body_length = entry->last_body ? connection->body.length : 0;
+
+    json_int_t fault_times;
+    enum fault_mode fault = requested_fault(&connection->body, &fault_times);
+    if (fault != FAULT_NONE && (fault_times <= 0 || entry->deliveries > (uint64_t)fault_times))
+        fault = FAULT_NONE;
+    if (fault == FAULT_NONE && receiver->options.random_fault_rate > 0 &&
+        random_unit(receiver) < receiver->options.random_fault_rate)
+        fault = random_fault_modes[random_next(receiver) % RANDOM_FAULT_MODE_COUNT];
+    if (fault != FAULT_NONE) {
+        receiver->stats.faults_total++;
+        receiver->stats.faults_by_mode[fault]++;
+    }
+
+    static const char garbage[] = "this is not http\r\n\r\n";
+    switch (fault) {
+    case FAULT_NONE:
+        act_on_delivery(receiver, entry);
+        send_stored_response(connection, entry, receiver->options.delay_ms);
+        break;
+    case FAULT_DROP_AFTER:
+        act_on_delivery(receiver, entry);
+        connection_close(connection);
+        break;
+    case FAULT_LATE:
+        act_on_delivery(receiver, entry);
+        send_stored_response(connection, entry, receiver->options.late_ms);
+        break;
+    case FAULT_RESET_BEFORE:
+        connection_reset(connection);
+        break;
+    case FAULT_STATUS_500: {
+        static const char body[] = "{\"error\":\"injected\"}";
+        send_response(connection, 500, NULL, body, sizeof body - 1, 0);
+        break;
+    }
+    case FAULT_STATUS_429: {
+        static const char body[] = "{\"error\":\"slow down\"}";
+        send_response(connection, 429, "Retry-After: 1\r\n", body, sizeof body - 1, 0);
+        break;
+    }
+    case FAULT_GARBAGE_AFTER:
+        act_on_delivery(receiver, entry);
+        send_raw_and_close(connection, garbage, sizeof garbage - 1);
+        break;
+    case FAULT_MODE_COUNT:
+        abort();
+    }
+}
+
+/* ------------------------------------------------------------------------ */
+/* Control endpoints                                                         */
+/* ------------------------------------------------------------------------ */
+
+static void handle_stats(struct connection *connection)
+{
+    const struct receiver *receiver = connection->receiver;
+    const struct statistics *stats = &receiver->stats;
+    json_t *faults = json_object();
+    for (int mode = 0; mode < FAULT_MODE_COUNT; mode++)
+        json_object_set_new(faults, fault_mode_names[mode],
+                            json_integer((json_int_t)stats->faults_by_mode[mode]));
+    json_t *body = json_pack(
+        "{s:I,s:I,s:I,s:I,s:I,s:o,s:I,s:I,s:I}", "requests_total",
+        (json_int_t)stats->requests_total, "deliveries_total", (json_int_t)stats->deliveries_total,
+        "effects_total", (json_int_t)stats->effects_total, "deduplicated_total",
+        (json_int_t)stats->deduplicated_total, "faults_total", (json_int_t)stats->faults_total,
+        "faults", faults, "keys", (json_int_t)stats->keys_acted_on, "keys_with_duplicate_effects",
+        (json_int_t)stats->keys_with_duplicate_effects, "keys_seen",
+        (json_int_t)receiver->keys.entry_count);
+    send_json(connection, 200, body);
+    json_decref(body);
+}
+
+static void handle_effects(struct connection *connection)
+{
+    json_t *body = json_object();
+    for (const struct key_state *entry = connection->receiver->keys.order_head; entry;
+         entry = entry->order_next) {
+        if (entry->effects > 0)
+            json_object_set_lossy(body, entry->key, entry->key_length,
+                                  json_integer((json_int_t)entry->effects));
+    }
+    send_json(connection, 200, body);
+    json_decref(body);
+}
+
+static const struct key_state *find_key_in_path(struct connection *connection,
+                                                const char *encoded_key, size_t encoded_length,
+                                                bool *malformed)
+{
+    size_t key_length;
+    char *key = percent_decode(encoded_key, encoded_length, &key_length);
+    *malformed = key == NULL;
+    if (!key)
+        return NULL;
+    const struct key_state *entry = key_table_find(&connection->receiver->keys, key, key_length);
+    free(key);
+    return entry;
+}
+
+static void handle_status_lookup(struct connection *connection, const char *encoded_key,
+                                 size_t encoded_length)
+{
+    bool malformed;
+    const struct key_state *entry =
+        find_key_in_path(connection, encoded_key, encoded_length, &malformed);
+    if (malformed)
+        send_error(connection, 400, "bad percent-encoding");
+    else if (!entry || entry->stored_status == 0)
+        send_error(connection, 404, "not found");
+    else
+        send_response(connection, 200, NULL, entry->stored_body, entry->stored_body_length, 0);
+}
+
+static void handle_request_lookup(struct connection *connection, const char *encoded_key,
+                                  size_t encoded_length)
+{
+    bool malformed;
+    const struct key_state *entry =
+        find_key_in_path(connection, encoded_key, encoded_length, &malformed);
+    if (malformed) {
+        send_error(connection, 400, "bad percent-encoding");
+        return;
+    }
+    if (!entry || entry->deliveries == 0) {
+        send_error(connection, 404, "not found");
+        return;
+    }
+    json_t *headers =
+        entry->last_headers_json ? json_loads(entry->last_headers_json, 0, NULL) : NULL;
+    json_t *last_body =
+        json_string_lossy(entry->last_body ? entry->last_body : "", entry->last_body_length);
+    json_t *body =
+        json_pack("{s:I,s:I,s:o,s:o}", "deliveries", (json_int_t)entry->deliveries, "effects",
+                  (json_int_t)entry->effects, "last_headers", headers ? headers : json_object(),
+                  "last_body", last_body ? last_body : json_string(""));
+    send_json(connection, 200, body);
+    json_decref(body);
+}
+
+static void handle_reset(struct connection *connection)
+{
+    struct receiver *receiver = connection->receiver;
+    key_table_free(&receiver->keys);
+    key_table_init(&receiver->keys);
+    memset(&receiver->stats, 0, sizeof receiver->stats); /* requests_total too */
+    receiver->random_state = receiver->options.seed;
+    static const char body[] = "{\"ok\":true}";
+    send_response(connection, 200, NULL, body, sizeof body - 1, 0);
+}
+
+static void handle_control(struct connection *connection, const char *path, size_t path_length)
+{
+    enum http_method method = connection->parser.method;
+    bool is_get = method == HTTP_GET || method == HTTP_HEAD;
+    bool known = true;
+    if (equals(path, path_length, "/_stats")) {
+        if (is_get) {
+            handle_stats(connection);
+            return;
+        }
+    } else if (equals(path, path_length, "/_effects")) {
+        if (is_get) {
+            handle_effects(connection);
+            return;
+        }
+    } else if (equals(path, path_length, "/_reset")) {
+        if (method == HTTP_POST) {
+            handle_reset(connection);
+            return;
+        }
+    } else if (starts_with(path, path_length, "/_requests/")) {
+        if (is_get) {
+            size_t prefix = strlen("/_requests/");
+            handle_request_lookup(connection, path + prefix, path_length - prefix);
+            return;
+        }
+    } else if (starts_with(path, path_length, "/status/")) {
+        if (is_get) {
+            size_t prefix = strlen("/status/");
+            handle_status_lookup(connection, path + prefix, path_length - prefix);
+            return;
+        }
+    } else {
+        known = false;
+    }
+    if (known)
+        send_error(connection, 405, "method not allowed");
+    else
+        send_error(connection, 404, "not found");
+}
+
+/* Routes one complete request (called with the parser paused). */
+static void dispatch_request(struct connection *connection)
+{
+    struct receiver *receiver = connection->receiver;
+    receiver->stats.requests_total++;
+    if (connection->parser.upgrade)
+        connection->keep_alive = false; /* we never switch protocols */
+
+    struct http_parser_url url_parts;
+    http_parser_url_init(&url_parts);
+    const char *path = "/";
+    size_t path_length = 1;
+    if (connection->url.length == 0 ||
+        http_parser_parse_url(connection->url.data, connection->url.length,
+                              connection->parser.method == HTTP_CONNECT, &url_parts) != 0) {
+        connection->keep_alive = false;
+        send_error(connection, 400, "bad request target");
+        return;
+    }
+    if (url_parts.field_set & (1 << UF_PATH)) {
+        path = connection->url.data + url_parts.field_data[UF_PATH].off;
+        path_length = url_parts.field_data[UF_PATH].len;
+    }
+
+    if (starts_with(path, path_length, "/_") || starts_with(path, path_length, "/status/")) {
+        handle_control(connection, path, path_length);
+        return;
+    }
+    switch (connection->parser.method) {
+    case HTTP_POST:
+    case HTTP_PUT:
+    case HTTP_PATCH:
+    case HTTP_DELETE:
+        handle_delivery(connection);
+        break;
+    case HTTP_GET:
+    case HTTP_HEAD:
+        send_error(connection, 404, "not found");
+        break;
+    default:
+        send_error(connection, 405, "method not allowed");
+        break;
+    }
+}
+
+/* ------------------------------------------------------------------------ */
+/* http_parser callbacks                                                     */
+/* ------------------------------------------------------------------------ */
+
+static int on_message_begin(http_parser *parser)
+{
+    struct connection *connection = parser->data;
+    connection->url.length = 0;
+    connection->header_count = 0;
+    connection->last_callback_was_value = false;
+    connection->body.length = 0;
+    connection->keep_alive = false;
+    connection->reject_status = 0;
+    return 0;
+}
+
+static int on_url(http_parser *parser, const char *at, size_t length)
+{
+    struct connection *connection = parser->data;
+    if (byte_buffer_append(&connection->url, at, length, MAX_URL_BYTES) != 0) {
+        connection->reject_status = 414;
+        return -1;
+    }
+    return 0;
+}
+
+static int on_header_field(http_parser *parser, const char *at, size_t length)
+{
+    struct connection *connection = parser->data;
+    if (connection->header_count == 0 || connection->last_callback_was_value) {
+        if (connection->header_count == MAX_HEADERS) {
+            connection->reject_status = 431;
+            return -1;
+        }
+        struct header *header = &connection->headers[connection->header_count++];
+        header->name.length = 0;
+        header->value.length = 0;
+        connection->last_callback_was_value = false;
+    }
+    struct header *header = &connection->headers[connection->header_count - 1];
+    if (byte_buffer_append(&header->name, at, length, MAX_HEADER_PART_BYTES) != 0) {
+        connection->reject_status = 431;
+        return -1;
+    }
+    return 0;
+}
+
+static int on_header_value(http_parser *parser, const char *at, size_t length)
+{
+    struct connection *connection = parser->data;
+    if (connection->header_count == 0)
+        return -1;
+    connection->last_callback_was_value = true;
+    struct header *header = &connection->headers[connection->header_count - 1];
+    if (byte_buffer_append(&header->value, at, length, MAX_HEADER_PART_BYTES) != 0) {
+        connection->reject_status = 431;
+        return -1;
+    }
+    return 0;
+}
+
+static int on_headers_complete(http_parser *parser)
+{
+    struct connection *connection = parser->data;
+    connection->keep_alive = http_should_keep_alive(parser) != 0;
+    bool has_length = (parser->flags & F_CONTENTLENGTH) != 0;
+    if (has_length && parser->content_length > MAX_BODY_BYTES) {
+        connection->reject_status = 413;
+        return -1;
+    }
+    const struct header *expect = find_header(connection, "Expect");
+    if (expect && expect->value.length == strlen("100-continue") &&
+        strncasecmp(expect->value.data, "100-continue", expect->value.length) == 0 &&
+        parser->http_major == 1 && parser->http_minor >= 1) {
+        static const char interim[] = "HTTP/1.1 100 Continue\r\n\r\n";
+        struct write_request *write =
+            write_request_new(connection, sizeof interim - 1, AFTER_WRITE_NOTHING);
+        memcpy(write->data, interim, sizeof interim - 1);
+        write_request_submit(connection, write);
+    }
+    return 0;
+}
+
+static int on_body(http_parser *parser, const char *at, size_t length)
+{
+    struct connection *connection = parser->data;
+    if (byte_buffer_append(&connection->body, at, length, MAX_BODY_BYTES) != 0) {
+        connection->reject_status = 413;
+        return -1;
+    }
+    return 0;
+}
+
+static int on_message_complete(http_parser *parser)
+{
+    http_parser_pause(parser, 1); /* one request at a time; see connection_drive */
+    return 0;
+}
+
+static const http_parser_settings parser_settings = {
+    .on_message_begin = on_message_begin,
+    .on_url = on_url,
+    .on_header_field = on_header_field,
+    .on_header_value = on_header_value,
+    .on_headers_complete = on_headers_complete,
+    .on_body = on_body,
+    .on_message_complete = on_message_complete,
+};
+
+/* ------------------------------------------------------------------------ */
+/* Reading and the per-connection state machine                             */
+/* ------------------------------------------------------------------------ */
+
+static void reject_malformed(struct connection *connection, enum http_errno error)
+{
+    int status = connection->reject_status;
+    const char *message = "payload too large";
+    if (status == 0) {
+        status = error == HPE_HEADER_OVERFLOW ? 431 : 400;
+        message = http_errno_description(error);
+    } else if (status == 414) {
+        message = "uri too long";
+    } else if (status == 431) {
+        message = "request header fields too large";
+    }
+    connection->keep_alive = false;
+    send_error(connection, status, message);
+}
+
+/*
+ * Feeds buffered input to the parser until a request completes (parser pauses
+ * and the request is dispatched) or the input is used up.  Called after reads
+ * and whenever a response finished.
+ */
+static void connection_drive(struct connection *connection)
+{
+    while (!connection->busy && !connection->closing && !connection->draining &&
+           connection->input_offset < connection->input.length) {
+        const char *data = connection->input.data + connection->input_offset;
+        size_t available = connection->input.length - connection->input_offset;
+        size_t parsed = http_parser_execute(&connection->parser, &parser_settings, data, available);
+        connection->input_offset += parsed;
+        enum http_errno error = HTTP_PARSER_ERRNO(&connection->parser);
+        if (error == HPE_PAUSED) {
+            http_parser_pause(&connection->parser, 0);
+            dispatch_request(connection);
+        } else if (error != HPE_OK) {
+            reject_malformed(connection, error);
+        } else if (parsed < available) {
+            connection->keep_alive = false;
+            send_error(connection, 400, "unexpected data");
+        }
+    }
+    if (connection->closing || connection->draining)
+        return;
+    if (connection->input_offset == connection->input.length)
+        connection->input.length = connection->input_offset = 0; /* else on_alloc compacts */
+    if (!connection->busy) {
+        if (connection->peer_eof)
+            connection_close(connection);
+        else
+            connection_start_reading(connection);
+    }
+}
+
+static void on_alloc(uv_handle_t *handle, size_t suggested_size, uv_buf_t *buffer)
+{
+    struct connection *connection = handle->data;
+    struct byte_buffer *input = &connection->input;
+    if (connection->draining)
+        input->length = 0;
+    /* Compact consumed bytes before growing. */
+    if (connection->input_offset > 0 && connection->input_offset == input->length) {
+        input->length = connection->input_offset = 0;
+    } else if (connection->input_offset > 0) {
+        memmove(input->data, input->data + connection->input_offset,
+                input->length - connection->input_offset);
+        input->length -= connection->input_offset;
+        connection->input_offset = 0;
+    }
+    if (byte_buffer_reserve(input, READ_CHUNK_BYTES) != 0) {
+        *buffer = uv_buf_init(NULL, 0); /* libuv reports UV_ENOBUFS */
+        return;
+    }
+    *buffer =
+        uv_buf_init(input->data + input->length, (unsigned int)(input->capacity - input->length));
+}
+
+static void on_read(uv_stream_t *stream, ssize_t nread, const uv_buf_t *buffer)
+{
+    struct connection *connection = stream->data;
+    if (connection->closing)
+        return;
+    if (nread < 0) {
+        if (nread == UV_EOF && connection->busy && !connection->draining) {
+            /* Maybe only a half-close: still answer, then close. */
+            connection->peer_eof = true;
+            uv_read_stop(stream);
+            connection->reading = false;
+            return;
+        }
+        connection_close(connection);
+        return;
+    }
+    if (nread == 0)
+        return;
+    if (connection->draining) {
+        connection->input.length = 0;
+        return;
+    }
+    connection->input.length += (size_t)nread;
+    if (connection->busy) {
+        /* Pipelined bytes wait for the current answer; bound them. */
+        if (connection->input.length - connection->input_offset > MAX_BUFFERED_INPUT_BYTES) {
+            uv_read_stop(stream);
+            connection->reading = false;
+        }
+        return;
+    }
+    connection_drive(connection);
+}
+
+static void connection_start_reading(struct connection *connection)
+{
+    if (connection->reading || connection->closing)
+        return;
+    if (uv_read_start((uv_stream_t *)&connection->tcp, on_alloc, on_read) == 0)
+        connection->reading = true;
+    else
+        connection_close(connection);
+}
+
+static void on_new_connection(uv_stream_t *server, int status)
+{
+    struct receiver *receiver = server->data;
+    if (status < 0) {
+        fprintf(stderr, "test-receiver: accept: %s\n", uv_strerror(status));
+        return;
+    }
+    struct connection *connection = checked_malloc(sizeof *connection);
+    memset(connection, 0, sizeof *connection);
+    connection->receiver = receiver;
+    uv_tcp_init(receiver->loop, &connection->tcp);
+    uv_timer_init(receiver->loop, &connection->timer);
+    connection->tcp.data = connection;
+    connection->timer.data = connection;
+    connection->open_handles = 2;
+    connection->next = receiver->connections;
+    if (receiver->connections)
+        receiver->connections->previous = connection;
+    receiver->connections = connection;
+    http_parser_init(&connection->parser, HTTP_REQUEST);
+    connection->parser.data = connection;
+
+    if (uv_accept(server, (uv_stream_t *)&connection->tcp) != 0) {
+        connection_close(connection);
+        return;
+    }
+    uv_tcp_nodelay(&connection->tcp, 1);
+    connection_start_reading(connection);
+}
+
+/* ------------------------------------------------------------------------ */
+/* Startup and shutdown                                                      */
+/* ------------------------------------------------------------------------ */
+
+static void on_server_handle_closed(uv_handle_t *handle)
+{
+    struct receiver *receiver = handle->data;
+    receiver->open_server_handles--;
+}
+
+static void receiver_shutdown(struct receiver *receiver)
+{
+    if (receiver->shutting_down)
+        return;
+    receiver->shutting_down = true;
+    while (receiver->connections)
+        connection_close(receiver->connections); /* unlinks itself */
+    uv_close((uv_handle_t *)&receiver->server, on_server_handle_closed);
+    uv_close((uv_handle_t *)&receiver->sigterm_watcher, on_server_handle_closed);
+    uv_close((uv_handle_t *)&receiver->sigint_watcher, on_server_handle_closed);
+}
+
+static void on_signal(uv_signal_t *watcher, int signal_number)
+{
+    receiver_shutdown(watcher->data);
+}
+
+static void print_usage(FILE *stream)
+{
+    fputs("usage: test-receiver [options]\n"
+          "  --listen HOST:PORT      address to bind (default 127.0.0.1:0)\n"
+          "  --dedupe                answer repeated idempotency keys from the stored response\n"
+          "  --key-header NAME       idempotency key header (default Idempotency-Key)\n"
+          "  --late-ms N             delay of the 'late' fault (default 3000)\n"
+          "  --delay-ms N            delay every normal delivery response (default 0)\n"
+          "  --random-faults RATE    fault probability per delivery, 0..1 (default 0)\n"
+          "  --seed N                seed for --random-faults (default 1)\n"
+          "  --help                  show this help\n",
+          stream);
+}
+
+static void die_bad_option(const char *option, const char *problem)
+{
+    fprintf(stderr, "test-receiver: %s: %s\n", option, problem);
+    print_usage(stderr);
+    exit(2);
+}
+
+static uint64_t parse_unsigned_option(const char *option, const char *text, uint64_t maximum)
+{
+    if (!text || !*text || *text == '-' || *text == '+')
+        die_bad_option(option, "expected a non-negative integer");
+    char *end;
+    errno = 0;
+    unsigned long long value = strtoull(text, &end, 10);
+    if (errno != 0 || *end != '\0' || value > maximum)
+        die_bad_option(option, "expected a non-negative integer in range");
+    return (uint64_t)value;
+}
+
+static double parse_rate_option(const char *option, const char *text)
+{
+    if (!text || !*text)
+        die_bad_option(option, "expected a number between 0 and 1");
+    char *end;
+    errno = 0;
+    double value = strtod(text, &end);
+    if (errno != 0 || *end != '\0' || !(value >= 0.0 && value <= 1.0))
+        die_bad_option(option, "expected a number between 0 and 1");
+    return value;
+}
+
+/* Accepts "--name value" and "--name=value". */
+static void parse_options(int argc, char **argv, struct options *options)
+{
+    options->listen_address = "127.0.0.1:0";
+    options->dedupe = false;
+    options->key_header = "Idempotency-Key";
+    options->late_ms = 3000;
+    options->delay_ms = 0;
+    options->random_fault_rate = 0.0;
+    options->seed = 1;
+    for (int i = 1; i < argc; i++) {
+        const char *argument = argv[i];
+        char name[64];
+        const char *value = NULL;
+        const char *equals_sign = strchr(argument, '=');
+        size_t name_length = equals_sign ? (size_t)(equals_sign - argument) : strlen(argument);
+        if (name_length >= sizeof name)
+            die_bad_option(argument, "unknown option");
+        memcpy(name, argument, name_length);
+        name[name_length] = '\0';
+        if (equals_sign)
+            value = equals_sign + 1;
+
+        bool takes_value = strcmp(name, "--listen") == 0 || strcmp(name, "--key-header") == 0 ||
+                           strcmp(name, "--late-ms") == 0 || strcmp(name, "--delay-ms") == 0 ||
+                           strcmp(name, "--random-faults") == 0 || strcmp(name, "--seed") == 0;
+        if (takes_value && !value) {
+            if (i + 1 >= argc)
+                die_bad_option(name, "missing value");
+            value = argv[++i];
+        } else if (!takes_value && value) {
+            die_bad_option(name, "takes no value");
+        }
+
+        if (strcmp(name, "--help") == 0 || strcmp(name, "-h") == 0) {
+            print_usage(stdout);
+            exit(0);
+        } else if (strcmp(name, "--dedupe") == 0) {
+            options->dedupe = true;
+        } else if (strcmp(name, "--listen") == 0) {
+            options->listen_address = value;
+        } else if (strcmp(name, "--key-header") == 0) {
+            if (!*value || strpbrk(value, ": \t\r\n"))
+                die_bad_option(name, "expected a header name");
+            options->key_header = value;
+        } else if (strcmp(name, "--late-ms") == 0) {
+            options->late_ms = parse_unsigned_option(name, value, MAX_DELAY_MS);
+        } else if (strcmp(name, "--delay-ms") == 0) {
+            options->delay_ms = parse_unsigned_option(name, value, MAX_DELAY_MS);
+        } else if (strcmp(name, "--random-faults") == 0) {
+            options->random_fault_rate = parse_rate_option(name, value);
+        } else if (strcmp(name, "--seed") == 0) {
+            options->seed = parse_unsigned_option(name, value, UINT64_MAX);
+        } else {
+            die_bad_option(argument, "unknown option");
+        }
+    }
+}
+
+/* HOST:PORT, [IPv6]:PORT; "localhost" means 127.0.0.1. */
+static int resolve_listen_address(const char *text, struct sockaddr_storage *address)
+{
+    const char *colon = strrchr(text, ':');
+    if (!colon || colon == text)
+        return -1;
+    char host[128];
+    size_t host_length = (size_t)(colon - text);
+    const char *host_start = text;
+    if (text[0] == '[') {
+        if (host_length < 2 || text[host_length - 1] != ']')
+            return -1;
+        host_start = text + 1;
+        host_length -= 2;
+    }
+    if (host_length == 0 || host_length >= sizeof host)
+        return -1;
+    memcpy(host, host_start, host_length);
+    host[host_length] = '\0';
+    const char *port_text = colon + 1;
+    if (!*port_text)
+        return -1;
+    char *end;
+    errno = 0;
+    unsigned long port = strtoul(port_text, &end, 10);
+    if (errno != 0 || *end != '\0' || port > 65535 || *port_text == '-' || *port_text == '+')
+        return -1;
+    if (strcmp(host, "localhost") == 0)
+        snprintf(host, sizeof host, "%s", "127.0.0.1");
+    memset(address, 0, sizeof *address);
+    if (uv_ip4_addr(host, (int)port, (struct sockaddr_in *)address) == 0)
+        return 0;
+    if (uv_ip6_addr(host, (int)port, (struct sockaddr_in6 *)address) == 0)
+        return 0;
+    return -1;
+}
+
+static int announce_listening_address(struct receiver *receiver)
+{
+    struct sockaddr_storage bound;
+    int bound_length = sizeof bound;
+    int result = uv_tcp_getsockname(&receiver->server, (struct sockaddr *)&bound, &bound_length);
+    if (result != 0)
+        return result;
+    char host[64];
+    if (bound.ss_family == AF_INET6) {
+        const struct sockaddr_in6 *ipv6 = (const struct sockaddr_in6 *)&bound;
+        uv_ip6_name(ipv6, host, sizeof host);
+        printf("listening [%s]:%d\n", host, ntohs(ipv6->sin6_port));
+    } else {
+        const struct sockaddr_in *ipv4 = (const struct sockaddr_in *)&bound;
+        uv_ip4_name(ipv4, host, sizeof host);
+        printf("listening %s:%d\n", host, ntohs(ipv4->sin_port));
+    }
+    fflush(stdout);
+    return 0;
+}
+
+static void ignore_sigpipe(void)
+{
+    /* Writing to a connection the client already closed must not kill us. */
+    struct sigaction action;
+    memset(&action, 0, sizeof action);
+    action.sa_handler = SIG_IGN;
+    sigemptyset(&action.sa_mask);
+    sigaction(SIGPIPE, &action, NULL);
+}
+
+int main(int argc, char **argv)
+{
+    struct receiver receiver;
+    memset(&receiver, 0, sizeof receiver);
+    parse_options(argc, argv, &receiver.options);
+    receiver.random_state = receiver.options.seed;
+
+    struct sockaddr_storage address;
+    if (resolve_listen_address(receiver.options.listen_address, &address) != 0)
+        die_bad_option("--listen", "expected HOST:PORT with a numeric address");
+
+    ignore_sigpipe();
+    key_table_init(&receiver.keys);
+    receiver.loop = uv_default_loop();
+
+    uv_tcp_init(receiver.loop, &receiver.server);
+    uv_signal_init(receiver.loop, &receiver.sigterm_watcher);
+    uv_signal_init(receiver.loop, &receiver.sigint_watcher);
+    receiver.server.data = &receiver;
+    receiver.sigterm_watcher.data = &receiver;
+    receiver.sigint_watcher.data = &receiver;
+    receiver.open_server_handles = 3;
+
+    int exit_code = 0;
+    int result = uv_tcp_bind(&receiver.server, (const struct sockaddr *)&address, 0);
+    if (result == 0)
+        result = uv_listen((uv_stream_t *)&receiver.server, SOMAXCONN, on_new_connection);
+    if (result == 0)
+        result = announce_listening_address(&receiver);
+    if (result == 0) {
+        uv_signal_start(&receiver.sigterm_watcher, on_signal, SIGTERM);
+        uv_signal_start(&receiver.sigint_watcher, on_signal, SIGINT);
+    } else {
+        fprintf(stderr, "test-receiver: cannot listen on %s: %s\n", receiver.options.listen_address,
+                uv_strerror(result));
+        exit_code = 1;
+        receiver_shutdown(&receiver);
+    }
+
+    uv_run(receiver.loop, UV_RUN_DEFAULT);
+    /* Let every close callback run, then the loop must be empty. */
+    uv_run(receiver.loop, UV_RUN_DEFAULT);
+    if (uv_loop_close(receiver.loop) != 0) {
+        fprintf(stderr, "test-receiver: handles still open at exit\n");
+        exit_code = 1;
+    }
+    key_table_free(&receiver.keys);
+    uv_library_shutdown();
+    return exit_code;
+}
