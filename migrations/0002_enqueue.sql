@@ -191,7 +191,9 @@ COMMENT ON FUNCTION outbox.enqueue(text, text, jsonb, text, timestamptz) IS
     'Insert or find the intent for a key, inside the caller''s transaction. Same key and payload: the existing intent and its outcome.';
 
 -- An approval rule is a jsonpath predicate ($.amount > 100000) or a filter
--- path ($ ? (@.amount > 100000)); both forms are accepted.
+-- path ($ ? (@.amount > 100000)); both forms are accepted. Fail closed: a
+-- rule that cannot be evaluated on this payload (unknown, e.g. a string
+-- compared with a number, or an error) holds the intent for a person.
 CREATE FUNCTION outbox.needs_approval(payload jsonb, rule jsonpath) RETURNS boolean
 LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE AS $$
 DECLARE
@@ -200,9 +202,13 @@ BEGIN
     BEGIN
         matched := jsonb_path_match(payload, rule);
     EXCEPTION WHEN OTHERS THEN
-        matched := jsonb_path_exists(payload, rule, '{}', true);
+        BEGIN
+            matched := jsonb_path_exists(payload, rule);
+        EXCEPTION WHEN OTHERS THEN
+            matched := NULL;
+        END;
     END;
-    RETURN coalesce(matched, false);
+    RETURN coalesce(matched, true);
 END
 $$;
 

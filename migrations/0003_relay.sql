@@ -36,7 +36,7 @@ BEGIN
                  FROM outbox.intents i
                 WHERE i.state = 'pending' AND i.target = t.name AND i.next_attempt_at <= now()
                 ORDER BY i.next_attempt_at
-                LIMIT t.room
+                LIMIT coalesce(t.room, 0)
                   FOR UPDATE SKIP LOCKED) AS c
          LIMIT p_limit
     )

@@ -1,0 +1,803 @@
+-- schema/outbox.sql — the whole outbox schema, as the migrations build it.
+--
+-- Read this file to learn the data model; apply migrations/ (outbox-relay
+-- migrate, or psql -f of each file in order) to build it. A test
+-- (tests/sql/schema_equivalence.sh) proves that a database built from this
+-- file and one built from migrations/ have the same schema: when a migration
+-- changes the schema, change this file in the same commit.
+--
+-- Sections: 1 tables and states · 2 enqueue, fingerprint, outcome, NOTIFY ·
+-- 3 relay functions · 4 operator functions and the stuck view · 5 roles.
+
+-- ==================================================================== 1. from 0001_tables.sql
+
+-- 0001: the outbox data model (DESIGN.md, "Data model").
+--
+-- targets   where intents go; registered by admins, never by an intent
+-- intents   one row per logical action, keyed by the caller's idempotency key
+-- attempts  one row per delivery, take-over or reconciliation attempt
+-- relays    presence of running relays (the idle flag that gates NOTIFY)
+-- mismatches  audit of same-key/different-payload enqueues kept under keep_original
+
+CREATE SCHEMA outbox;
+COMMENT ON SCHEMA outbox IS 'Transactional outbox: intents enqueued in business transactions, delivered by outbox-relay.';
+
+-- The life of an intent. See DESIGN.md "States".
+CREATE TYPE outbox.intent_state AS ENUM (
+    'awaiting_approval', -- matched the target's approval_rule; waits for approve/reject
+    'pending',           -- due for delivery at next_attempt_at
+    'in_flight',         -- claimed by lease_owner until lease_expires_at
+    'succeeded',         -- terminal: the target acted (2xx, reconciliation or operator)
+    'failed',            -- terminal: the target did not act and will not (every attempt known unsent, or permanent 4xx)
+    'unknown',           -- outcome unknown: waits for reconciliation or a person; never re-sent blindly
+    'cancelled'          -- terminal: rejected or cancelled before it was sent
+);
+
+-- What one attempt amounted to. See DESIGN.md "Classifying one attempt".
+CREATE TYPE outbox.attempt_class AS ENUM (
+    'not_sent',          -- nothing reached the target (connect refused, DNS, TLS): safe to retry
+    'ambiguous',         -- the target may have acted (timeout or error after sending, reset, empty reply, 5xx, lease expired)
+    'succeeded',         -- 2xx
+    'retry_later',       -- 408, 425, 429, 409 from a key-honouring target: not acted yet
+    'key_conflict',      -- 422: the target rejected the key/payload pairing
+    'permanent_failure', -- other 4xx: not acted, will not act
+    'reconciled_executed',     -- status URL said the key was executed
+    'reconciled_not_executed', -- status URL said the key was not executed
+    'reconcile_inconclusive',  -- status URL gave no usable answer
+    'resolved',          -- an operator set the outcome
+    'released'           -- claimed but never sent (relay shut down); not an attempt on the target
+);
+
+CREATE TABLE outbox.targets (
+    name               text PRIMARY KEY CHECK (name ~ '^[A-Za-z0-9][A-Za-z0-9_.:-]{0,62}$'),
+    url                text NOT NULL CHECK (url ~ '^https?://[^[:space:]]+$'),
+    method             text NOT NULL DEFAULT 'POST' CHECK (method IN ('POST', 'PUT', 'PATCH', 'DELETE')),
+    key_header         text DEFAULT 'Idempotency-Key' CHECK (key_header ~ '^[A-Za-z0-9-]{1,64}$'),
+    key_ttl            interval NOT NULL DEFAULT '24 hours' CHECK (key_ttl > '0'),
+    status_url         text CHECK (status_url ~ '^https?://[^[:space:]]*\{key\}[^[:space:]]*$'),
+    timeout_ms         integer NOT NULL DEFAULT 10000 CHECK (timeout_ms BETWEEN 1 AND 600000),
+    max_attempts       integer NOT NULL DEFAULT 8 CHECK (max_attempts BETWEEN 1 AND 1000),
+    backoff_base_ms    integer NOT NULL DEFAULT 500 CHECK (backoff_base_ms BETWEEN 1 AND 3600000),
+    backoff_cap_ms     integer NOT NULL DEFAULT 300000 CHECK (backoff_cap_ms BETWEEN 1 AND 86400000),
+    retry_budget_ratio real NOT NULL DEFAULT 0.2 CHECK (retry_budget_ratio BETWEEN 0 AND 10),
+    retry_budget_floor integer NOT NULL DEFAULT 10 CHECK (retry_budget_floor >= 0),
+    reconcile_delay_ms integer CHECK (reconcile_delay_ms >= 0), -- NULL: 3 x timeout_ms
+    max_in_flight      integer NOT NULL DEFAULT 256 CHECK (max_in_flight BETWEEN 1 AND 100000),
+    max_payload_bytes  integer NOT NULL DEFAULT 1048576 CHECK (max_payload_bytes BETWEEN 2 AND 67108864),
+    approval_rule      jsonpath,
+    volatile_paths     text[] NOT NULL DEFAULT '{}',
+    on_mismatch        text NOT NULL DEFAULT 'reject' CHECK (on_mismatch IN ('reject', 'keep_original')),
+    headers            jsonb NOT NULL DEFAULT '{}' CHECK (jsonb_typeof(headers) = 'object'),
+    secret_env         text CHECK (secret_env ~ '^[A-Za-z_][A-Za-z0-9_]{0,127}$'),
+    enabled            boolean NOT NULL DEFAULT true,
+    created_at         timestamptz NOT NULL DEFAULT now(),
+    CHECK (backoff_cap_ms >= backoff_base_ms)
+);
+COMMENT ON TABLE outbox.targets IS 'Delivery targets, registered by admins. Intents name a target, never a URL.';
+COMMENT ON COLUMN outbox.targets.key_header IS 'Header carrying the idempotency key; NULL = the target cannot deduplicate.';
+COMMENT ON COLUMN outbox.targets.status_url IS 'Reconciliation URL template; {key} is replaced by the percent-encoded key. NULL = none.';
+COMMENT ON COLUMN outbox.targets.volatile_paths IS 'Paths (#- syntax, e.g. {meta,ts}) left out of the payload fingerprint.';
+COMMENT ON COLUMN outbox.targets.secret_env IS 'Name of the relay environment variable holding the signing secret (never the secret itself).';
+
+CREATE TABLE outbox.intents (
+    id                bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+    key               text NOT NULL UNIQUE,
+    target            text NOT NULL REFERENCES outbox.targets (name),
+    payload           jsonb NOT NULL,
+    fingerprint       bytea NOT NULL,
+    state             outbox.intent_state NOT NULL DEFAULT 'pending',
+    attempts          integer NOT NULL DEFAULT 0,
+    next_attempt_at   timestamptz NOT NULL DEFAULT now(),
+    lease_owner       text,
+    lease_expires_at  timestamptz,
+    ambiguous         boolean NOT NULL DEFAULT false,
+    first_attempt_at  timestamptz,
+    response_status   integer,
+    response_body     text,
+    last_error        text,
+    run_id            text,
+    compensates       text REFERENCES outbox.intents (key),
+    mismatches        integer NOT NULL DEFAULT 0,
+    decided_by        text,
+    decision_note     text,
+    created_at        timestamptz NOT NULL DEFAULT now(),
+    updated_at        timestamptz NOT NULL DEFAULT now(),
+    CHECK (state <> 'in_flight' OR (lease_owner IS NOT NULL AND lease_expires_at IS NOT NULL))
+);
+COMMENT ON TABLE outbox.intents IS 'One row per logical action. Written by outbox.enqueue inside the caller''s transaction.';
+COMMENT ON COLUMN outbox.intents.ambiguous IS 'Some attempt may have executed: never reported failed, never re-sent blindly.';
+
+-- Claim path: due pending rows per target, oldest first. Partial, so history does not grow it.
+CREATE INDEX intents_due ON outbox.intents (target, next_attempt_at) WHERE state = 'pending';
+-- Lease take-over and the stuck view.
+CREATE INDEX intents_in_flight ON outbox.intents (lease_expires_at) WHERE state = 'in_flight';
+-- Reconciliation and the stuck view.
+CREATE INDEX intents_unknown ON outbox.intents (next_attempt_at) WHERE state = 'unknown';
+CREATE INDEX intents_awaiting ON outbox.intents (created_at) WHERE state = 'awaiting_approval';
+CREATE INDEX intents_run ON outbox.intents (run_id) WHERE run_id IS NOT NULL;
+CREATE INDEX intents_compensates ON outbox.intents (compensates) WHERE compensates IS NOT NULL;
+
+CREATE TABLE outbox.attempts (
+    id            bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+    intent_id     bigint NOT NULL REFERENCES outbox.intents (id) ON DELETE CASCADE,
+    attempt       integer NOT NULL,
+    relay         text NOT NULL,
+    class         outbox.attempt_class NOT NULL,
+    request_sent  boolean NOT NULL,
+    http_status   integer,
+    error         text,
+    latency_ms    integer,
+    response_body text,
+    recorded      boolean NOT NULL DEFAULT true, -- false: a late writer fenced out by a newer state
+    at            timestamptz NOT NULL DEFAULT now()
+);
+COMMENT ON TABLE outbox.attempts IS 'One row per delivery, lease take-over, reconciliation or resolution: the traceable life of a key.';
+CREATE INDEX attempts_intent ON outbox.attempts (intent_id, id);
+CREATE INDEX attempts_at ON outbox.attempts (at);
+
+CREATE TABLE outbox.relays (
+    relay_id     text PRIMARY KEY,
+    idle         boolean NOT NULL DEFAULT false,
+    started_at   timestamptz NOT NULL DEFAULT now(),
+    heartbeat_at timestamptz NOT NULL DEFAULT now()
+);
+COMMENT ON TABLE outbox.relays IS 'Running relays. The enqueue trigger notifies only while some live relay says it is idle.';
+
+CREATE TABLE outbox.mismatches (
+    id          bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+    key         text NOT NULL REFERENCES outbox.intents (key) ON DELETE CASCADE,
+    payload     jsonb NOT NULL,
+    fingerprint bytea NOT NULL,
+    fields      text[] NOT NULL,
+    at          timestamptz NOT NULL DEFAULT now()
+);
+COMMENT ON TABLE outbox.mismatches IS 'Enqueues that reused a key with another payload under on_mismatch = keep_original.';
+
+-- ==================================================================== 2. from 0002_enqueue.sql
+
+-- 0002: the application's side of the contract: enqueue, outcome, and the NOTIFY trigger.
+--
+-- Errors carry the project's own SQLSTATEs (class "OR", implementation-defined):
+--   OR001 key reused with a different payload or target
+--   OR002 unknown target          OR003 target disabled
+--   OR004 invalid key             OR005 invalid payload
+--   OR006 payload too large       OR007 wrong state for this operation
+--   OR008 no intent with this key
+
+-- Numbers spelled 1, 1.0 and 1e0 are one value: rewrite every number to its
+-- shortest scale. jsonb already drops whitespace and orders keys.
+CREATE FUNCTION outbox.canonical(doc jsonb) RETURNS jsonb
+LANGUAGE plpgsql IMMUTABLE STRICT PARALLEL SAFE AS $$
+DECLARE
+    result jsonb;
+BEGIN
+    CASE jsonb_typeof(doc)
+    WHEN 'number' THEN
+        RETURN to_jsonb(trim_scale(doc::numeric));
+    WHEN 'object' THEN
+        SELECT coalesce(jsonb_object_agg(e.key, outbox.canonical(e.value)), '{}'::jsonb)
+          INTO result FROM jsonb_each(doc) AS e;
+        RETURN result;
+    WHEN 'array' THEN
+        SELECT coalesce(jsonb_agg(outbox.canonical(e.value) ORDER BY e.ord), '[]'::jsonb)
+          INTO result FROM jsonb_array_elements(doc) WITH ORDINALITY AS e(value, ord);
+        RETURN result;
+    ELSE
+        RETURN doc;
+    END CASE;
+END
+$$;
+COMMENT ON FUNCTION outbox.canonical(jsonb) IS 'Canonical form of a JSON document: numbers at their shortest scale (jsonb orders keys and drops whitespace).';
+
+-- The payload as it counts for the fingerprint: volatile paths removed, canonical.
+CREATE FUNCTION outbox.fingerprint_doc(payload jsonb, volatile_paths text[]) RETURNS jsonb
+LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE AS $$
+DECLARE
+    doc  jsonb := payload;
+    path text;
+BEGIN
+    FOREACH path IN ARRAY coalesce(volatile_paths, '{}'::text[]) LOOP
+        doc := doc #- path::text[];
+    END LOOP;
+    -- jsonb prints 1e0 as 1; only a trailing zero after a decimal point
+    -- can spell a number differently. Skip the walk when there is none.
+    IF doc::text ~ '[0-9]\.[0-9]*0' THEN
+        doc := outbox.canonical(doc);
+    END IF;
+    RETURN doc;
+END
+$$;
+
+CREATE FUNCTION outbox.fingerprint(payload jsonb, volatile_paths text[]) RETURNS bytea
+LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
+    SELECT sha256(convert_to(outbox.fingerprint_doc(payload, volatile_paths)::text, 'UTF8'))
+$$;
+COMMENT ON FUNCTION outbox.fingerprint(jsonb, text[]) IS 'SHA-256 of the canonical payload without the target''s volatile paths.';
+
+-- Top-level fields whose values differ between two payloads (for the mismatch message).
+CREATE FUNCTION outbox.differing_fields(a jsonb, b jsonb) RETURNS text[]
+LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
+    SELECT coalesce(array_agg(k ORDER BY k), '{}')
+      FROM (SELECT jsonb_object_keys(a) AS k UNION SELECT jsonb_object_keys(b)) AS keys
+     WHERE a -> k IS DISTINCT FROM b -> k
+$$;
+
+-- What an agent sees of a row (DESIGN.md, "Agent-visible status").
+CREATE FUNCTION outbox.visible_status(state outbox.intent_state, ambiguous boolean) RETURNS text
+LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
+    SELECT CASE
+        WHEN state = 'unknown' THEN 'reconciling'
+        WHEN state IN ('pending', 'in_flight') AND ambiguous THEN 'reconciling'
+        WHEN state = 'in_flight' THEN 'delivering'
+        ELSE state::text
+    END
+$$;
+
+CREATE TYPE outbox.enqueue_result AS (
+    key             text,
+    intent_id       bigint,
+    target          text,
+    status          text,    -- agent-visible status (outbox.visible_status)
+    inserted        boolean, -- true: this call created the intent
+    response_status integer, -- saved response, once there is one
+    response_body   text,
+    mismatch_fields text[]   -- under keep_original: the fields that differed, else NULL
+);
+
+CREATE FUNCTION outbox.enqueue(p_key text, p_target text, p_payload jsonb,
+                               p_run_id text DEFAULT NULL, p_not_before timestamptz DEFAULT NULL)
+RETURNS outbox.enqueue_result
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+    tgt       outbox.targets;
+    existing  outbox.intents;
+    fp        bytea;
+    new_state outbox.intent_state := 'pending';
+    fields    text[];
+    result    outbox.enqueue_result;
+BEGIN
+    IF p_key IS NULL OR p_key = '' THEN
+        RAISE EXCEPTION 'outbox.enqueue: the key must not be empty'
+            USING ERRCODE = 'OR004', HINT = 'Make the key in the deterministic layer, e.g. {run_id}:{step_id}.';
+    END IF;
+    IF octet_length(p_key) > 255 THEN
+        RAISE EXCEPTION 'outbox.enqueue: key is % bytes long; the limit is 255', octet_length(p_key)
+            USING ERRCODE = 'OR004';
+    END IF;
+    IF p_key ~ '[[:cntrl:]]' THEN
+        RAISE EXCEPTION 'outbox.enqueue: key % contains a control character', quote_literal(p_key)
+            USING ERRCODE = 'OR004', HINT = 'Keys travel in HTTP headers; control characters are refused.';
+    END IF;
+
+    SELECT * INTO tgt FROM outbox.targets WHERE name = p_target;
+    IF NOT FOUND THEN
+        RAISE EXCEPTION 'outbox.enqueue: unknown target %', coalesce(quote_literal(p_target), 'NULL')
+            USING ERRCODE = 'OR002', HINT = 'Targets are registered by an admin in outbox.targets.';
+    END IF;
+    IF NOT tgt.enabled THEN
+        RAISE EXCEPTION 'outbox.enqueue: target % is disabled', quote_literal(p_target)
+            USING ERRCODE = 'OR003';
+    END IF;
+    IF p_payload IS NULL OR jsonb_typeof(p_payload) <> 'object' THEN
+        RAISE EXCEPTION 'outbox.enqueue: payload for key % must be a JSON object, got %',
+                        quote_literal(p_key), coalesce(jsonb_typeof(p_payload), 'NULL')
+            USING ERRCODE = 'OR005';
+    END IF;
+    IF octet_length(p_payload::text) > tgt.max_payload_bytes THEN
+        RAISE EXCEPTION 'outbox.enqueue: payload for key % is % bytes; target % accepts at most %',
+                        quote_literal(p_key), octet_length(p_payload::text), quote_literal(p_target),
+                        tgt.max_payload_bytes
+            USING ERRCODE = 'OR006';
+    END IF;
+
+    fp := outbox.fingerprint(p_payload, tgt.volatile_paths);
+    IF tgt.approval_rule IS NOT NULL AND outbox.needs_approval(p_payload, tgt.approval_rule) THEN
+        new_state := 'awaiting_approval';
+    END IF;
+
+    INSERT INTO outbox.intents AS i (key, target, payload, fingerprint, state, run_id, next_attempt_at)
+    VALUES (p_key, p_target, p_payload, fp, new_state, p_run_id, greatest(now(), coalesce(p_not_before, now())))
+    ON CONFLICT (key) DO NOTHING
+    RETURNING * INTO existing;
+    IF FOUND THEN
+        result := (existing.key, existing.id, existing.target,
+                   outbox.visible_status(existing.state, existing.ambiguous), true, NULL, NULL, NULL);
+        RETURN result;
+    END IF;
+
+    -- The key exists (ON CONFLICT waited for its writer to commit).
+    SELECT * INTO existing FROM outbox.intents WHERE key = p_key;
+    IF NOT FOUND THEN
+        RAISE EXCEPTION 'outbox.enqueue: key % was enqueued by a concurrent transaction not visible to this snapshot',
+                        quote_literal(p_key)
+            USING ERRCODE = '40001', HINT = 'Retry the transaction.';
+    END IF;
+
+    IF existing.target <> p_target THEN
+        RAISE EXCEPTION 'outbox.enqueue: key % is already used for target %, not %',
+                        quote_literal(p_key), quote_literal(existing.target), quote_literal(p_target)
+            USING ERRCODE = 'OR001',
+                  HINT = 'An idempotency key names one action; use a new key for a new action.';
+    END IF;
+
+    IF existing.fingerprint <> fp THEN
+        fields := outbox.differing_fields(outbox.fingerprint_doc(existing.payload, tgt.volatile_paths),
+                                          outbox.fingerprint_doc(p_payload, tgt.volatile_paths));
+        IF tgt.on_mismatch = 'keep_original' THEN
+            INSERT INTO outbox.mismatches (key, payload, fingerprint, fields)
+            VALUES (p_key, p_payload, fp, fields);
+            UPDATE outbox.intents SET mismatches = mismatches + 1 WHERE id = existing.id;
+        ELSE
+            RAISE EXCEPTION 'outbox.enqueue: key % was already used with a different payload (fields that differ: %)',
+                            quote_literal(p_key), array_to_string(fields, ', ')
+                USING ERRCODE = 'OR001',
+                      DETAIL = format('target %s, on_mismatch = reject', existing.target),
+                      HINT = 'An idempotency key names one action; use a new key for a new action, or send the same arguments.';
+        END IF;
+    END IF;
+
+    result := (existing.key, existing.id, existing.target,
+               outbox.visible_status(existing.state, existing.ambiguous), false,
+               CASE WHEN existing.state IN ('succeeded', 'failed') THEN existing.response_status END,
+               CASE WHEN existing.state IN ('succeeded', 'failed') THEN existing.response_body END,
+               fields);
+    RETURN result;
+END
+$$;
+COMMENT ON FUNCTION outbox.enqueue(text, text, jsonb, text, timestamptz) IS
+    'Insert or find the intent for a key, inside the caller''s transaction. Same key and payload: the existing intent and its outcome.';
+
+-- An approval rule is a jsonpath predicate ($.amount > 100000) or a filter
+-- path ($ ? (@.amount > 100000)); both forms are accepted. Fail closed: a
+-- rule that cannot be evaluated on this payload (unknown, e.g. a string
+-- compared with a number, or an error) holds the intent for a person.
+CREATE FUNCTION outbox.needs_approval(payload jsonb, rule jsonpath) RETURNS boolean
+LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE AS $$
+DECLARE
+    matched boolean;
+BEGIN
+    BEGIN
+        matched := jsonb_path_match(payload, rule);
+    EXCEPTION WHEN OTHERS THEN
+        BEGIN
+            matched := jsonb_path_exists(payload, rule);
+        EXCEPTION WHEN OTHERS THEN
+            matched := NULL;
+        END;
+    END;
+    RETURN coalesce(matched, true);
+END
+$$;
+
+CREATE FUNCTION outbox.outcome(p_key text)
+RETURNS TABLE (status text, response_status integer, response_body text, attempts integer,
+               last_error text, message text, state outbox.intent_state, target text, updated_at timestamptz)
+LANGUAGE sql STABLE SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+    SELECT outbox.visible_status(i.state, i.ambiguous),
+           CASE WHEN i.state IN ('succeeded', 'failed') THEN i.response_status END,
+           CASE WHEN i.state IN ('succeeded', 'failed') THEN i.response_body END,
+           i.attempts,
+           -- A raw transport error is never the outcome: only final states carry a reason.
+           CASE WHEN i.state IN ('failed', 'cancelled') THEN i.last_error END,
+           CASE outbox.visible_status(i.state, i.ambiguous)
+               WHEN 'reconciling' THEN 'outcome unknown, reconciling'
+               WHEN 'awaiting_approval' THEN 'waiting for approval'
+               WHEN 'pending' THEN 'waiting for delivery'
+               WHEN 'delivering' THEN 'being delivered'
+               WHEN 'succeeded' THEN 'the target acted'
+               WHEN 'failed' THEN 'the target did not act and will not'
+               WHEN 'cancelled' THEN 'cancelled before it was sent'
+           END,
+           i.state, i.target, i.updated_at
+      FROM outbox.intents i
+     WHERE i.key = p_key
+$$;
+COMMENT ON FUNCTION outbox.outcome(text) IS 'The agent-visible outcome of a key: no row for an unknown key.';
+
+-- NOTIFY only while a live relay has said it is idle: a NOTIFY in every
+-- enqueuing transaction serializes commits (DESIGN.md, "Enqueue semantics").
+-- Only rows that became due count: statement-level triggers fire even for
+-- statements that changed nothing (a claim that found no row), and a relay
+-- woken by its own empty claim would spin.
+CREATE FUNCTION outbox.notify_relays() RETURNS trigger
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+BEGIN
+    IF EXISTS (SELECT 1 FROM outbox.relays WHERE idle AND heartbeat_at > now() - interval '2 minutes')
+       AND EXISTS (SELECT 1 FROM changed_rows WHERE state = 'pending' AND next_attempt_at <= now()) THEN
+        PERFORM pg_notify('outbox_intents', '');
+    END IF;
+    RETURN NULL;
+END
+$$;
+
+CREATE TRIGGER intents_notify_insert AFTER INSERT ON outbox.intents
+    REFERENCING NEW TABLE AS changed_rows
+    FOR EACH STATEMENT EXECUTE FUNCTION outbox.notify_relays();
+CREATE TRIGGER intents_notify_update AFTER UPDATE ON outbox.intents
+    REFERENCING NEW TABLE AS changed_rows
+    FOR EACH STATEMENT EXECUTE FUNCTION outbox.notify_relays();
+
+-- ==================================================================== 3. from 0003_relay.sql
+
+-- 0003: the relay's side of the contract: presence, claim, lease upkeep, record, release.
+--
+-- The relay decides what an attempt means (relay/outcome.c, pure and unit
+-- tested); these functions apply its decisions atomically and in batches.
+-- Every write to a claimed row is fenced by (lease_owner, attempts): a relay
+-- that lost its lease, or a late writer, changes nothing.
+
+-- A relay says it is alive, and whether it is idle (wants a NOTIFY on enqueue).
+CREATE FUNCTION outbox.relay_heartbeat(p_relay text, p_idle boolean) RETURNS void
+LANGUAGE sql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+    INSERT INTO outbox.relays AS r (relay_id, idle) VALUES (p_relay, p_idle)
+    ON CONFLICT (relay_id) DO UPDATE SET idle = excluded.idle, heartbeat_at = now();
+    DELETE FROM outbox.relays WHERE heartbeat_at < now() - interval '1 day';
+$$;
+
+CREATE FUNCTION outbox.relay_gone(p_relay text) RETURNS void
+LANGUAGE sql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+    DELETE FROM outbox.relays WHERE relay_id = p_relay;
+$$;
+
+-- Claim due pending intents, at most p_rooms[i] for target p_targets[i] and
+-- p_limit in all. SKIP LOCKED: relays never wait for each other and never
+-- claim the same row. The per-target subquery walks intents_due in order.
+CREATE FUNCTION outbox.claim(p_relay text, p_targets text[], p_rooms integer[], p_limit integer,
+                             p_lease_ms integer)
+RETURNS TABLE (id bigint, key text, target text, payload text, attempt integer, ambiguous boolean,
+               first_attempt_ms bigint)
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+BEGIN
+    RETURN QUERY
+    WITH due AS (
+        SELECT c.id
+          FROM unnest(p_targets, p_rooms) AS t(name, room)
+         CROSS JOIN LATERAL (
+               SELECT i.id
+                 FROM outbox.intents i
+                WHERE i.state = 'pending' AND i.target = t.name AND i.next_attempt_at <= now()
+                ORDER BY i.next_attempt_at
+                LIMIT coalesce(t.room, 0)
+                  FOR UPDATE SKIP LOCKED) AS c
+         LIMIT p_limit
+    )
+    UPDATE outbox.intents i
+       SET state = 'in_flight',
+           attempts = i.attempts + 1,
+           lease_owner = p_relay,
+           lease_expires_at = now() + p_lease_ms * interval '1 millisecond',
+           first_attempt_at = coalesce(i.first_attempt_at, now()),
+           updated_at = now()
+      FROM due
+     WHERE i.id = due.id
+    RETURNING i.id, i.key, i.target, i.payload::text, i.attempts, i.ambiguous,
+              (extract(epoch FROM i.first_attempt_at) * 1000)::bigint;
+END
+$$;
+
+-- Take over rows whose relay died mid-flight (lease expired while in_flight).
+-- The new owner must treat each as an ambiguous attempt: it may have executed.
+CREATE FUNCTION outbox.take_over_expired(p_relay text, p_limit integer, p_lease_ms integer)
+RETURNS TABLE (id bigint, key text, target text, attempt integer, ambiguous boolean,
+               first_attempt_ms bigint, previous_owner text)
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+BEGIN
+    RETURN QUERY
+    WITH expired AS (
+        SELECT i.id, i.lease_owner
+          FROM outbox.intents i
+         WHERE i.state = 'in_flight' AND i.lease_expires_at < now()
+         ORDER BY i.lease_expires_at
+         LIMIT p_limit
+           FOR UPDATE SKIP LOCKED
+    )
+    UPDATE outbox.intents i
+       SET lease_owner = p_relay,
+           lease_expires_at = now() + p_lease_ms * interval '1 millisecond',
+           updated_at = now()
+      FROM expired
+     WHERE i.id = expired.id
+    RETURNING i.id, i.key, i.target, i.attempts, i.ambiguous,
+              (extract(epoch FROM i.first_attempt_at) * 1000)::bigint, expired.lease_owner;
+END
+$$;
+
+-- Extend the leases this relay holds. Returns the ids it still holds.
+CREATE FUNCTION outbox.renew_leases(p_relay text, p_ids bigint[], p_lease_ms integer)
+RETURNS SETOF bigint
+LANGUAGE sql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+    UPDATE outbox.intents
+       SET lease_expires_at = now() + p_lease_ms * interval '1 millisecond'
+     WHERE id = ANY (p_ids) AND state = 'in_flight' AND lease_owner = p_relay
+    RETURNING id;
+$$;
+
+-- Record a batch of attempt outcomes. Arrays are parallel, one element per
+-- attempt. The intent row changes only if this relay still holds the lease
+-- for that attempt number; the attempts row is written either way, with
+-- recorded = false when fenced out, so the history stays complete.
+-- p_delay_ms: for a next state of pending or unknown, when it is next due.
+-- Returns how many intents were updated.
+CREATE FUNCTION outbox.record(p_relay text, p_ids bigint[], p_attempts integer[],
+                              p_states outbox.intent_state[], p_delay_ms integer[],
+                              p_ambiguous boolean[], p_classes outbox.attempt_class[],
+                              p_sent boolean[], p_http integer[], p_errors text[],
+                              p_latency_ms integer[], p_bodies text[])
+RETURNS integer
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+    updated integer;
+BEGIN
+    WITH u AS (
+        SELECT *
+          FROM unnest(p_ids, p_attempts, p_states, p_delay_ms, p_ambiguous, p_classes, p_sent,
+                      p_http, p_errors, p_latency_ms, p_bodies)
+               AS u(id, attempt, state, delay_ms, ambiguous, class, sent, http, error, latency_ms, body)
+    ), changed AS (
+        UPDATE outbox.intents i
+           SET state = u.state,
+               next_attempt_at = CASE WHEN u.state IN ('pending', 'unknown')
+                                      THEN now() + coalesce(u.delay_ms, 0) * interval '1 millisecond'
+                                      ELSE i.next_attempt_at END,
+               lease_owner = NULL,
+               lease_expires_at = NULL,
+               ambiguous = i.ambiguous OR u.ambiguous,
+               response_status = CASE WHEN u.state IN ('succeeded', 'failed') THEN u.http
+                                      ELSE i.response_status END,
+               response_body = CASE WHEN u.state IN ('succeeded', 'failed') THEN u.body
+                                    ELSE i.response_body END,
+               last_error = u.error,
+               updated_at = now()
+          FROM u
+         WHERE i.id = u.id AND i.state = 'in_flight' AND i.lease_owner = p_relay
+           AND i.attempts = u.attempt
+        RETURNING i.id
+    ), history AS (
+        INSERT INTO outbox.attempts (intent_id, attempt, relay, class, request_sent, http_status,
+                                     error, latency_ms, response_body, recorded)
+        SELECT u.id, u.attempt, p_relay, u.class, u.sent, u.http, u.error, u.latency_ms,
+               left(u.body, 4096), changed.id IS NOT NULL
+          FROM u LEFT JOIN changed ON changed.id = u.id
+        RETURNING recorded
+    )
+    SELECT count(*) FILTER (WHERE recorded) INTO updated FROM history;
+    RETURN updated;
+END
+$$;
+
+-- Give back claimed rows that were never sent (shutdown before sending):
+-- they return to pending with their attempt number restored.
+CREATE FUNCTION outbox.release(p_relay text, p_ids bigint[], p_attempts integer[])
+RETURNS integer
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+    released integer;
+BEGIN
+    UPDATE outbox.intents i
+       SET state = 'pending',
+           attempts = i.attempts - 1,
+           first_attempt_at = CASE WHEN i.attempts = 1 THEN NULL ELSE i.first_attempt_at END,
+           lease_owner = NULL,
+           lease_expires_at = NULL,
+           next_attempt_at = now(),
+           updated_at = now()
+      FROM unnest(p_ids, p_attempts) AS u(id, attempt)
+     WHERE i.id = u.id AND i.state = 'in_flight' AND i.lease_owner = p_relay
+       AND i.attempts = u.attempt;
+    GET DIAGNOSTICS released = ROW_COUNT;
+    RETURN released;
+END
+$$;
+
+-- When the next row becomes due (a pending retry, or an in_flight lease that
+-- will expire and need taking over), in ms from now; NULL when there is none.
+CREATE FUNCTION outbox.next_due_ms() RETURNS bigint
+LANGUAGE sql STABLE SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+    SELECT CASE WHEN due IS NOT NULL
+                THEN greatest(0, (extract(epoch FROM (due - now())) * 1000)::bigint) END
+      FROM (SELECT least((SELECT min(next_attempt_at) FROM outbox.intents WHERE state = 'pending'),
+                         (SELECT min(lease_expires_at) FROM outbox.intents WHERE state = 'in_flight'))
+                   AS due) AS next;
+$$;
+
+-- ==================================================================== 4. from 0004_operator.sql
+
+-- 0004: people's side of the contract: approve, reject, cancel, resolve, and the stuck view.
+-- Each decision is checked against the row's state (OR007) and leaves an attempts row.
+
+CREATE FUNCTION outbox.locked_intent(p_key text, p_operation text) RETURNS outbox.intents
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+    row outbox.intents;
+BEGIN
+    SELECT * INTO row FROM outbox.intents WHERE key = p_key FOR UPDATE;
+    IF NOT FOUND THEN
+        RAISE EXCEPTION 'outbox.%: no intent with key %', p_operation, coalesce(quote_literal(p_key), 'NULL')
+            USING ERRCODE = 'OR008';
+    END IF;
+    RETURN row;
+END
+$$;
+
+CREATE FUNCTION outbox.note_decision(p_intent bigint, p_attempt integer, p_who text, p_note text)
+RETURNS void
+LANGUAGE sql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+    INSERT INTO outbox.attempts (intent_id, attempt, relay, class, request_sent, error)
+    VALUES (p_intent, p_attempt, coalesce(p_who, session_user), 'resolved', false, p_note);
+$$;
+
+CREATE FUNCTION outbox.approve(p_key text, p_by text) RETURNS outbox.intent_state
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+    row outbox.intents := outbox.locked_intent(p_key, 'approve');
+BEGIN
+    IF p_by IS NULL OR p_by = '' THEN
+        RAISE EXCEPTION 'outbox.approve: say who approves (p_by)' USING ERRCODE = '22023';
+    END IF;
+    IF row.state <> 'awaiting_approval' THEN
+        RAISE EXCEPTION 'outbox.approve: key % is %, not awaiting_approval', quote_literal(p_key), row.state
+            USING ERRCODE = 'OR007';
+    END IF;
+    UPDATE outbox.intents
+       SET state = 'pending', next_attempt_at = now(), decided_by = p_by,
+           decision_note = 'approved', updated_at = now()
+     WHERE id = row.id;
+    PERFORM outbox.note_decision(row.id, row.attempts, p_by, 'approved');
+    RETURN 'pending';
+END
+$$;
+
+CREATE FUNCTION outbox.reject(p_key text, p_by text, p_reason text) RETURNS outbox.intent_state
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+    row outbox.intents := outbox.locked_intent(p_key, 'reject');
+BEGIN
+    IF p_by IS NULL OR p_by = '' THEN
+        RAISE EXCEPTION 'outbox.reject: say who rejects (p_by)' USING ERRCODE = '22023';
+    END IF;
+    IF row.state <> 'awaiting_approval' THEN
+        RAISE EXCEPTION 'outbox.reject: key % is %, not awaiting_approval', quote_literal(p_key), row.state
+            USING ERRCODE = 'OR007';
+    END IF;
+    UPDATE outbox.intents
+       SET state = 'cancelled', decided_by = p_by,
+           last_error = 'rejected: ' || coalesce(p_reason, 'no reason given'),
+           decision_note = p_reason, updated_at = now()
+     WHERE id = row.id;
+    PERFORM outbox.note_decision(row.id, row.attempts, p_by, 'rejected: ' || coalesce(p_reason, ''));
+    RETURN 'cancelled';
+END
+$$;
+
+-- Cancel an intent that was never sent. A row that may have executed
+-- (ambiguous) or is being delivered cannot be cancelled: resolve it instead.
+CREATE FUNCTION outbox.cancel(p_key text, p_reason text DEFAULT NULL) RETURNS outbox.intent_state
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+    row outbox.intents := outbox.locked_intent(p_key, 'cancel');
+BEGIN
+    IF row.state NOT IN ('pending', 'awaiting_approval') OR row.ambiguous THEN
+        RAISE EXCEPTION 'outbox.cancel: key % is %, cannot cancel', quote_literal(p_key),
+                        CASE WHEN row.ambiguous AND row.state = 'pending' THEN 'pending after an ambiguous attempt (it may have executed)'
+                             ELSE row.state::text END
+            USING ERRCODE = 'OR007', HINT = 'Only intents that were never sent can be cancelled.';
+    END IF;
+    UPDATE outbox.intents
+       SET state = 'cancelled', last_error = 'cancelled: ' || coalesce(p_reason, 'no reason given'),
+           decision_note = p_reason, decided_by = session_user, updated_at = now()
+     WHERE id = row.id;
+    PERFORM outbox.note_decision(row.id, row.attempts, session_user, 'cancelled: ' || coalesce(p_reason, ''));
+    RETURN 'cancelled';
+END
+$$;
+
+-- A person settles an intent whose outcome is unknown, with evidence from the target.
+CREATE FUNCTION outbox.resolve(p_key text, p_outcome text, p_note text) RETURNS outbox.intent_state
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+    row outbox.intents := outbox.locked_intent(p_key, 'resolve');
+BEGIN
+    IF p_outcome IS NULL OR p_outcome NOT IN ('succeeded', 'failed') THEN
+        RAISE EXCEPTION 'outbox.resolve: outcome must be succeeded or failed, got %',
+                        coalesce(quote_literal(p_outcome), 'NULL')
+            USING ERRCODE = '22023';
+    END IF;
+    IF p_note IS NULL OR p_note = '' THEN
+        RAISE EXCEPTION 'outbox.resolve: a note with the evidence is required' USING ERRCODE = '22023';
+    END IF;
+    IF row.state <> 'unknown' THEN
+        RAISE EXCEPTION 'outbox.resolve: key % is %, not unknown', quote_literal(p_key), row.state
+            USING ERRCODE = 'OR007';
+    END IF;
+    UPDATE outbox.intents
+       SET state = p_outcome::outbox.intent_state,
+           last_error = CASE WHEN p_outcome = 'failed' THEN 'resolved by an operator: ' || p_note END,
+           decided_by = session_user, decision_note = p_note,
+           lease_owner = NULL, lease_expires_at = NULL, updated_at = now()
+     WHERE id = row.id;
+    PERFORM outbox.note_decision(row.id, row.attempts, session_user, 'resolved ' || p_outcome || ': ' || p_note);
+    RETURN p_outcome::outbox.intent_state;
+END
+$$;
+
+-- One row per key that needs a look, with the reason.
+CREATE VIEW outbox.stuck AS
+SELECT i.key, i.target, i.state, s.reason, now() - i.created_at AS age, i.attempts, i.last_error,
+       i.updated_at
+  FROM outbox.intents i
+ CROSS JOIN LATERAL (SELECT CASE
+        WHEN i.state = 'in_flight' AND i.lease_expires_at < now() THEN 'in flight past its lease'
+        WHEN i.state = 'unknown' THEN 'outcome unknown'
+        WHEN i.state = 'pending' THEN 'pending for over 5 minutes'
+        WHEN i.state = 'awaiting_approval' THEN 'awaiting approval for over 24 hours'
+    END AS reason) AS s
+ WHERE (i.state = 'in_flight' AND i.lease_expires_at < now())
+    OR i.state = 'unknown'
+    OR (i.state = 'pending' AND i.next_attempt_at < now() - interval '5 minutes')
+    OR (i.state = 'awaiting_approval' AND i.created_at < now() - interval '24 hours');
+COMMENT ON VIEW outbox.stuck IS 'Keys that need a look: in flight past the lease, unknown, pending over 5 minutes past due, awaiting approval over 24 hours.';
+
+-- ==================================================================== 5. from 0005_roles.sql
+
+-- 0005: least-privilege roles (group roles: grant them to login roles).
+--
+--   outbox_app       the application: enqueue and read outcomes, nothing else
+--                    (cannot update or delete intents, claim, or read targets' secret references)
+--   outbox_relay     the relay: claim, renew, record, release; reads targets
+--   outbox_operator  read-only: the stuck view, intents, attempts, targets
+--   outbox_admin     operator plus decisions (approve, reject, cancel, resolve) and target registration
+--
+-- Roles are cluster-wide, so they are created only when missing.
+
+DO $$
+DECLARE
+    role_name text;
+BEGIN
+    FOREACH role_name IN ARRAY ARRAY['outbox_app', 'outbox_relay', 'outbox_operator', 'outbox_admin'] LOOP
+        IF NOT EXISTS (SELECT 1 FROM pg_roles WHERE rolname = role_name) THEN
+            EXECUTE format('CREATE ROLE %I NOLOGIN', role_name);
+        END IF;
+    END LOOP;
+END
+$$;
+
+REVOKE ALL ON SCHEMA outbox FROM PUBLIC;
+REVOKE ALL ON ALL TABLES IN SCHEMA outbox FROM PUBLIC;
+REVOKE ALL ON ALL FUNCTIONS IN SCHEMA outbox FROM PUBLIC;
+GRANT USAGE ON SCHEMA outbox TO outbox_app, outbox_relay, outbox_operator, outbox_admin;
+
+-- Helper functions used inside the SECURITY DEFINER ones, harmless to call.
+GRANT EXECUTE ON FUNCTION outbox.canonical(jsonb), outbox.fingerprint_doc(jsonb, text[]),
+                          outbox.fingerprint(jsonb, text[]), outbox.differing_fields(jsonb, jsonb),
+                          outbox.visible_status(outbox.intent_state, boolean),
+                          outbox.needs_approval(jsonb, jsonpath)
+      TO outbox_app, outbox_relay, outbox_operator, outbox_admin;
+
+GRANT EXECUTE ON FUNCTION outbox.enqueue(text, text, jsonb, text, timestamptz),
+                          outbox.outcome(text)
+      TO outbox_app, outbox_admin;
+
+GRANT EXECUTE ON FUNCTION outbox.outcome(text),
+                          outbox.relay_heartbeat(text, boolean), outbox.relay_gone(text),
+                          outbox.claim(text, text[], integer[], integer, integer),
+                          outbox.take_over_expired(text, integer, integer),
+                          outbox.renew_leases(text, bigint[], integer),
+                          outbox.record(text, bigint[], integer[], outbox.intent_state[], integer[],
+                                        boolean[], outbox.attempt_class[], boolean[], integer[],
+                                        text[], integer[], text[]),
+                          outbox.release(text, bigint[], integer[]),
+                          outbox.next_due_ms()
+      TO outbox_relay;
+GRANT SELECT ON outbox.targets TO outbox_relay;
+
+GRANT SELECT ON outbox.stuck, outbox.intents, outbox.attempts, outbox.targets, outbox.relays,
+                outbox.mismatches
+      TO outbox_operator;
+GRANT EXECUTE ON FUNCTION outbox.outcome(text) TO outbox_operator;
+
+GRANT outbox_operator TO outbox_admin;
+GRANT INSERT, UPDATE, DELETE ON outbox.targets TO outbox_admin;
+GRANT EXECUTE ON FUNCTION outbox.approve(text, text), outbox.reject(text, text, text),
+                          outbox.cancel(text, text), outbox.resolve(text, text, text)
+      TO outbox_admin;
+

@@ -1,0 +1,161 @@
+# tests/lib/itest.sh — what every integration scenario needs: a throwaway
+# PostgreSQL with the schema, real receivers, real relays, and TAP output.
+#
+# A scenario sources this file, calls itest_setup, then uses:
+#   receiver_start NAME [receiver options]  → sets RECV_PORT_<NAME>, RECV_PID_<NAME>
+#   relay_start NAME [relay options]        → sets RELAY_PID_<NAME> (log: $T/relay-NAME.log)
+#   target_add NAME URL [column=value ...]  → INSERT INTO outbox.targets
+#   sql "SELECT ..."                        → the single value, or rows as psql -tA prints them
+#   ok COND_CMD... / is GOT WANT DESC       → TAP lines
+# and ends with itest_done. Everything started is stopped in the EXIT trap,
+# also when the scenario fails or is interrupted. RELAY_BIN selects the relay
+# build (the sanitizer build under `make test`).
+
+ITEST_ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
+. "$ITEST_ROOT/tests/lib/pgcluster.sh"
+
+RELAY_BIN=${RELAY_BIN:-$ITEST_ROOT/build/outbox-relay}
+RECEIVER_BIN=${RECEIVER_BIN:-$ITEST_ROOT/build/test-receiver}
+export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=0:exitcode=66}
+export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1:exitcode=67}
+
+TAP_COUNT=0
+TAP_FAILED=0
+ITEST_PIDS=()
+
+itest_cleanup() {
+    local pid
+    for pid in "${ITEST_PIDS[@]}"; do
+        kill -9 "$pid" 2>/dev/null
+    done
+    [ -n "${T:-}" ] && pgcluster_stop "$T"
+    if [ -n "${T:-}" ] && [ "$TAP_FAILED" = 0 ] && [ -z "${KEEP_TMP:-}" ]; then
+        rm -rf "$T"
+    elif [ -n "${T:-}" ]; then
+        echo "# logs kept in $T" >&2
+    fi
+}
+
+itest_setup() {
+    T=$(mktemp -d /tmp/outbox-itest.XXXXXX)
+    chmod 755 "$T"
+    trap itest_cleanup EXIT
+    trap 'exit 130' INT TERM
+    pgcluster_start "$T/pg" "$@" || bail "PostgreSQL did not start"
+    "$ITEST_ROOT/build/outbox-relay" migrate --migrations-dir "$ITEST_ROOT/migrations" \
+        >"$T/migrate.log" 2>&1 || { cat "$T/migrate.log" >&2; bail "migrate failed"; }
+}
+
+bail() {
+    echo "Bail out! $*"
+    exit 1
+}
+
+ok() {
+    local desc=$1; shift
+    TAP_COUNT=$((TAP_COUNT + 1))
+    if "$@"; then
+        echo "ok $TAP_COUNT - $desc"
+    else
+        echo "not ok $TAP_COUNT - $desc"
+        TAP_FAILED=$((TAP_FAILED + 1))
+    fi
+}
+
+is() {
+    local got=$1 want=$2 desc=$3
+    TAP_COUNT=$((TAP_COUNT + 1))
+    if [ "$got" = "$want" ]; then
+        echo "ok $TAP_COUNT - $desc"
+    else
+        echo "not ok $TAP_COUNT - $desc"
+        echo "#   got:  '$got'"
+        echo "#   want: '$want'"
+        TAP_FAILED=$((TAP_FAILED + 1))
+    fi
+}
+
+itest_done() {
+    echo "1..$TAP_COUNT"
+    [ "$TAP_FAILED" = 0 ]
+}
+
+sql() {
+    psql -X -q -tA -v ON_ERROR_STOP=1 -c "$1"
+}
+
+target_add() {
+    local name=$1 url=$2; shift 2
+    local cols="name, url" vals="'$name', '$url'" kv
+    for kv in "$@"; do
+        cols="$cols, ${kv%%=*}"
+        vals="$vals, ${kv#*=}"
+    done
+    sql "INSERT INTO outbox.targets ($cols) VALUES ($vals)" >/dev/null
+}
+
+# enqueue_many TARGET PREFIX N [extra jsonb]: N intents, 500 per transaction.
+enqueue_many() {
+    local target=$1 prefix=$2 n=$3 extra=${4:-'{}'}
+    sql "SELECT count(*) FROM (SELECT outbox.enqueue('$prefix' || g, '$target',
+             jsonb_build_object('n', g) || '$extra'::jsonb) FROM generate_series(1, $n) g) x" >/dev/null
+}
+
+receiver_start() {
+    local name=$1; shift
+    "$RECEIVER_BIN" "$@" >"$T/recv-$name.out" 2>"$T/recv-$name.err" &
+    local pid=$! i port=""
+    ITEST_PIDS+=("$pid")
+    for i in $(seq 1 100); do
+        port=$(sed -n 's/^listening 127.0.0.1://p' "$T/recv-$name.out" 2>/dev/null)
+        [ -n "$port" ] && break
+        sleep 0.05
+    done
+    [ -n "$port" ] || bail "receiver $name did not start"
+    printf -v "RECV_PORT_$name" '%s' "$port"
+    printf -v "RECV_PID_$name" '%s' "$pid"
+}
+
+# receiver_stat NAME FIELD → a number from /_stats
+receiver_stat() {
+    local port_var="RECV_PORT_$1"
+    curl -s "http://127.0.0.1:${!port_var}/_stats" | sed -n "s/.*\"$2\":\([0-9]*\).*/\1/p"
+}
+
+relay_start() {
+    local name=$1; shift
+    "$RELAY_BIN" run --relay-id "relay-$name" --admin-listen "" "$@" \
+        >>"$T/relay-$name.log" 2>&1 &
+    local pid=$!
+    ITEST_PIDS+=("$pid")
+    printf -v "RELAY_PID_$name" '%s' "$pid"
+}
+
+# relay_wait NAME SECONDS → the relay's exit code (124 if it did not exit in time)
+relay_wait() {
+    local pid_var="RELAY_PID_$1" limit=$2 i
+    local pid=${!pid_var}
+    for i in $(seq 1 $((limit * 10))); do
+        if ! kill -0 "$pid" 2>/dev/null; then
+            wait "$pid"
+            return $?
+        fi
+        sleep 0.1
+    done
+    return 124
+}
+
+# wait_for SECONDS SQL WANT: poll until the query returns WANT; 0 if it did.
+wait_for() {
+    local limit=$1 query=$2 want=$3 i
+    for i in $(seq 1 $((limit * 10))); do
+        [ "$(sql "$query" 2>/dev/null)" = "$want" ] && return 0
+        sleep 0.1
+    done
+    return 1
+}
+
+# A sanitizer report in any relay log fails the scenario.
+relay_logs_clean() {
+    ! grep -lE 'ERROR: (AddressSanitizer|LeakSanitizer)|runtime error:' "$T"/relay-*.log 2>/dev/null
+}

@@ -1,0 +1,89 @@
+#!/usr/bin/env bash
+# tests/run.sh — every test suite, against real PostgreSQL and real HTTP.
+#
+#   lint         clang-format, banned calls
+#   unit         Check, relay modules under ASan+UBSan (build/asan/unit-tests)
+#   sql          pgTAP via pg_prove, plus schema equivalence (tests/sql/run.sh)
+#   integration  scenarios with the sanitizer-built relay (tests/integration/*.sh)
+#
+# Each suite starts what it needs (its own PostgreSQL clusters on free ports)
+# and stops it, also on failure. Ends with "N passed, N failed"; exits
+# non-zero on any failure. ONLY=sql|unit|integration|lint runs one suite;
+# ONLY=integration FILTER=03 runs matching scenarios.
+set -u
+ROOT=$(cd "$(dirname "$0")/.." && pwd)
+cd "$ROOT"
+export RELAY_BIN=${RELAY_BIN:-$ROOT/build/asan/outbox-relay}
+export RECEIVER_BIN=${RECEIVER_BIN:-$ROOT/build/test-receiver}
+ONLY=${ONLY:-}
+FILTER=${FILTER:-}
+passed=0
+failed=0
+failures=()
+LOG_DIR=$(mktemp -d /tmp/outbox-tests.XXXXXX)
+
+count() { # count NAME PASSED FAILED
+    passed=$((passed + $2))
+    failed=$((failed + $3))
+    [ "$3" -gt 0 ] && failures+=("$1")
+    echo "== $1: $2 passed, $3 failed"
+}
+
+want() { [ -z "$ONLY" ] || [ "$ONLY" = "$1" ]; }
+
+if want lint; then
+    if make --no-print-directory format-check >"$LOG_DIR/lint.log" 2>&1 &&
+        tests/lib/banned-calls.sh >>"$LOG_DIR/lint.log" 2>&1; then
+        count lint 1 0
+    else
+        cat "$LOG_DIR/lint.log"
+        count lint 0 1
+    fi
+fi
+
+if want unit; then
+    build/asan/unit-tests >"$LOG_DIR/unit.log" 2>&1
+    rc=$?
+    tail -n 20 "$LOG_DIR/unit.log"
+    line=$(grep -E '^[0-9]+%: Checks: ' "$LOG_DIR/unit.log" | tail -1)
+    checks=$(sed -n 's/.*Checks: \([0-9]*\).*/\1/p' <<<"$line")
+    bad=$(( $(sed -n 's/.*Failures: \([0-9]*\).*/\1/p' <<<"$line") + $(sed -n 's/.*Errors: \([0-9]*\).*/\1/p' <<<"$line") ))
+    if [ -z "$checks" ]; then count unit 0 1
+    elif [ "$rc" != 0 ] && [ "$bad" = 0 ]; then count unit "$checks" 1
+    else count unit $((checks - bad)) "$bad"; fi
+fi
+
+if want sql; then
+    tests/sql/run.sh 2>&1 | tee "$LOG_DIR/sql.log" | tail -n 30
+    line=$(grep -E '^[0-9]+ passed, [0-9]+ failed' "$LOG_DIR/sql.log" | tail -1)
+    if [ -n "$line" ]; then
+        count sql "$(cut -d' ' -f1 <<<"$line")" "$(cut -d' ' -f3 <<<"$line")"
+    else
+        count sql 0 1
+    fi
+fi
+
+if want integration; then
+    for scenario in tests/integration/*.sh; do
+        name=$(basename "$scenario" .sh)
+        [ -n "$FILTER" ] && [[ "$name" != *"$FILTER"* ]] && continue
+        start=$(date +%s)
+        timeout -k 10 900 bash "$scenario" >"$LOG_DIR/$name.tap" 2>"$LOG_DIR/$name.err"
+        rc=$?
+        ok_n=$(grep -c '^ok ' "$LOG_DIR/$name.tap")
+        bad_n=$(grep -c '^not ok ' "$LOG_DIR/$name.tap")
+        if [ "$rc" != 0 ] && [ "$bad_n" = 0 ]; then bad_n=1; fi # crashed, timed out or bailed
+        sed -e "s/^/  /" "$LOG_DIR/$name.tap"
+        [ "$rc" != 0 ] && tail -n 20 "$LOG_DIR/$name.err" | sed -e "s/^/  stderr: /"
+        count "integration/$name ($(( $(date +%s) - start )) s)" "$ok_n" "$bad_n"
+    done
+fi
+
+echo
+if [ ${#failures[@]} -gt 0 ]; then
+    echo "failed suites: ${failures[*]} (logs in $LOG_DIR)"
+else
+    rm -rf "$LOG_DIR"
+fi
+echo "$passed passed, $failed failed"
+[ "$failed" = 0 ]

@@ -1,0 +1,159 @@
+-- 01_schema: the objects of the public contract (DESIGN.md "Data model", "Public
+-- contract"): tables and their contract columns with types and defaults, the
+-- enum values, the indexes the claim path and the views rely on, the
+-- statement-level NOTIFY trigger, and the functions' signatures.
+BEGIN;
+SELECT plan(99);
+
+SELECT has_schema('outbox');
+SELECT has_table('outbox', 'targets', 'outbox.targets exists');
+SELECT has_table('outbox', 'intents', 'outbox.intents exists');
+SELECT has_table('outbox', 'attempts', 'outbox.attempts exists');
+SELECT has_table('outbox', 'relays', 'outbox.relays exists');
+SELECT has_table('outbox', 'mismatches', 'outbox.mismatches exists');
+SELECT has_view('outbox', 'stuck', 'outbox.stuck exists');
+
+-- targets: the contract columns and their types
+SELECT col_is_pk('outbox', 'targets', 'name', 'targets.name is the primary key');
+SELECT col_type_is('outbox', 'targets', c, t, format('targets.%s is %s', c, t))
+  FROM (VALUES ('name', 'text'), ('url', 'text'), ('method', 'text'), ('key_header', 'text'),
+               ('key_ttl', 'interval'), ('status_url', 'text'), ('timeout_ms', 'integer'),
+               ('max_attempts', 'integer'), ('approval_rule', 'jsonpath'), ('volatile_paths', 'text[]'),
+               ('on_mismatch', 'text'), ('secret_env', 'text'), ('enabled', 'boolean'),
+               ('max_payload_bytes', 'integer')) AS v(c, t);
+SELECT col_is_null('outbox', 'targets', 'key_header', 'targets.key_header may be NULL (target cannot deduplicate)');
+SELECT col_is_null('outbox', 'targets', 'status_url', 'targets.status_url may be NULL (no status URL)');
+SELECT col_not_null('outbox', 'targets', 'url', 'targets.url is required');
+
+-- targets: defaults, checked on a real row
+INSERT INTO outbox.targets (name, url) VALUES ('dflt', 'https://example.test/hook');
+SELECT is(t.method, 'POST', 'default method is POST') FROM outbox.targets t WHERE name = 'dflt';
+SELECT is(t.key_header, 'Idempotency-Key', 'default key_header is Idempotency-Key') FROM outbox.targets t WHERE name = 'dflt';
+SELECT is(t.key_ttl, interval '24 hours', 'default key_ttl is 24 hours') FROM outbox.targets t WHERE name = 'dflt';
+SELECT is(t.status_url, NULL, 'default status_url is NULL') FROM outbox.targets t WHERE name = 'dflt';
+SELECT is(t.max_payload_bytes, 1048576, 'default max_payload_bytes is 1048576') FROM outbox.targets t WHERE name = 'dflt';
+SELECT is(t.volatile_paths, '{}'::text[], 'default volatile_paths is empty') FROM outbox.targets t WHERE name = 'dflt';
+SELECT is(t.on_mismatch, 'reject', 'default on_mismatch is reject') FROM outbox.targets t WHERE name = 'dflt';
+SELECT ok(t.approval_rule IS NULL, 'default approval_rule is NULL') FROM outbox.targets t WHERE name = 'dflt';
+SELECT is(t.enabled, true, 'targets are enabled by default') FROM outbox.targets t WHERE name = 'dflt';
+
+-- targets: checks
+SELECT throws_ok($$INSERT INTO outbox.targets (name, url, on_mismatch) VALUES ('x1', 'https://e.test', 'overwrite')$$,
+                 '23514', NULL, 'on_mismatch is reject or keep_original only');
+SELECT lives_ok($$INSERT INTO outbox.targets (name, url, on_mismatch) VALUES ('x2', 'https://e.test', 'keep_original')$$,
+                'on_mismatch = keep_original is accepted');
+SELECT throws_ok($$INSERT INTO outbox.targets (name, url) VALUES ('x3', 'ftp://e.test/')$$,
+                 '23514', NULL, 'url must be http(s)');
+SELECT throws_ok($$INSERT INTO outbox.targets (name, url, status_url) VALUES ('x4', 'https://e.test', 'https://e.test/status')$$,
+                 '23514', NULL, 'status_url must contain {key}');
+SELECT lives_ok($$INSERT INTO outbox.targets (name, url, status_url) VALUES ('x5', 'https://e.test', 'https://e.test/status/{key}')$$,
+                'status_url with {key} is accepted');
+SELECT throws_ok($$INSERT INTO outbox.targets (name, url, secret_env) VALUES ('x6', 'https://e.test', 'not a var')$$,
+                 '23514', NULL, 'secret_env is an environment variable name, not a secret');
+SELECT throws_ok($$INSERT INTO outbox.targets (name, url, key_header) VALUES ('x7', 'https://e.test', E'X-Key\r\nEvil: 1')$$,
+                 '23514', NULL, 'key_header cannot smuggle a header');
+
+-- intents: the contract columns
+SELECT col_type_is('outbox', 'intents', c, t, format('intents.%s is %s', c, t))
+  FROM (VALUES ('key', 'text'), ('target', 'text'), ('payload', 'jsonb'), ('state', 'outbox.intent_state'),
+               ('attempts', 'integer'), ('created_at', 'timestamp with time zone'),
+               ('next_attempt_at', 'timestamp with time zone'), ('lease_owner', 'text'),
+               ('lease_expires_at', 'timestamp with time zone'), ('ambiguous', 'boolean'),
+               ('response_status', 'integer'), ('response_body', 'text'), ('last_error', 'text'),
+               ('fingerprint', 'bytea'), ('mismatches', 'integer')) AS v(c, t);
+SELECT col_not_null('outbox', 'intents', 'key', 'intents.key is required');
+SELECT col_is_unique('outbox', 'intents', 'key', 'intents.key is unique: one row per key');
+SELECT fk_ok('outbox', 'intents', 'target', 'outbox', 'targets', 'name');
+SELECT fk_ok('outbox', 'attempts', 'intent_id', 'outbox', 'intents', 'id');
+SELECT col_default_is('outbox', 'intents', 'state', 'pending', 'intents.state defaults to pending');
+SELECT col_default_is('outbox', 'intents', 'attempts', 0, 'intents.attempts defaults to 0');
+SELECT throws_ok($$INSERT INTO outbox.intents (key, target, payload, fingerprint, state)
+                   VALUES ('noleases', 'dflt', '{}', '\x00', 'in_flight')$$,
+                 '23514', NULL, 'an in_flight row must have a lease owner and expiry');
+SELECT throws_ok($$INSERT INTO outbox.intents (key, target, payload, fingerprint)
+                   VALUES ('orphan', 'no-such-target', '{}', '\x00')$$,
+                 '23503', NULL, 'an intent names a registered target');
+
+-- enums: every state and attempt class
+SELECT enum_has_labels('outbox', 'intent_state',
+       ARRAY['awaiting_approval', 'pending', 'in_flight', 'succeeded', 'failed', 'unknown', 'cancelled'],
+       'intent_state has exactly the states of DESIGN.md');
+SELECT enum_has_labels('outbox', 'attempt_class',
+       ARRAY['not_sent', 'ambiguous', 'succeeded', 'retry_later', 'key_conflict', 'permanent_failure',
+             'reconciled_executed', 'reconciled_not_executed', 'reconcile_inconclusive', 'resolved', 'released'],
+       'attempt_class has every class');
+
+-- indexes the claim path, the lease take-over and the views rely on
+SELECT has_index('outbox', 'intents', 'intents_due', ARRAY['target', 'next_attempt_at'], 'claim index (target, next_attempt_at)');
+SELECT matches(pg_get_indexdef('outbox.intents_due'::regclass), $re$WHERE \(state = 'pending'::outbox\.intent_state\)$$re$,
+               'intents_due is partial: pending rows only');
+SELECT has_index('outbox', 'intents', 'intents_in_flight', ARRAY['lease_expires_at'], 'lease index');
+SELECT matches(pg_get_indexdef('outbox.intents_in_flight'::regclass), $re$WHERE \(state = 'in_flight'::outbox\.intent_state\)$$re$,
+               'intents_in_flight is partial: in_flight rows only');
+SELECT has_index('outbox', 'intents', 'intents_unknown', ARRAY['next_attempt_at'], 'reconciliation index');
+SELECT has_index('outbox', 'intents', 'intents_awaiting', ARRAY['created_at'], 'approval index');
+SELECT has_index('outbox', 'attempts', 'attempts_intent', ARRAY['intent_id', 'id'], 'attempts by intent');
+
+-- the NOTIFY trigger(s): AFTER, FOR EACH STATEMENT, on INSERT and on UPDATE, running
+-- outbox.notify_relays() (names not pinned; behaviour is tested in 07_concurrency)
+CREATE TEMP VIEW notify_triggers AS
+SELECT t.tgname, t.tgtype FROM pg_trigger t
+ WHERE t.tgrelid = 'outbox.intents'::regclass AND NOT t.tgisinternal
+   AND t.tgfoid = 'outbox.notify_relays()'::regprocedure;
+SELECT ok(EXISTS (SELECT 1 FROM notify_triggers WHERE (tgtype & 4) <> 0 AND (tgtype & 1) = 0 AND (tgtype & 2) = 0),
+          'a statement-level AFTER INSERT trigger on intents runs notify_relays()');
+SELECT ok(EXISTS (SELECT 1 FROM notify_triggers WHERE (tgtype & 16) <> 0 AND (tgtype & 1) = 0 AND (tgtype & 2) = 0),
+          'a statement-level AFTER UPDATE trigger on intents runs notify_relays()');
+SELECT is((SELECT count(*)::int FROM notify_triggers WHERE (tgtype & 1) = 1), 0,
+          'notify_relays() never runs FOR EACH ROW');
+SELECT is((SELECT count(*)::int FROM pg_trigger WHERE tgrelid = 'outbox.intents'::regclass AND NOT tgisinternal
+             AND (tgtype & 1) = 1),
+          0, 'no row-level trigger on intents (the hot insert path)');
+SELECT ok(NOT EXISTS (SELECT 1 FROM pg_trigger WHERE tgrelid = 'outbox.intents'::regclass AND NOT tgisinternal
+                       AND (tgtype & 2) <> 0),
+          'no BEFORE trigger on intents');
+
+-- functions of the contract, with their signatures
+SELECT has_function('outbox', f, a, format('outbox.%s(%s) exists', f, array_to_string(a, ', ')))
+  FROM (VALUES ('enqueue', ARRAY['text', 'text', 'jsonb', 'text', 'timestamp with time zone']),
+               ('outcome', ARRAY['text']),
+               ('resolve', ARRAY['text', 'text', 'text']),
+               ('approve', ARRAY['text', 'text']),
+               ('reject', ARRAY['text', 'text', 'text']),
+               ('cancel', ARRAY['text', 'text']),
+               ('claim', ARRAY['text', 'text[]', 'integer[]', 'integer', 'integer']),
+               ('take_over_expired', ARRAY['text', 'integer', 'integer']),
+               ('renew_leases', ARRAY['text', 'bigint[]', 'integer']),
+               ('release', ARRAY['text', 'bigint[]', 'integer[]']),
+               ('relay_heartbeat', ARRAY['text', 'boolean']),
+               ('relay_gone', ARRAY['text']),
+               ('next_due_ms', ARRAY[]::text[]),
+               ('fingerprint', ARRAY['jsonb', 'text[]'])) AS v(f, a);
+SELECT has_function('outbox', 'record',
+       ARRAY['text', 'bigint[]', 'integer[]', 'outbox.intent_state[]', 'integer[]', 'boolean[]',
+             'outbox.attempt_class[]', 'boolean[]', 'integer[]', 'text[]', 'integer[]', 'text[]'],
+       'outbox.record(...) exists');
+SELECT lives_ok($$SELECT key, intent_id, target, status, inserted, response_status, response_body, mismatch_fields
+                    FROM outbox.enqueue('schema-k', 'dflt', '{}')$$,
+                'enqueue(key, target, payload) with defaults returns the documented fields');
+SELECT lives_ok($$SELECT status, response_status, response_body, attempts, last_error FROM outbox.outcome('schema-k')$$,
+                'outcome(key) returns status, response_status, response_body, attempts, last_error');
+SELECT lives_ok($$SELECT key, target, state, reason FROM outbox.stuck$$, 'outbox.stuck has key, target, state, reason');
+SELECT is((SELECT count(*)::int FROM outbox.enqueue('schema-k2', 'dflt', '{}', p_run_id => 'run-1', p_not_before => now())),
+          1, 'enqueue takes p_run_id and p_not_before by name');
+
+-- Every SECURITY DEFINER function pins its search_path (no search_path hijack).
+SELECT is_empty($$SELECT p.oid::regprocedure::text FROM pg_proc p
+                   WHERE p.pronamespace = 'outbox'::regnamespace AND p.prosecdef
+                     AND NOT EXISTS (SELECT 1 FROM unnest(p.proconfig) c WHERE c LIKE 'search_path=%')$$,
+                'every SECURITY DEFINER function in outbox sets search_path');
+SELECT ok((SELECT bool_and(p.prosecdef) FROM pg_proc p
+            WHERE p.oid IN ('outbox.enqueue(text,text,jsonb,text,timestamptz)'::regprocedure,
+                            'outbox.outcome(text)'::regprocedure,
+                            'outbox.claim(text,text[],integer[],integer,integer)'::regprocedure,
+                            'outbox.approve(text,text)'::regprocedure,
+                            'outbox.resolve(text,text,text)'::regprocedure)),
+          'the entry points are SECURITY DEFINER (roles get no table rights)');
+
+SELECT * FROM finish();
+ROLLBACK;

@@ -1,0 +1,23 @@
+/*
+ * test_main.c — the one main() of build/asan/unit-tests.
+ *
+ * Runs every suite declared in unit.h and prints Check's summary line
+ * ("100%: Checks: N, Failures: 0, Errors: 0"). Exit status 0 only when
+ * every test passed. CK_RUN_SUITE / CK_RUN_CASE / CK_FORK from the
+ * environment work as Check documents them.
+ */
+#include "unit.h"
+
+#include <stdlib.h>
+
+int main(void)
+{
+    SRunner *runner = srunner_create(outcome_suite());
+    srunner_add_suite(runner, strbuf_suite());
+    srunner_add_suite(runner, config_suite());
+    srunner_add_suite(runner, signing_suite());
+    srunner_run_all(runner, CK_NORMAL);
+    int failed = srunner_ntests_failed(runner);
+    srunner_free(runner);
+    return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+}

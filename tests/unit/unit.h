@@ -1,0 +1,18 @@
+/*
+ * unit.h — the suites of build/asan/unit-tests, one per relay/ module.
+ *
+ * Each tests/unit/test_<module>.c defines one suite function; test_main.c
+ * runs them all in one SRunner (CK_FORK: every test in its own child, so a
+ * crash or a hang fails one test, not the run).
+ */
+#ifndef OUTBOX_UNIT_H
+#define OUTBOX_UNIT_H
+
+#include <check.h>
+
+Suite *outcome_suite(void);
+Suite *strbuf_suite(void);
+Suite *config_suite(void);
+Suite *signing_suite(void);
+
+#endif
