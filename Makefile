@@ -20,7 +20,7 @@ RELAY_SRC := $(filter-out relay/main.c,$(wildcard relay/*.c))
 RELAY_HDR := $(wildcard relay/*.h)
 UNIT_SRC  := $(wildcard tests/unit/test_*.c)
 
-.PHONY: all deps test unit demo bench lint format format-check clean
+.PHONY: all deps test unit demo bench lint format format-check schema clean
 
 all: build/outbox-relay
 
@@ -64,6 +64,9 @@ demo: deps
 bench: deps
 	@$(MAKE) --no-print-directory build/outbox-relay build/test-receiver
 	@tests/bench/run.sh
+
+schema:
+	tests/lib/schema-file.sh
 
 format:
 	clang-format -i relay/*.[ch] tests/unit/*.c tests/receiver/*.c

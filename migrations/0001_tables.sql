@@ -110,7 +110,7 @@ CREATE TABLE outbox.attempts (
     attempt       integer NOT NULL,
     relay         text NOT NULL,
     class         outbox.attempt_class NOT NULL,
-    request_sent  boolean NOT NULL,
+    request_sent  boolean,          -- NULL: not known (lease take-over)
     http_status   integer,
     error         text,
     latency_ms    integer,

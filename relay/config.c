@@ -29,7 +29,9 @@ struct option_def {
 };
 
 #define OPT(name, type, field, def, min, max, doc)                                                 \
-    {name, type, offsetof(struct config, field), def, min, max, doc}
+    {                                                                                              \
+        name, type, offsetof(struct config, field), def, min, max, doc                             \
+    }
 
 static const struct option_def options[] = {
     OPT("db", OPT_STRING, db, "", 0, 0,
@@ -191,7 +193,8 @@ enum config_result config_load(struct config *cfg, int argc, char **argv)
         size_t len = eq ? (size_t)(eq - name) : strlen(name);
         const struct option_def *opt = find_option(name, len);
         if (opt == NULL) {
-            fprintf(stderr, "outbox-relay: unknown option '%.*s' (see --help)\n", (int)len + 2, arg);
+            fprintf(stderr, "outbox-relay: unknown option '%.*s' (see --help)\n", (int)len + 2,
+                    arg);
             return CONFIG_ERROR;
         }
         const char *value;

@@ -40,7 +40,7 @@ struct delivery {
 
 struct delivery_report {
     struct attempt_facts facts;
-    int sent;      /* 1 request bytes went out, 0 none did */
+    int sent; /* 1 request bytes went out, 0 none did */
     long http_status;
     int latency_ms;
     char error[CURL_ERROR_SIZE + 64]; /* empty when none */

@@ -89,8 +89,7 @@ static void sha256_hex(const char *data, size_t len, char out[65])
 
 /* The migrations directory: the option, else ../migrations beside the
  * binary (build/ in a checkout), else the installed location. */
-static void find_migrations_dir(const struct config *cfg, const char *argv0, char *out,
-                                size_t size)
+static void find_migrations_dir(const struct config *cfg, const char *argv0, char *out, size_t size)
 {
     if (cfg->migrations_dir && *cfg->migrations_dir) {
         snprintf(out, size, "%s", cfg->migrations_dir);

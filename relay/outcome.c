@@ -60,58 +60,67 @@ int outcome_backoff_ms(int attempt, int base_ms, int cap_ms, double random_unit)
     return (int)(ceiling * random_unit);
 }
 
-static struct decision retry_or_exhaust(const struct retry_policy *policy,
-                                        const struct intent_progress *progress, double random_unit)
+/* The delay before the next attempt: back-off, or Retry-After if longer. */
+static int retry_delay_ms(const struct retry_policy *policy, const struct intent_progress *progress,
+                          double random_unit)
 {
-    struct decision d = {.ambiguous = progress->was_ambiguous};
-    if (progress->attempt < policy->max_attempts) {
-        d.next_state = STATE_PENDING;
-        d.delay_ms = outcome_backoff_ms(progress->attempt, policy->backoff_base_ms,
-                                        policy->backoff_cap_ms, random_unit);
-        if (progress->retry_after_ms > d.delay_ms)
-            d.delay_ms = progress->retry_after_ms > 86400000 ? 86400000
-                                                             : (int)progress->retry_after_ms;
-        return d;
-    }
-    /* Exhausted: failed only if every attempt is known not to have executed. */
-    d.next_state = progress->was_ambiguous ? STATE_UNKNOWN : STATE_FAILED;
-    d.delay_ms = policy->reconcile_delay_ms;
-    return d;
+    int delay = outcome_backoff_ms(progress->attempt, policy->backoff_base_ms,
+                                   policy->backoff_cap_ms, random_unit);
+    if (progress->retry_after_ms > delay)
+        delay = progress->retry_after_ms > 86400000 ? 86400000 : (int)progress->retry_after_ms;
+    return delay;
+}
+
+/* A row that may already have executed can be sent again only with the same
+ * key, to a target that honours keys, while the target still remembers the
+ * key at the time of the re-send (first attempt + key_ttl). */
+static bool same_key_resend_safe(const struct retry_policy *policy,
+                                 const struct intent_progress *progress, int delay_ms)
+{
+    return policy->honours_keys &&
+           progress->now_ms + delay_ms - progress->first_attempt_ms < policy->key_ttl_ms;
 }
 
 struct decision outcome_decide(enum attempt_class cls, const struct retry_policy *policy,
                                const struct intent_progress *progress, double random_unit)
 {
-    struct decision d = {.ambiguous = progress->was_ambiguous};
+    struct decision d = {.ambiguous = progress->was_ambiguous || cls == CLASS_AMBIGUOUS};
     switch (cls) {
     case CLASS_SUCCEEDED:
         d.next_state = STATE_SUCCEEDED;
         return d;
     case CLASS_KEY_CONFLICT:
     case CLASS_PERMANENT_FAILURE:
-        d.next_state = progress->was_ambiguous ? STATE_UNKNOWN : STATE_FAILED;
+        /* This attempt did not act, but an earlier one may have. */
+        d.next_state = d.ambiguous ? STATE_UNKNOWN : STATE_FAILED;
         d.delay_ms = policy->reconcile_delay_ms;
         return d;
     case CLASS_NOT_SENT:
     case CLASS_RETRY_LATER:
-        return retry_or_exhaust(policy, progress, random_unit);
     case CLASS_AMBIGUOUS:
         break;
     }
-    d.ambiguous = true;
-    bool key_alive = progress->now_ms - progress->first_attempt_ms < policy->key_ttl_ms;
-    if (policy->honours_keys && key_alive && progress->attempt < policy->max_attempts) {
-        d.next_state = STATE_PENDING;
-        d.delay_ms = outcome_backoff_ms(progress->attempt, policy->backoff_base_ms,
-                                        policy->backoff_cap_ms, random_unit);
-        if (progress->retry_after_ms > d.delay_ms)
-            d.delay_ms = progress->retry_after_ms > 86400000 ? 86400000
-                                                             : (int)progress->retry_after_ms;
-        return d;
+    if (progress->attempt < policy->max_attempts) {
+        int delay = retry_delay_ms(policy, progress, random_unit);
+        if (!d.ambiguous || same_key_resend_safe(policy, progress, delay)) {
+            d.next_state = STATE_PENDING;
+            d.delay_ms = delay;
+            return d;
+        }
     }
-    d.next_state = STATE_UNKNOWN;
+    /* No safe attempt left. Failed only if every attempt is known not to
+     * have executed; otherwise unknown, for reconciliation or a person. */
+    d.next_state = d.ambiguous ? STATE_UNKNOWN : STATE_FAILED;
     d.delay_ms = policy->reconcile_delay_ms;
     return d;
+}
+
+bool outcome_resend_allowed(const struct retry_policy *policy, bool was_ambiguous,
+                            int64_t first_attempt_ms, int64_t now_ms)
+{
+    if (!was_ambiguous)
+        return true;
+    return policy->honours_keys && now_ms - first_attempt_ms < policy->key_ttl_ms;
 }
 
 const char *outcome_class_name(enum attempt_class cls)

@@ -36,8 +36,8 @@ enum transport_end {
 
 struct attempt_facts {
     enum transport_end transport;
-    long http_status;     /* when transport == TRANSPORT_COMPLETE */
-    bool honours_keys;    /* the target has a key header */
+    long http_status;  /* when transport == TRANSPORT_COMPLETE */
+    bool honours_keys; /* the target has a key header */
 };
 
 struct retry_policy {
@@ -54,7 +54,7 @@ struct intent_progress {
     bool was_ambiguous;       /* an earlier attempt may have executed */
     int64_t first_attempt_ms; /* wall clock, ms since the epoch */
     int64_t now_ms;
-    int64_t retry_after_ms;   /* from Retry-After; -1 when absent */
+    int64_t retry_after_ms; /* from Retry-After; -1 when absent */
 };
 
 struct decision {
@@ -70,7 +70,12 @@ enum attempt_class outcome_classify(const struct attempt_facts *facts);
 struct decision outcome_decide(enum attempt_class cls, const struct retry_policy *policy,
                                const struct intent_progress *progress, double random_unit);
 
-/* Exponential back-off with full jitter: uniform in [0, min(cap, base * 2^(attempt-1))]. */
+/* At send time: may a claimed row go out? A row flagged ambiguous only to a
+ * key-honouring target that still remembers the key (first + key_ttl > now). */
+bool outcome_resend_allowed(const struct retry_policy *policy, bool was_ambiguous,
+                            int64_t first_attempt_ms, int64_t now_ms);
+
+/* Exponential back-off with full jitter: uniform in [0, min(cap, base * 2^(attempt-1))). */
 int outcome_backoff_ms(int attempt, int base_ms, int cap_ms, double random_unit);
 
 const char *outcome_class_name(enum attempt_class cls);

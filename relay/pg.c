@@ -206,8 +206,8 @@ static void pg_schedule_reconnect(pg_conn_t *pg)
 {
     pg->state = PG_IDLE;
     uv_timer_start(&pg->timer, on_timer, (uint64_t)pg->backoff_ms, 0);
-    pg->backoff_ms = pg->backoff_ms * 2 > pg->reconnect_max_ms ? pg->reconnect_max_ms
-                                                                : pg->backoff_ms * 2;
+    pg->backoff_ms =
+        pg->backoff_ms * 2 > pg->reconnect_max_ms ? pg->reconnect_max_ms : pg->backoff_ms * 2;
 }
 
 static void pg_connect_start(pg_conn_t *pg)

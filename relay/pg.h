@@ -30,8 +30,8 @@ struct pg_statement {
 
 struct pg_events {
     void *data;
-    void (*on_ready)(void *data);                     /* connected, LISTENing, statements prepared */
-    void (*on_lost)(void *data, const char *reason);  /* connection lost; reconnecting */
+    void (*on_ready)(void *data);                    /* connected, LISTENing, statements prepared */
+    void (*on_lost)(void *data, const char *reason); /* connection lost; reconnecting */
     void (*on_notify)(void *data, const char *channel);
 };
 

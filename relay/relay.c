@@ -54,6 +54,9 @@
 #define SHUTDOWN_RECORD_WAIT_MS 10000
 #define HEARTBEAT_EVERY_MS 10000
 #define TAKE_OVER_BATCH 256
+/* A batch the database refuses this many times in a row (with the
+ * connection up) is dropped; see on_recorded. */
+#define RECORD_SQL_FAILURES_MAX 5
 
 struct pending_outcome {
     int64_t intent_id;
@@ -102,11 +105,12 @@ struct relay {
     struct outcome_list recording; /* on the wire */
     struct release_list releases;  /* claimed, never sent, to give back */
     bool releasing;
+    int record_sql_failures;
 
     bool claim_running;
     bool claim_again;
-    bool more_due;    /* the last claim was limited by capacity, not by due rows */
-    bool idle_in_db;  /* outbox.relays says we are idle (enqueues notify us) */
+    bool more_due;   /* the last claim was limited by capacity, not by due rows */
+    bool idle_in_db; /* outbox.relays says we are idle (enqueues notify us) */
     bool idle_change_running;
     bool next_due_running;
     bool take_over_running;
@@ -255,8 +259,10 @@ static void relay_conclude(struct relay *r, struct delivery *d, CURLcode result,
     char reason[sizeof(report.error) + 160];
     if (dec.next_state == STATE_FAILED && cls != CLASS_PERMANENT_FAILURE &&
         cls != CLASS_KEY_CONFLICT) {
-        snprintf(reason, sizeof(reason), "not delivered after %d attempt(s), none reached the "
-                 "target; last: %s", d->attempt, report.error);
+        snprintf(reason, sizeof(reason),
+                 "not delivered after %d attempt(s), none reached the "
+                 "target; last: %s",
+                 d->attempt, report.error);
         error = reason;
     } else if (cls == CLASS_KEY_CONFLICT) {
         snprintf(reason, sizeof(reason), "key conflict: the target answered HTTP %ld",
@@ -265,9 +271,9 @@ static void relay_conclude(struct relay *r, struct delivery *d, CURLcode result,
     }
     relay_push_outcome(r, d->intent_id, d->attempt, cls, &dec, report.sent, report.http_status,
                        report.latency_ms, error, d->body.data, d->body.len);
-    log_event(cls == CLASS_SUCCEEDED ? LOG_DEBUG : LOG_INFO, "attempt", "key",
-              json_string(d->key), "target", json_string(d->target->name), "attempt",
-              json_integer(d->attempt), "class", json_string(outcome_class_name(cls)), "http_status",
+    log_event(cls == CLASS_SUCCEEDED ? LOG_DEBUG : LOG_INFO, "attempt", "key", json_string(d->key),
+              "target", json_string(d->target->name), "attempt", json_integer(d->attempt), "class",
+              json_string(outcome_class_name(cls)), "http_status",
               report.http_status ? json_integer(report.http_status) : json_null(), "state",
               json_string(outcome_state_name(dec.next_state)), "latency_ms",
               json_integer(report.latency_ms), "error",
@@ -394,9 +400,21 @@ static void on_claimed(void *data, PGresult *res, const char *error)
             r->releases.attempts[r->releases.count++] = attempt;
             continue;
         }
+        bool ambiguous = PQgetvalue(res, i, 5)[0] == 't';
+        int64_t first_attempt_ms = strtoll(PQgetvalue(res, i, 6), NULL, 10);
+        struct retry_policy policy = target_retry_policy(t);
+        if (!outcome_resend_allowed(&policy, ambiguous, first_attempt_ms, wall_ms())) {
+            /* It waited past key_ttl (or the target changed): the target may
+             * have forgotten the key of an attempt that may have executed. */
+            struct decision dec = {STATE_UNKNOWN, t->reconcile_delay_ms, true};
+            relay_push_outcome(r, id, attempt, CLASS_NOT_SENT, &dec, 0, 0, 0,
+                               "not re-sent: an earlier attempt may have executed and the "
+                               "target may no longer remember its key",
+                               NULL, 0);
+            continue;
+        }
         relay_start_delivery(r, t, id, PQgetvalue(res, i, 1), PQgetvalue(res, i, 3), attempt,
-                             PQgetvalue(res, i, 5)[0] == 't',
-                             strtoll(PQgetvalue(res, i, 6), NULL, 10));
+                             ambiguous, first_attempt_ms);
     }
     r->claimed += (uint64_t)rows;
     bool full = rows > 0 && rows >= r->cfg->batch_size;
@@ -479,6 +497,18 @@ static const char *state_sql_name(enum intent_state s)
 static void on_recorded(void *data, PGresult *res, const char *error)
 {
     struct relay *r = data;
+    if (error && pg_conn_ready(r->pg) && ++r->record_sql_failures >= RECORD_SQL_FAILURES_MAX) {
+        /* The database refuses this batch (not a lost connection). Rather than
+         * retry it forever, drop it: its rows stay in_flight under our lease,
+         * which is no longer renewed, so a relay takes them over as ambiguous.
+         * Nothing is lost; at worst an outcome is decided more cautiously. */
+        log_event(LOG_ERROR, "record_dropped", "error", json_string(error), "outcomes",
+                  json_integer((json_int_t)r->recording.count), NULL);
+        r->record_sql_failures = 0;
+        outcome_list_clear(&r->recording);
+        error = NULL;
+        res = NULL;
+    }
     if (error) {
         /* Keep every outcome: put the batch back in front of newer ones. */
         log_event(LOG_WARN, "record_failed", "error", json_string(error), "outcomes",
@@ -492,14 +522,17 @@ static void on_recorded(void *data, PGresult *res, const char *error)
         r->recording.count = 0;
         return; /* retried on reconnect or by the maintenance timer */
     }
-    uint64_t updated = strtoull(PQgetvalue(res, 0, 0), NULL, 10);
-    r->recorded += updated;
-    if (updated < r->recording.count) {
-        r->fenced_out += r->recording.count - updated;
-        log_event(LOG_WARN, "record_fenced_out", "outcomes",
-                  json_integer((json_int_t)(r->recording.count - updated)), NULL);
+    if (res != NULL) {
+        r->record_sql_failures = 0;
+        uint64_t updated = strtoull(PQgetvalue(res, 0, 0), NULL, 10);
+        r->recorded += updated;
+        if (updated < r->recording.count) {
+            r->fenced_out += r->recording.count - updated;
+            log_event(LOG_WARN, "record_fenced_out", "outcomes",
+                      json_integer((json_int_t)(r->recording.count - updated)), NULL);
+        }
+        outcome_list_clear(&r->recording);
     }
-    outcome_list_clear(&r->recording);
     relay_flush(r);
     if (r->stopping)
         relay_check_shutdown(r);

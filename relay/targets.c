@@ -66,7 +66,8 @@ static char **parse_static_headers(const char *target, const char *json_text)
     const char *name;
     json_t *value;
     if (n > 0) {
-        json_object_foreach(obj, name, value) {
+        json_object_foreach(obj, name, value)
+        {
             if (!json_is_string(value) || !header_text_ok(name) ||
                 !header_text_ok(json_string_value(value)) || strchr(name, ':')) {
                 log_event(LOG_WARN, "target_header_ignored", "target", json_string(target),
@@ -209,8 +210,8 @@ void webhook_signature(const unsigned char *secret, size_t secret_len, const cha
     snprintf(out, out_size, "v1,%s", b64);
 }
 
-struct curl_slist *target_request_headers(const struct target *t, const char *key,
-                                          const char *body, size_t body_len, int64_t now_s)
+struct curl_slist *target_request_headers(const struct target *t, const char *key, const char *body,
+                                          size_t body_len, int64_t now_s)
 {
     struct curl_slist *headers = NULL;
     char line[1024];

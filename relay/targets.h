@@ -35,7 +35,7 @@ struct target {
     unsigned char *secret; /* signing key (decoded), NULL when unset */
     size_t secret_len;
     bool enabled;
-    bool present; /* still in outbox.targets at the last reload */
+    bool present;  /* still in outbox.targets at the last reload */
     int in_flight; /* deliveries of this relay now */
 };
 
@@ -54,8 +54,8 @@ struct retry_policy target_retry_policy(const struct target *t);
 
 /* Headers for one delivery: key header, content type, static headers,
  * and Standard Webhooks signature headers when the target has a secret. */
-struct curl_slist *target_request_headers(const struct target *t, const char *key,
-                                          const char *body, size_t body_len, int64_t now_s);
+struct curl_slist *target_request_headers(const struct target *t, const char *key, const char *body,
+                                          size_t body_len, int64_t now_s);
 
 /* Standard Webhooks: base64(HMAC-SHA256(secret, id "." timestamp "." body)),
  * written as "v1,<base64>" into out (NUL-terminated). */

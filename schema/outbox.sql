@@ -3,8 +3,8 @@
 -- Read this file to learn the data model; apply migrations/ (outbox-relay
 -- migrate, or psql -f of each file in order) to build it. A test
 -- (tests/sql/schema_equivalence.sh) proves that a database built from this
--- file and one built from migrations/ have the same schema: when a migration
--- changes the schema, change this file in the same commit.
+-- file and one built from migrations/ have the same schema. Regenerate it
+-- with `make schema` whenever a migration is added.
 --
 -- Sections: 1 tables and states · 2 enqueue, fingerprint, outcome, NOTIFY ·
 -- 3 relay functions · 4 operator functions and the stuck view · 5 roles.
@@ -123,7 +123,7 @@ CREATE TABLE outbox.attempts (
     attempt       integer NOT NULL,
     relay         text NOT NULL,
     class         outbox.attempt_class NOT NULL,
-    request_sent  boolean NOT NULL,
+    request_sent  boolean,          -- NULL: not known (lease take-over)
     http_status   integer,
     error         text,
     latency_ms    integer,

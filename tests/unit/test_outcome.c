@@ -1,0 +1,630 @@
+/*
+ * test_outcome.c — relay/outcome.h: classification, decision, back-off,
+ * Retry-After, enum names.
+ *
+ * The table tests follow DESIGN.md "Classifying one attempt" and "What
+ * follows from ambiguous" row by row. The loop tests state the invariant in
+ * general: nothing that may have executed is reported failed, and nothing
+ * that may have executed is re-sent to a target that cannot deduplicate it
+ * (no key header, or a key that may have expired at the target).
+ */
+#include "unit.h"
+
+#include "outcome.h"
+
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+
+/* ---------------------------------------------------------------- helpers */
+
+#define T0 INT64_C(1700000000000) /* first attempt, ms since the epoch */
+#define DAY_MS INT64_C(86400000)
+
+static struct retry_policy keyed_policy(void)
+{
+    struct retry_policy p = {
+        .honours_keys = true,
+        .key_ttl_ms = DAY_MS,
+        .max_attempts = 5,
+        .backoff_base_ms = 100,
+        .backoff_cap_ms = 10000,
+        .reconcile_delay_ms = 30000,
+    };
+    return p;
+}
+
+static struct retry_policy keyless_policy(void)
+{
+    struct retry_policy p = keyed_policy();
+    p.honours_keys = false;
+    return p;
+}
+
+static struct intent_progress progress_at(int attempt, bool was_ambiguous)
+{
+    struct intent_progress pr = {
+        .attempt = attempt,
+        .was_ambiguous = was_ambiguous,
+        .first_attempt_ms = T0,
+        .now_ms = T0 + 1000,
+        .retry_after_ms = -1,
+    };
+    return pr;
+}
+
+static enum attempt_class classify_status(long status, bool honours_keys)
+{
+    struct attempt_facts f = {
+        .transport = TRANSPORT_COMPLETE, .http_status = status, .honours_keys = honours_keys};
+    return outcome_classify(&f);
+}
+
+static const enum attempt_class all_classes[] = {
+    CLASS_NOT_SENT,    CLASS_AMBIGUOUS,    CLASS_SUCCEEDED,
+    CLASS_RETRY_LATER, CLASS_KEY_CONFLICT, CLASS_PERMANENT_FAILURE,
+};
+#define CLASS_COUNT ((int)(sizeof(all_classes) / sizeof(all_classes[0])))
+
+/* ---------------------------------------------------------------- classify */
+
+START_TEST(classify_transport_unsent_is_not_sent)
+{
+    for (int keys = 0; keys < 2; keys++) {
+        struct attempt_facts f = {
+            .transport = TRANSPORT_FAILED_UNSENT, .http_status = 0, .honours_keys = keys};
+        ck_assert_int_eq(outcome_classify(&f), CLASS_NOT_SENT);
+        /* whatever status libcurl may have left behind, nothing was sent */
+        f.http_status = 200;
+        ck_assert_int_eq(outcome_classify(&f), CLASS_NOT_SENT);
+    }
+}
+END_TEST
+
+START_TEST(classify_transport_after_send_is_ambiguous)
+{
+    for (int keys = 0; keys < 2; keys++) {
+        struct attempt_facts f = {
+            .transport = TRANSPORT_FAILED_AFTER_SEND, .http_status = 0, .honours_keys = keys};
+        ck_assert_int_eq(outcome_classify(&f), CLASS_AMBIGUOUS);
+        f.http_status = 200;
+        ck_assert_int_eq(outcome_classify(&f), CLASS_AMBIGUOUS);
+    }
+}
+END_TEST
+
+struct status_row {
+    long status;
+    enum attempt_class with_keys;
+    enum attempt_class without_keys;
+};
+
+static const struct status_row status_table[] = {
+    {200, CLASS_SUCCEEDED, CLASS_SUCCEEDED},
+    {201, CLASS_SUCCEEDED, CLASS_SUCCEEDED},
+    {204, CLASS_SUCCEEDED, CLASS_SUCCEEDED},
+    {299, CLASS_SUCCEEDED, CLASS_SUCCEEDED},
+    {408, CLASS_RETRY_LATER, CLASS_RETRY_LATER},
+    {425, CLASS_RETRY_LATER, CLASS_RETRY_LATER},
+    {429, CLASS_RETRY_LATER, CLASS_RETRY_LATER},
+    {409, CLASS_RETRY_LATER, CLASS_PERMANENT_FAILURE},
+    {422, CLASS_KEY_CONFLICT, CLASS_KEY_CONFLICT},
+    {400, CLASS_PERMANENT_FAILURE, CLASS_PERMANENT_FAILURE},
+    {401, CLASS_PERMANENT_FAILURE, CLASS_PERMANENT_FAILURE},
+    {403, CLASS_PERMANENT_FAILURE, CLASS_PERMANENT_FAILURE},
+    {404, CLASS_PERMANENT_FAILURE, CLASS_PERMANENT_FAILURE},
+    {410, CLASS_PERMANENT_FAILURE, CLASS_PERMANENT_FAILURE},
+    {499, CLASS_PERMANENT_FAILURE, CLASS_PERMANENT_FAILURE},
+    {500, CLASS_AMBIGUOUS, CLASS_AMBIGUOUS},
+    {502, CLASS_AMBIGUOUS, CLASS_AMBIGUOUS},
+    {503, CLASS_AMBIGUOUS, CLASS_AMBIGUOUS},
+    {504, CLASS_AMBIGUOUS, CLASS_AMBIGUOUS},
+    {599, CLASS_AMBIGUOUS, CLASS_AMBIGUOUS},
+    /* redirects are not followed; a 303 after a POST usually means it ran */
+    {301, CLASS_AMBIGUOUS, CLASS_AMBIGUOUS},
+    {303, CLASS_AMBIGUOUS, CLASS_AMBIGUOUS},
+    {100, CLASS_AMBIGUOUS, CLASS_AMBIGUOUS},
+    {0, CLASS_AMBIGUOUS, CLASS_AMBIGUOUS},
+};
+#define STATUS_ROWS ((int)(sizeof(status_table) / sizeof(status_table[0])))
+
+START_TEST(classify_status_table)
+{
+    const struct status_row *row = &status_table[_i];
+    ck_assert_msg(classify_status(row->status, true) == row->with_keys,
+                  "HTTP %ld (target honours keys): got %s, expected %s", row->status,
+                  outcome_class_name(classify_status(row->status, true)),
+                  outcome_class_name(row->with_keys));
+    ck_assert_msg(classify_status(row->status, false) == row->without_keys,
+                  "HTTP %ld (target without keys): got %s, expected %s", row->status,
+                  outcome_class_name(classify_status(row->status, false)),
+                  outcome_class_name(row->without_keys));
+}
+END_TEST
+
+/* Every status from 100 to 599, against the DESIGN table stated by ranges. */
+START_TEST(classify_every_status)
+{
+    for (long s = 100; s <= 599; s++) {
+        for (int keys = 0; keys < 2; keys++) {
+            enum attempt_class expected;
+            if (s >= 200 && s <= 299)
+                expected = CLASS_SUCCEEDED;
+            else if (s == 408 || s == 425 || s == 429 || (s == 409 && keys))
+                expected = CLASS_RETRY_LATER;
+            else if (s == 422)
+                expected = CLASS_KEY_CONFLICT;
+            else if (s >= 400 && s <= 499)
+                expected = CLASS_PERMANENT_FAILURE;
+            else
+                expected = CLASS_AMBIGUOUS;
+            enum attempt_class got = classify_status(s, keys);
+            ck_assert_msg(got == expected, "HTTP %ld keys=%d: got %s, expected %s", s, keys,
+                          outcome_class_name(got), outcome_class_name(expected));
+        }
+    }
+}
+END_TEST
+
+/* ---------------------------------------------------------------- decide */
+
+START_TEST(decide_succeeded)
+{
+    struct retry_policy p = keyed_policy();
+    struct intent_progress pr = progress_at(1, false);
+    struct decision d = outcome_decide(CLASS_SUCCEEDED, &p, &pr, 0.5);
+    ck_assert_int_eq(d.next_state, STATE_SUCCEEDED);
+    ck_assert(!d.ambiguous);
+
+    /* a success after an ambiguous attempt is a success; the flag stays */
+    pr = progress_at(3, true);
+    d = outcome_decide(CLASS_SUCCEEDED, &p, &pr, 0.5);
+    ck_assert_int_eq(d.next_state, STATE_SUCCEEDED);
+    ck_assert(d.ambiguous);
+
+    /* even on the last attempt, and on a target without keys */
+    p = keyless_policy();
+    pr = progress_at(p.max_attempts, false);
+    d = outcome_decide(CLASS_SUCCEEDED, &p, &pr, 0.5);
+    ck_assert_int_eq(d.next_state, STATE_SUCCEEDED);
+}
+END_TEST
+
+START_TEST(decide_permanent_and_key_conflict)
+{
+    const enum attempt_class classes[] = {CLASS_PERMANENT_FAILURE, CLASS_KEY_CONFLICT};
+    for (int c = 0; c < 2; c++) {
+        for (int keys = 0; keys < 2; keys++) {
+            struct retry_policy p = keys ? keyed_policy() : keyless_policy();
+            struct intent_progress pr = progress_at(1, false);
+            struct decision d = outcome_decide(classes[c], &p, &pr, 0.5);
+            ck_assert_msg(d.next_state == STATE_FAILED, "%s, first attempt: got %s",
+                          outcome_class_name(classes[c]), outcome_state_name(d.next_state));
+            ck_assert(!d.ambiguous);
+
+            /* an earlier attempt may have executed: never failed */
+            pr = progress_at(2, true);
+            d = outcome_decide(classes[c], &p, &pr, 0.5);
+            ck_assert_msg(d.next_state == STATE_UNKNOWN, "%s after ambiguous: got %s",
+                          outcome_class_name(classes[c]), outcome_state_name(d.next_state));
+            ck_assert(d.ambiguous);
+            ck_assert_int_eq(d.delay_ms, p.reconcile_delay_ms);
+        }
+    }
+}
+END_TEST
+
+START_TEST(decide_not_sent_and_retry_later_back_off)
+{
+    const enum attempt_class classes[] = {CLASS_NOT_SENT, CLASS_RETRY_LATER};
+    for (int c = 0; c < 2; c++) {
+        for (int keys = 0; keys < 2; keys++) {
+            struct retry_policy p = keys ? keyed_policy() : keyless_policy();
+            /* base 100: attempt 1 → ceiling 100, attempt 3 → 400; random 0.5 */
+            struct intent_progress pr = progress_at(1, false);
+            struct decision d = outcome_decide(classes[c], &p, &pr, 0.5);
+            ck_assert_int_eq(d.next_state, STATE_PENDING);
+            ck_assert_int_eq(d.delay_ms, 50);
+            ck_assert(!d.ambiguous);
+
+            pr = progress_at(3, false);
+            d = outcome_decide(classes[c], &p, &pr, 0.5);
+            ck_assert_int_eq(d.next_state, STATE_PENDING);
+            ck_assert_int_eq(d.delay_ms, 200);
+            ck_assert_int_eq(d.delay_ms, outcome_backoff_ms(3, 100, 10000, 0.5));
+
+            d = outcome_decide(classes[c], &p, &pr, 0.0);
+            ck_assert_int_eq(d.delay_ms, 0);
+        }
+    }
+}
+END_TEST
+
+START_TEST(decide_retry_after_wins_when_larger)
+{
+    struct retry_policy p = keyed_policy();
+    struct intent_progress pr = progress_at(3, false); /* back-off 200 at 0.5 */
+    pr.retry_after_ms = 5000;
+    struct decision d = outcome_decide(CLASS_RETRY_LATER, &p, &pr, 0.5);
+    ck_assert_int_eq(d.next_state, STATE_PENDING);
+    ck_assert_int_eq(d.delay_ms, 5000);
+
+    pr.retry_after_ms = 10; /* smaller than the back-off: the back-off stays */
+    d = outcome_decide(CLASS_RETRY_LATER, &p, &pr, 0.5);
+    ck_assert_int_eq(d.delay_ms, 200);
+
+    pr.retry_after_ms = 0;
+    d = outcome_decide(CLASS_NOT_SENT, &p, &pr, 0.5);
+    ck_assert_int_eq(d.delay_ms, 200);
+
+    /* a delay that does not fit an int is capped at one day */
+    pr.retry_after_ms = INT64_C(1) << 40;
+    d = outcome_decide(CLASS_RETRY_LATER, &p, &pr, 0.5);
+    ck_assert_int_eq(d.next_state, STATE_PENDING);
+    ck_assert_int_eq(d.delay_ms, 86400000);
+}
+END_TEST
+
+START_TEST(decide_exhausted)
+{
+    const enum attempt_class classes[] = {CLASS_NOT_SENT, CLASS_RETRY_LATER};
+    for (int c = 0; c < 2; c++) {
+        for (int keys = 0; keys < 2; keys++) {
+            struct retry_policy p = keys ? keyed_policy() : keyless_policy();
+            struct intent_progress pr = progress_at(p.max_attempts, false);
+            struct decision d = outcome_decide(classes[c], &p, &pr, 0.5);
+            ck_assert_msg(d.next_state == STATE_FAILED, "%s exhausted, keys=%d: got %s",
+                          outcome_class_name(classes[c]), keys, outcome_state_name(d.next_state));
+            ck_assert(!d.ambiguous);
+
+            pr = progress_at(p.max_attempts, true);
+            d = outcome_decide(classes[c], &p, &pr, 0.5);
+            ck_assert_msg(d.next_state == STATE_UNKNOWN,
+                          "%s exhausted after an ambiguous attempt, keys=%d: got %s",
+                          outcome_class_name(classes[c]), keys, outcome_state_name(d.next_state));
+            ck_assert(d.ambiguous);
+        }
+    }
+    /* max_attempts 1: the first attempt is the last */
+    struct retry_policy one = keyed_policy();
+    one.max_attempts = 1;
+    struct intent_progress pr = progress_at(1, false);
+    ck_assert_int_eq(outcome_decide(CLASS_NOT_SENT, &one, &pr, 0.5).next_state, STATE_FAILED);
+}
+END_TEST
+
+START_TEST(decide_ambiguous_keyed_young_retries_same_key)
+{
+    struct retry_policy p = keyed_policy();
+    struct intent_progress pr = progress_at(1, false);
+    struct decision d = outcome_decide(CLASS_AMBIGUOUS, &p, &pr, 0.5);
+    ck_assert_int_eq(d.next_state, STATE_PENDING);
+    ck_assert(d.ambiguous);
+    ck_assert_int_eq(d.delay_ms, 50);
+
+    pr = progress_at(3, true);
+    pr.now_ms = T0 + p.key_ttl_ms - 60000; /* still young */
+    d = outcome_decide(CLASS_AMBIGUOUS, &p, &pr, 0.5);
+    ck_assert_int_eq(d.next_state, STATE_PENDING);
+    ck_assert(d.ambiguous);
+    ck_assert_int_eq(d.delay_ms, 200);
+}
+END_TEST
+
+START_TEST(decide_ambiguous_without_key_header_is_unknown)
+{
+    struct retry_policy p = keyless_policy();
+    for (int attempt = 1; attempt <= p.max_attempts; attempt++) {
+        struct intent_progress pr = progress_at(attempt, false);
+        struct decision d = outcome_decide(CLASS_AMBIGUOUS, &p, &pr, 0.5);
+        ck_assert_int_eq(d.next_state, STATE_UNKNOWN);
+        ck_assert(d.ambiguous);
+        ck_assert_int_eq(d.delay_ms, p.reconcile_delay_ms);
+    }
+}
+END_TEST
+
+START_TEST(decide_ambiguous_key_expired_is_unknown)
+{
+    struct retry_policy p = keyed_policy();
+    struct intent_progress pr = progress_at(2, false);
+    pr.now_ms = T0 + p.key_ttl_ms; /* exactly key_ttl old: the key may be gone */
+    struct decision d = outcome_decide(CLASS_AMBIGUOUS, &p, &pr, 0.5);
+    ck_assert_int_eq(d.next_state, STATE_UNKNOWN);
+    ck_assert(d.ambiguous);
+    ck_assert_int_eq(d.delay_ms, p.reconcile_delay_ms);
+
+    pr.now_ms = T0 + 10 * p.key_ttl_ms;
+    d = outcome_decide(CLASS_AMBIGUOUS, &p, &pr, 0.5);
+    ck_assert_int_eq(d.next_state, STATE_UNKNOWN);
+}
+END_TEST
+
+START_TEST(decide_ambiguous_exhausted_is_unknown)
+{
+    struct retry_policy p = keyed_policy();
+    for (int was = 0; was < 2; was++) {
+        struct intent_progress pr = progress_at(p.max_attempts, was);
+        struct decision d = outcome_decide(CLASS_AMBIGUOUS, &p, &pr, 0.5);
+        ck_assert_int_eq(d.next_state, STATE_UNKNOWN);
+        ck_assert(d.ambiguous);
+        ck_assert_int_eq(d.delay_ms, p.reconcile_delay_ms);
+    }
+}
+END_TEST
+
+/* The core invariant, over every combination. */
+START_TEST(decide_invariant_never_failed_if_maybe_executed)
+{
+    for (int c = 0; c < CLASS_COUNT; c++) {
+        for (int keys = 0; keys < 2; keys++) {
+            for (int was = 0; was < 2; was++) {
+                struct retry_policy p = keys ? keyed_policy() : keyless_policy();
+                for (int attempt = 1; attempt <= p.max_attempts; attempt++) {
+                    struct intent_progress pr = progress_at(attempt, was);
+                    for (int r = 0; r < 3; r++) {
+                        double unit = r == 0 ? 0.0 : r == 1 ? 0.5 : 0.999;
+                        enum attempt_class cls = all_classes[c];
+                        struct decision d = outcome_decide(cls, &p, &pr, unit);
+                        if (cls == CLASS_AMBIGUOUS || was) {
+                            ck_assert_msg(d.next_state != STATE_FAILED,
+                                          "%s keys=%d was_ambiguous=%d attempt %d: failed",
+                                          outcome_class_name(cls), keys, was, attempt);
+                            ck_assert_msg(d.ambiguous, "%s was_ambiguous=%d: flag lost",
+                                          outcome_class_name(cls), was);
+                        }
+                        if (cls == CLASS_AMBIGUOUS && !keys)
+                            ck_assert_msg(d.next_state != STATE_PENDING,
+                                          "ambiguous on a keyless target, attempt %d: re-sent",
+                                          attempt);
+                        if (d.next_state == STATE_PENDING) {
+                            ck_assert_int_lt(attempt, p.max_attempts);
+                            ck_assert_int_ge(d.delay_ms, 0);
+                        }
+                        if (cls == CLASS_SUCCEEDED)
+                            ck_assert_int_eq(d.next_state, STATE_SUCCEEDED);
+                    }
+                }
+            }
+        }
+    }
+}
+END_TEST
+
+/*
+ * DESIGN, "What follows from ambiguous": retry with the same key only while
+ * the first attempt is younger than key_ttl; otherwise (key may have
+ * expired) no blind retry, state unknown. An intent that is already flagged
+ * ambiguous and then gets a not_sent or retry_later answer is still an
+ * intent that may have executed: once its key may have expired at the
+ * target, re-sending it is exactly the blind retry DESIGN forbids.
+ */
+START_TEST(decide_after_ambiguous_key_expired_no_resend)
+{
+    const enum attempt_class classes[] = {CLASS_NOT_SENT, CLASS_RETRY_LATER};
+    for (int c = 0; c < 2; c++) {
+        struct retry_policy p = keyed_policy();
+        struct intent_progress pr = progress_at(2, true);
+        pr.now_ms = T0 + p.key_ttl_ms + 1;
+        struct decision d = outcome_decide(classes[c], &p, &pr, 0.5);
+        ck_assert_msg(d.next_state == STATE_UNKNOWN,
+                      "%s after an ambiguous attempt, key %lld ms past key_ttl, attempt 2 of %d: "
+                      "got %s (a re-send with a key the target may have forgotten), expected "
+                      "unknown",
+                      outcome_class_name(classes[c]), (long long)(pr.now_ms - T0 - p.key_ttl_ms),
+                      p.max_attempts, outcome_state_name(d.next_state));
+        ck_assert(d.ambiguous);
+    }
+}
+END_TEST
+
+/*
+ * The same rule at the time the retry is actually sent: claim does not look
+ * at key_ttl again, so a pending decision for an intent that may have
+ * executed must not schedule the same-key re-send at or after the key's
+ * expiry (e.g. an ambiguous 503 with "Retry-After: 3600" one second before
+ * key_ttl runs out).
+ */
+START_TEST(decide_same_key_retry_not_scheduled_past_key_ttl)
+{
+    struct {
+        enum attempt_class cls;
+        bool was_ambiguous;
+    } cases[] = {
+        {CLASS_AMBIGUOUS, false},
+        {CLASS_AMBIGUOUS, true},
+        {CLASS_NOT_SENT, true},
+        {CLASS_RETRY_LATER, true},
+    };
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        struct retry_policy p = keyed_policy();
+        struct intent_progress pr = progress_at(2, cases[i].was_ambiguous);
+        pr.now_ms = T0 + p.key_ttl_ms - 1000; /* key alive for one more second */
+        pr.retry_after_ms = 3600000;
+        struct decision d = outcome_decide(cases[i].cls, &p, &pr, 0.5);
+        int64_t resend_age = pr.now_ms + d.delay_ms - T0;
+        ck_assert_msg(d.next_state != STATE_PENDING || resend_age < p.key_ttl_ms,
+                      "%s (was_ambiguous=%d), 1 s of key_ttl left, Retry-After 1 h: pending with "
+                      "delay %d ms, so the same-key re-send goes out %lld ms after the key may "
+                      "have expired",
+                      outcome_class_name(cases[i].cls), cases[i].was_ambiguous, d.delay_ms,
+                      (long long)(resend_age - p.key_ttl_ms));
+    }
+}
+END_TEST
+
+/* ---------------------------------------------------------------- backoff */
+
+START_TEST(backoff_full_jitter_bounds)
+{
+    const int base = 100, cap = 10000;
+    for (int attempt = 1; attempt <= 30; attempt++) {
+        int64_t ceiling = base;
+        for (int i = 1; i < attempt && ceiling < cap; i++)
+            ceiling *= 2;
+        if (ceiling > cap)
+            ceiling = cap;
+        for (int step = 0; step < 100; step++) {
+            double unit = step / 100.0;
+            int ms = outcome_backoff_ms(attempt, base, cap, unit);
+            ck_assert_int_ge(ms, 0);
+            ck_assert_msg(ms < ceiling, "attempt %d unit %.2f: %d not below %lld", attempt, unit,
+                          ms, (long long)ceiling);
+        }
+        /* as close to 1 as a double gets: still below the ceiling */
+        ck_assert_int_lt(outcome_backoff_ms(attempt, base, cap, 0.9999999999), ceiling);
+    }
+}
+END_TEST
+
+START_TEST(backoff_exact_values)
+{
+    ck_assert_int_eq(outcome_backoff_ms(1, 100, 10000, 0.0), 0);
+    ck_assert_int_eq(outcome_backoff_ms(7, 100, 10000, 0.0), 0);
+    ck_assert_int_eq(outcome_backoff_ms(3, 100, 10000, 0.5), 200);
+    ck_assert_int_eq(outcome_backoff_ms(1, 100, 10000, 0.5), 50);
+    ck_assert_int_eq(outcome_backoff_ms(2, 100, 10000, 0.5), 100);
+    ck_assert_int_eq(outcome_backoff_ms(8, 100, 10000, 0.5), 5000); /* 12800 capped at 10000 */
+    /* out-of-range random units are clamped into [0, 1) */
+    ck_assert_int_eq(outcome_backoff_ms(3, 100, 10000, -0.5), 0);
+    ck_assert_int_lt(outcome_backoff_ms(3, 100, 10000, 1.0), 400);
+    ck_assert_int_lt(outcome_backoff_ms(3, 100, 10000, 7.0), 400);
+}
+END_TEST
+
+START_TEST(backoff_cap_and_no_overflow)
+{
+    /* 100 * 2^59 overflows any integer; the cap must hold */
+    for (int attempt = 30; attempt <= 64; attempt++) {
+        int ms = outcome_backoff_ms(attempt, 100, 300000, 0.999);
+        ck_assert_int_ge(ms, 0);
+        ck_assert_int_lt(ms, 300000);
+        ck_assert_int_ge(ms, 299000);
+        ck_assert_int_eq(outcome_backoff_ms(attempt, 100, 300000, 0.5), 150000);
+    }
+    /* the largest cap the schema allows (one day), a huge attempt number */
+    int ms = outcome_backoff_ms(1000, 3600000, 86400000, 0.5);
+    ck_assert_int_eq(ms, 43200000);
+    ms = outcome_backoff_ms(1000000, 1, 86400000, 0.999999);
+    ck_assert_int_ge(ms, 0);
+    ck_assert_int_lt(ms, 86400000);
+}
+END_TEST
+
+/* ---------------------------------------------------------------- retry-after */
+
+START_TEST(retry_after_seconds)
+{
+    ck_assert_int_eq(outcome_parse_retry_after("1", T0), 1000);
+    ck_assert_int_eq(outcome_parse_retry_after(" 120 ", T0), 120000);
+    ck_assert_int_eq(outcome_parse_retry_after("0", T0), 0);
+    ck_assert_int_eq(outcome_parse_retry_after("86400", T0), 86400000);
+    ck_assert_int_eq(outcome_parse_retry_after("\t30\t", T0), 30000);
+}
+END_TEST
+
+START_TEST(retry_after_invalid)
+{
+    const char *bad[] = {"-1", "abc", "", "   ", "1.5", "12abc", "5 s", "+5", "0x10", "one"};
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
+        ck_assert_msg(outcome_parse_retry_after(bad[i], T0) == -1, "'%s': got %lld", bad[i],
+                      (long long)outcome_parse_retry_after(bad[i], T0));
+    ck_assert_int_eq(outcome_parse_retry_after(NULL, T0), -1);
+}
+END_TEST
+
+START_TEST(retry_after_huge_is_capped)
+{
+    ck_assert_int_eq(outcome_parse_retry_after("86401", T0), 86400000);
+    ck_assert_int_eq(outcome_parse_retry_after("99999999999", T0), 86400000);
+    /* beyond long long: strtoll saturates, still capped */
+    ck_assert_int_eq(outcome_parse_retry_after("99999999999999999999999999", T0), 86400000);
+}
+END_TEST
+
+START_TEST(retry_after_http_date)
+{
+    const int64_t at = INT64_C(784111777) * 1000; /* Sun, 06 Nov 1994 08:49:37 GMT */
+    const char *date = "Sun, 06 Nov 1994 08:49:37 GMT";
+    ck_assert_int_eq(outcome_parse_retry_after(date, at - 10000), 10000);
+    ck_assert_int_eq(outcome_parse_retry_after(date, at), 0);
+    /* in the past: retry now */
+    ck_assert_int_eq(outcome_parse_retry_after(date, at + 5000), 0);
+    ck_assert_int_eq(outcome_parse_retry_after(date, T0), 0);
+    /* far in the future: capped at a day */
+    ck_assert_int_eq(outcome_parse_retry_after(date, at - 10 * DAY_MS), 86400000);
+    /* surrounding whitespace as it may come out of the header callback */
+    ck_assert_int_eq(outcome_parse_retry_after("  Sun, 06 Nov 1994 08:49:37 GMT", at - 2000), 2000);
+    /* a malformed date is ignored */
+    ck_assert_int_eq(outcome_parse_retry_after("Sun, 32 Nov 1994 08:49:37 GMT", at), -1);
+    ck_assert_int_eq(outcome_parse_retry_after("Sun, 06 Nov 1994", at), -1);
+}
+END_TEST
+
+/* ---------------------------------------------------------------- names */
+
+START_TEST(class_names_match_sql_enum)
+{
+    ck_assert_str_eq(outcome_class_name(CLASS_NOT_SENT), "not_sent");
+    ck_assert_str_eq(outcome_class_name(CLASS_AMBIGUOUS), "ambiguous");
+    ck_assert_str_eq(outcome_class_name(CLASS_SUCCEEDED), "succeeded");
+    ck_assert_str_eq(outcome_class_name(CLASS_RETRY_LATER), "retry_later");
+    ck_assert_str_eq(outcome_class_name(CLASS_KEY_CONFLICT), "key_conflict");
+    ck_assert_str_eq(outcome_class_name(CLASS_PERMANENT_FAILURE), "permanent_failure");
+}
+END_TEST
+
+START_TEST(state_names_match_sql_enum)
+{
+    ck_assert_str_eq(outcome_state_name(STATE_PENDING), "pending");
+    ck_assert_str_eq(outcome_state_name(STATE_SUCCEEDED), "succeeded");
+    ck_assert_str_eq(outcome_state_name(STATE_FAILED), "failed");
+    ck_assert_str_eq(outcome_state_name(STATE_UNKNOWN), "unknown");
+}
+END_TEST
+
+Suite *outcome_suite(void)
+{
+    Suite *s = suite_create("outcome");
+
+    TCase *tc = tcase_create("classify");
+    tcase_add_test(tc, classify_transport_unsent_is_not_sent);
+    tcase_add_test(tc, classify_transport_after_send_is_ambiguous);
+    tcase_add_loop_test(tc, classify_status_table, 0, STATUS_ROWS);
+    tcase_add_test(tc, classify_every_status);
+    suite_add_tcase(s, tc);
+
+    tc = tcase_create("decide");
+    tcase_add_test(tc, decide_succeeded);
+    tcase_add_test(tc, decide_permanent_and_key_conflict);
+    tcase_add_test(tc, decide_not_sent_and_retry_later_back_off);
+    tcase_add_test(tc, decide_retry_after_wins_when_larger);
+    tcase_add_test(tc, decide_exhausted);
+    tcase_add_test(tc, decide_ambiguous_keyed_young_retries_same_key);
+    tcase_add_test(tc, decide_ambiguous_without_key_header_is_unknown);
+    tcase_add_test(tc, decide_ambiguous_key_expired_is_unknown);
+    tcase_add_test(tc, decide_ambiguous_exhausted_is_unknown);
+    tcase_add_test(tc, decide_invariant_never_failed_if_maybe_executed);
+    tcase_add_test(tc, decide_after_ambiguous_key_expired_no_resend);
+    tcase_add_test(tc, decide_same_key_retry_not_scheduled_past_key_ttl);
+    suite_add_tcase(s, tc);
+
+    tc = tcase_create("backoff");
+    tcase_add_test(tc, backoff_full_jitter_bounds);
+    tcase_add_test(tc, backoff_exact_values);
+    tcase_add_test(tc, backoff_cap_and_no_overflow);
+    suite_add_tcase(s, tc);
+
+    tc = tcase_create("retry_after");
+    tcase_add_test(tc, retry_after_seconds);
+    tcase_add_test(tc, retry_after_invalid);
+    tcase_add_test(tc, retry_after_huge_is_capped);
+    tcase_add_test(tc, retry_after_http_date);
+    suite_add_tcase(s, tc);
+
+    tc = tcase_create("names");
+    tcase_add_test(tc, class_names_match_sql_enum);
+    tcase_add_test(tc, state_names_match_sql_enum);
+    suite_add_tcase(s, tc);
+    return s;
+}
