@@ -45,6 +45,8 @@ GRANT EXECUTE ON FUNCTION outbox.outcome(text),
                                         boolean[], outbox.attempt_class[], boolean[], integer[],
                                         text[], integer[], text[]),
                           outbox.release(text, bigint[], integer[]),
+                          outbox.claim_unknown(text, integer, integer),
+                          outbox.defer(text, bigint[], integer[], integer),
                           outbox.next_due_ms()
       TO outbox_relay;
 GRANT SELECT ON outbox.targets TO outbox_relay;

@@ -117,6 +117,76 @@ struct delivery *delivery_new(struct target *target, int64_t intent_id, const ch
     return d;
 }
 
+char *status_url_for_key(const char *template_url, const char *key)
+{
+    char *escaped = curl_easy_escape(NULL, key, 0);
+    if (escaped == NULL)
+        return NULL;
+    struct strbuf url;
+    strbuf_init(&url);
+    const char *p = template_url;
+    const char *hole;
+    while ((hole = strstr(p, "{key}")) != NULL) {
+        strbuf_append(&url, p, (size_t)(hole - p));
+        strbuf_append_str(&url, escaped);
+        p = hole + 5;
+    }
+    strbuf_append_str(&url, p);
+    curl_free(escaped);
+    return url.data;
+}
+
+struct delivery *delivery_new_status_check(struct target *target, int64_t intent_id,
+                                           const char *key, int attempt, int64_t first_attempt_ms,
+                                           size_t body_limit)
+{
+    struct delivery *d = calloc(1, sizeof(*d));
+    if (d == NULL)
+        return NULL;
+    d->kind = DELIVERY_STATUS_CHECK;
+    d->target = target;
+    d->intent_id = intent_id;
+    d->key = strdup(key);
+    d->payload = strdup("");
+    d->attempt = attempt;
+    d->was_ambiguous = true;
+    d->first_attempt_ms = first_attempt_ms;
+    d->body_limit = body_limit;
+    d->retry_after_ms = -1;
+    strbuf_init(&d->body);
+    char *url = status_url_for_key(target->status_url, key);
+    d->easy = curl_easy_init();
+    if (d->easy == NULL || url == NULL) {
+        free(url);
+        delivery_free(d);
+        return NULL;
+    }
+    CURL *e = d->easy;
+    if (target->key_header) {
+        char line[1024];
+        snprintf(line, sizeof(line), "%s: %s", target->key_header, key);
+        d->headers = curl_slist_append(d->headers, line);
+    }
+    for (char **h = target->static_headers; h && *h; h++)
+        d->headers = curl_slist_append(d->headers, *h);
+    curl_easy_setopt(e, CURLOPT_URL, url);
+    free(url);
+    curl_easy_setopt(e, CURLOPT_PROTOCOLS_STR, "http,https");
+    curl_easy_setopt(e, CURLOPT_HTTPGET, 1L);
+    curl_easy_setopt(e, CURLOPT_HTTPHEADER, d->headers);
+    curl_easy_setopt(e, CURLOPT_TIMEOUT_MS, (long)target->timeout_ms);
+    curl_easy_setopt(e, CURLOPT_NOSIGNAL, 1L);
+    curl_easy_setopt(e, CURLOPT_FOLLOWLOCATION, 0L);
+    curl_easy_setopt(e, CURLOPT_SSL_VERIFYPEER, 1L);
+    curl_easy_setopt(e, CURLOPT_SSL_VERIFYHOST, 2L);
+    curl_easy_setopt(e, CURLOPT_USERAGENT, "outbox-relay/0.1");
+    curl_easy_setopt(e, CURLOPT_WRITEFUNCTION, on_body);
+    curl_easy_setopt(e, CURLOPT_WRITEDATA, d);
+    curl_easy_setopt(e, CURLOPT_ERRORBUFFER, d->error);
+    d->started_ns = uv_hrtime();
+    return d;
+}
+
 void delivery_report(struct delivery *d, CURLcode result, bool aborted,
                      struct delivery_report *report)
 {

@@ -16,7 +16,13 @@
 #include "strbuf.h"
 #include "targets.h"
 
+enum delivery_kind {
+    DELIVERY_SEND,        /* the intent itself, to the target's URL */
+    DELIVERY_STATUS_CHECK /* GET the target's status URL for the key (reconciliation) */
+};
+
 struct delivery {
+    enum delivery_kind kind;
     struct target *target;
     int64_t intent_id;
     char *key;
@@ -50,6 +56,13 @@ struct delivery_report {
 struct delivery *delivery_new(struct target *target, int64_t intent_id, const char *key,
                               const char *payload, int attempt, bool was_ambiguous,
                               int64_t first_attempt_ms, size_t body_limit, int64_t now_s);
+/* Reconciliation: GET the status URL with {key} percent-encoded. */
+struct delivery *delivery_new_status_check(struct target *target, int64_t intent_id,
+                                           const char *key, int attempt, int64_t first_attempt_ms,
+                                           size_t body_limit);
+/* The status URL for a key: template with every {key} replaced by the
+ * percent-encoded key. Caller frees. */
+char *status_url_for_key(const char *template_url, const char *key);
 /* After the transfer ended with result (or was aborted: aborted = true). */
 void delivery_report(struct delivery *d, CURLcode result, bool aborted,
                      struct delivery_report *report);

@@ -13,6 +13,10 @@
  *   - a 4xx after an earlier ambiguous attempt → unknown, never failed
  * 3xx is ambiguous: we do not follow redirects, and a 303 after a POST
  * usually means the work was done.
+ * Reconciliation answers: 200 executed → succeeded; 404 not executed →
+ * pending again with the doubt cleared (failed if no attempt is left, as
+ * then every attempt is known not to have executed); anything else → ask
+ * again after about the reconcile delay.
  */
 #include "outcome.h"
 
@@ -44,6 +48,17 @@ enum attempt_class outcome_classify(const struct attempt_facts *facts)
     if (s >= 400 && s <= 499)
         return CLASS_PERMANENT_FAILURE;
     return CLASS_AMBIGUOUS; /* 5xx, 3xx, 1xx, anything else */
+}
+
+enum attempt_class outcome_classify_status_check(const struct attempt_facts *facts)
+{
+    if (facts->transport != TRANSPORT_COMPLETE)
+        return CLASS_RECONCILE_INCONCLUSIVE;
+    if (facts->http_status == 200)
+        return CLASS_RECONCILED_EXECUTED;
+    if (facts->http_status == 404)
+        return CLASS_RECONCILED_NOT_EXECUTED;
+    return CLASS_RECONCILE_INCONCLUSIVE;
 }
 
 int outcome_backoff_ms(int attempt, int base_ms, int cap_ms, double random_unit)
@@ -95,6 +110,21 @@ struct decision outcome_decide(enum attempt_class cls, const struct retry_policy
         d.next_state = d.ambiguous ? STATE_UNKNOWN : STATE_FAILED;
         d.delay_ms = policy->reconcile_delay_ms;
         return d;
+    case CLASS_RECONCILED_EXECUTED:
+        d.next_state = STATE_SUCCEEDED;
+        return d;
+    case CLASS_RECONCILED_NOT_EXECUTED:
+        /* The target says no attempt executed: the doubt is gone. */
+        d.ambiguous = false;
+        d.next_state = progress->attempt < policy->max_attempts ? STATE_PENDING : STATE_FAILED;
+        d.delay_ms = 0;
+        return d;
+    case CLASS_RECONCILE_INCONCLUSIVE:
+        d.ambiguous = true;
+        d.next_state = STATE_UNKNOWN;
+        d.delay_ms =
+            policy->reconcile_delay_ms / 2 + (int)(policy->reconcile_delay_ms * random_unit);
+        return d;
     case CLASS_NOT_SENT:
     case CLASS_RETRY_LATER:
     case CLASS_AMBIGUOUS:
@@ -138,6 +168,12 @@ const char *outcome_class_name(enum attempt_class cls)
         return "key_conflict";
     case CLASS_PERMANENT_FAILURE:
         return "permanent_failure";
+    case CLASS_RECONCILED_EXECUTED:
+        return "reconciled_executed";
+    case CLASS_RECONCILED_NOT_EXECUTED:
+        return "reconciled_not_executed";
+    case CLASS_RECONCILE_INCONCLUSIVE:
+        return "reconcile_inconclusive";
     }
     return "ambiguous";
 }

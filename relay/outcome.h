@@ -18,7 +18,12 @@ enum attempt_class {
     CLASS_RETRY_LATER,       /* 408, 425, 429; 409 from a key-honouring target */
     CLASS_KEY_CONFLICT,      /* 422 */
     CLASS_PERMANENT_FAILURE, /* other 4xx */
+    /* Reconciliation of an unknown row through the target's status URL: */
+    CLASS_RECONCILED_EXECUTED,     /* 200: the target did act */
+    CLASS_RECONCILED_NOT_EXECUTED, /* 404: it did not; safe to send again */
+    CLASS_RECONCILE_INCONCLUSIVE,  /* anything else: ask again later */
 };
+#define CLASS_COUNT (CLASS_RECONCILE_INCONCLUSIVE + 1)
 
 enum intent_state {
     STATE_PENDING,
@@ -64,6 +69,9 @@ struct decision {
 };
 
 enum attempt_class outcome_classify(const struct attempt_facts *facts);
+
+/* What a status URL answer means (200 executed, 404 not executed, else inconclusive). */
+enum attempt_class outcome_classify_status_check(const struct attempt_facts *facts);
 
 /* What follows an attempt of this class. random_unit is in [0, 1): the full
  * jitter of the back-off (injected so that tests are exact). */

@@ -104,6 +104,7 @@ struct relay {
     struct outcome_list buffered;  /* waiting to be recorded */
     struct outcome_list recording; /* on the wire */
     struct release_list releases;  /* claimed, never sent, to give back */
+    struct release_list deferrals; /* claimed retries over the target's budget */
     bool releasing;
     int record_sql_failures;
 
@@ -115,6 +116,8 @@ struct relay {
     bool next_due_running;
     bool take_over_running;
     bool renew_running;
+    bool reconcile_running;
+    uint64_t reconciles_started;
     uint64_t last_heartbeat_ms;
     uint64_t last_targets_ms;
 
@@ -128,8 +131,7 @@ struct relay {
     struct strbuf arrays[12];
 
     /* Counters for the closing log line. */
-    uint64_t claimed, attempts_by_class[CLASS_PERMANENT_FAILURE + 1], taken_over, recorded,
-        fenced_out, released;
+    uint64_t claimed, attempts_by_class[CLASS_COUNT], taken_over, recorded, fenced_out, released;
 };
 
 static void relay_maybe_claim(struct relay *r);
@@ -245,7 +247,9 @@ static void relay_conclude(struct relay *r, struct delivery *d, CURLcode result,
         return;
     }
 
-    enum attempt_class cls = outcome_classify(&report.facts);
+    enum attempt_class cls = d->kind == DELIVERY_STATUS_CHECK
+                                 ? outcome_classify_status_check(&report.facts)
+                                 : outcome_classify(&report.facts);
     struct retry_policy policy = target_retry_policy(d->target);
     struct intent_progress progress = {
         .attempt = d->attempt,
@@ -257,8 +261,16 @@ static void relay_conclude(struct relay *r, struct delivery *d, CURLcode result,
     struct decision dec = outcome_decide(cls, &policy, &progress, relay_random(r));
     const char *error = report.error;
     char reason[sizeof(report.error) + 160];
-    if (dec.next_state == STATE_FAILED && cls != CLASS_PERMANENT_FAILURE &&
-        cls != CLASS_KEY_CONFLICT) {
+    if (cls == CLASS_RECONCILED_NOT_EXECUTED && dec.next_state == STATE_FAILED) {
+        snprintf(reason, sizeof(reason),
+                 "the status URL says no attempt executed, and all %d "
+                 "attempts are used",
+                 d->attempt);
+        error = reason;
+    } else if (cls == CLASS_RECONCILED_EXECUTED || cls == CLASS_RECONCILED_NOT_EXECUTED) {
+        error = NULL;
+    } else if (dec.next_state == STATE_FAILED && cls != CLASS_PERMANENT_FAILURE &&
+               cls != CLASS_KEY_CONFLICT) {
         snprintf(reason, sizeof(reason),
                  "not delivered after %d attempt(s), none reached the "
                  "target; last: %s",
@@ -271,11 +283,12 @@ static void relay_conclude(struct relay *r, struct delivery *d, CURLcode result,
     }
     relay_push_outcome(r, d->intent_id, d->attempt, cls, &dec, report.sent, report.http_status,
                        report.latency_ms, error, d->body.data, d->body.len);
-    log_event(cls == CLASS_SUCCEEDED ? LOG_DEBUG : LOG_INFO, "attempt", "key", json_string(d->key),
-              "target", json_string(d->target->name), "attempt", json_integer(d->attempt), "class",
-              json_string(outcome_class_name(cls)), "http_status",
-              report.http_status ? json_integer(report.http_status) : json_null(), "state",
-              json_string(outcome_state_name(dec.next_state)), "latency_ms",
+    log_event(cls == CLASS_SUCCEEDED ? LOG_DEBUG : LOG_INFO,
+              d->kind == DELIVERY_STATUS_CHECK ? "status_check" : "attempt", "key",
+              json_string(d->key), "target", json_string(d->target->name), "attempt",
+              json_integer(d->attempt), "class", json_string(outcome_class_name(cls)),
+              "http_status", report.http_status ? json_integer(report.http_status) : json_null(),
+              "state", json_string(outcome_state_name(dec.next_state)), "latency_ms",
               json_integer(report.latency_ms), "error",
               *report.error ? json_string(report.error) : json_null(), NULL);
     delivery_free(d);
@@ -297,12 +310,17 @@ static void relay_start_delivery(struct relay *r, struct target *t, int64_t id, 
                                  const char *payload, int attempt, bool ambiguous,
                                  int64_t first_attempt_ms)
 {
-    struct delivery *d = delivery_new(t, id, key, payload, attempt, ambiguous, first_attempt_ms,
-                                      (size_t)r->cfg->max_response_bytes, wall_ms() / 1000);
+    struct delivery *d =
+        payload ? delivery_new(t, id, key, payload, attempt, ambiguous, first_attempt_ms,
+                               (size_t)r->cfg->max_response_bytes, wall_ms() / 1000)
+                : delivery_new_status_check(t, id, key, attempt, first_attempt_ms,
+                                            (size_t)r->cfg->max_response_bytes);
     if (d == NULL) {
         log_event(LOG_ERROR, "delivery_setup_failed", "key", json_string(key), NULL);
         return; /* the lease expires and another pass takes it over */
     }
+    if (d->kind == DELIVERY_SEND)
+        budget_note(&t->budget, attempt > 1, wall_ms() / 1000);
     d->owner = r;
     d->next = r->deliveries;
     if (r->deliveries)
@@ -375,6 +393,90 @@ static void relay_query_next_due(struct relay *r)
         r->next_due_running = true;
 }
 
+/* ---------------------------------------------------------------- retry budget */
+
+static void relay_defer(struct relay *r, struct target *t, int64_t id, int attempt)
+{
+    struct release_list *l = &r->deferrals;
+    l->ids = realloc(l->ids, (l->count + 1) * sizeof(int64_t));
+    l->attempts = realloc(l->attempts, (l->count + 1) * sizeof(int));
+    l->ids[l->count] = id;
+    l->attempts[l->count] = attempt;
+    l->count++;
+    if (t->budget_exhausted++ % 100 == 0)
+        log_event(LOG_WARN, "retry_budget_exhausted", "target", json_string(t->name),
+                  "deferred_so_far", json_integer((json_int_t)t->budget_exhausted), NULL);
+}
+
+static void on_deferred(void *data, PGresult *res, const char *error)
+{
+    if (error)
+        log_event(LOG_WARN, "defer_failed", "error", json_string(error), NULL);
+    /* Either way the rows are safe: deferred, or in_flight until the lease
+     * expires, then taken over (never sent, so never executed). */
+}
+
+static void relay_send_deferrals(struct relay *r)
+{
+    if (r->deferrals.count == 0)
+        return;
+    struct strbuf *ids = &r->arrays[0], *attempts = &r->arrays[1];
+    pgarray_begin(ids);
+    pgarray_begin(attempts);
+    for (size_t i = 0; i < r->deferrals.count; i++) {
+        pgarray_item_int(ids, r->deferrals.ids[i]);
+        pgarray_item_int(attempts, r->deferrals.attempts[i]);
+    }
+    pgarray_end(ids);
+    pgarray_end(attempts);
+    char delay[24];
+    const char *params[4] = {r->cfg->relay_id, ids->data, attempts->data,
+                             int_text(delay, sizeof(delay), 500 + (int)(relay_random(r) * 1000))};
+    pg_query(r->pg, STMT_DEFER, 4, params, on_deferred, r);
+    r->deferrals.count = 0;
+}
+
+/* ---------------------------------------------------------------- reconciliation */
+
+static void on_unknown_claimed(void *data, PGresult *res, const char *error)
+{
+    struct relay *r = data;
+    r->reconcile_running = false;
+    if (error) {
+        log_event(LOG_WARN, "reconcile_claim_failed", "error", json_string(error), NULL);
+        return;
+    }
+    int rows = PQntuples(res);
+    for (int i = 0; i < rows; i++) {
+        struct target *t = targets_find(&r->targets, PQgetvalue(res, i, 2));
+        if (t == NULL || t->status_url == NULL)
+            continue; /* the lease lapses; asked again later */
+        relay_start_delivery(r, t, strtoll(PQgetvalue(res, i, 0), NULL, 10), PQgetvalue(res, i, 1),
+                             NULL, (int)strtol(PQgetvalue(res, i, 3), NULL, 10), true,
+                             strtoll(PQgetvalue(res, i, 4), NULL, 10));
+    }
+    r->reconciles_started += (uint64_t)rows;
+}
+
+/* Ask status URLs about unknown rows that are due. */
+static void relay_reconcile(struct relay *r)
+{
+    if (r->reconcile_running || r->stopping || !r->targets_loaded || !pg_conn_ready(r->pg))
+        return;
+    bool any = false;
+    for (size_t i = 0; i < r->targets.count && !any; i++)
+        any = r->targets.items[i]->present && r->targets.items[i]->status_url != NULL;
+    int room = r->cfg->max_in_flight - r->in_flight;
+    if (!any || room <= 0)
+        return;
+    char limit[24], lease[24];
+    const char *params[3] = {r->cfg->relay_id,
+                             int_text(limit, sizeof(limit), room < 64 ? room : 64),
+                             int_text(lease, sizeof(lease), r->cfg->lease_ms)};
+    if (pg_query(r->pg, STMT_CLAIM_UNKNOWN, 3, params, on_unknown_claimed, r))
+        r->reconcile_running = true;
+}
+
 /* ---------------------------------------------------------------- claim */
 
 static void on_claimed(void *data, PGresult *res, const char *error)
@@ -413,9 +515,15 @@ static void on_claimed(void *data, PGresult *res, const char *error)
                                NULL, 0);
             continue;
         }
+        if (attempt > 1 && !budget_allows_retry(&t->budget, t->retry_budget_ratio,
+                                                t->retry_budget_floor, wall_ms() / 1000)) {
+            relay_defer(r, t, id, attempt);
+            continue;
+        }
         relay_start_delivery(r, t, id, PQgetvalue(res, i, 1), PQgetvalue(res, i, 3), attempt,
                              ambiguous, first_attempt_ms);
     }
+    relay_send_deferrals(r);
     r->claimed += (uint64_t)rows;
     bool full = rows > 0 && rows >= r->cfg->batch_size;
     if (rows > 0 && r->in_flight >= r->cfg->max_in_flight)
@@ -734,6 +842,7 @@ static void on_poll_timer(uv_timer_t *timer)
 {
     struct relay *r = timer->data;
     relay_take_over_expired(r);
+    relay_reconcile(r);
     relay_maybe_claim(r);
 }
 
@@ -968,6 +1077,8 @@ int relay_run(const struct config *cfg)
     free(r->recording.items);
     free(r->releases.ids);
     free(r->releases.attempts);
+    free(r->deferrals.ids);
+    free(r->deferrals.attempts);
     for (int i = 0; i < 12; i++)
         strbuf_free(&r->arrays[i]);
     curl_global_cleanup();

@@ -28,6 +28,10 @@
 #define STMT_RECORD "record"
 /* $1 relay, $2 bigint[] ids, $3 int[] attempts */
 #define STMT_RELEASE "release"
+/* $1 relay, $2 limit, $3 lease ms */
+#define STMT_CLAIM_UNKNOWN "claim_unknown"
+/* $1 relay, $2 bigint[] ids, $3 int[] attempts, $4 delay ms */
+#define STMT_DEFER "defer"
 /* no parameters */
 #define STMT_NEXT_DUE "next_due"
 #define STMT_TARGETS "targets"
@@ -43,6 +47,9 @@ static const struct pg_statement relay_statements[] = {
     {STMT_RECORD, "SELECT outbox.record($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)"},
     {STMT_RELEASE, "SELECT outbox.release($1, $2, $3)"},
     {STMT_NEXT_DUE, "SELECT outbox.next_due_ms()"},
+    {STMT_CLAIM_UNKNOWN, "SELECT id, key, target, attempt, first_attempt_ms"
+                         " FROM outbox.claim_unknown($1, $2, $3)"},
+    {STMT_DEFER, "SELECT outbox.defer($1, $2, $3, $4)"},
     {STMT_TARGETS,
      "SELECT name, url, method, key_header, (extract(epoch FROM key_ttl) * 1000)::bigint,"
      " status_url, timeout_ms, max_attempts, backoff_base_ms, backoff_cap_ms,"

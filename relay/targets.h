@@ -13,6 +13,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "budget.h"
 #include "outcome.h"
 
 struct target {
@@ -36,7 +37,9 @@ struct target {
     size_t secret_len;
     bool enabled;
     bool present;  /* still in outbox.targets at the last reload */
-    int in_flight; /* deliveries of this relay now */
+    int in_flight; /* deliveries and status checks of this relay now */
+    struct retry_budget budget;
+    uint64_t budget_exhausted; /* retries deferred because the budget was spent */
 };
 
 struct target_set {

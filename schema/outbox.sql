@@ -512,9 +512,10 @@ LANGUAGE sql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
     RETURNING id;
 $$;
 
--- Record a batch of attempt outcomes. Arrays are parallel, one element per
--- attempt. The intent row changes only if this relay still holds the lease
--- for that attempt number; the attempts row is written either way, with
+-- Record a batch of attempt outcomes (deliveries, take-overs and
+-- reconciliations). Arrays are parallel, one element per attempt. The intent
+-- row changes only if this relay still holds the lease for that attempt
+-- number (in_flight, or unknown while it reconciles); the attempts row is written either way, with
 -- recorded = false when fenced out, so the history stays complete.
 -- p_delay_ms: for a next state of pending or unknown, when it is next due.
 -- Returns how many intents were updated.
@@ -541,7 +542,10 @@ BEGIN
                                       ELSE i.next_attempt_at END,
                lease_owner = NULL,
                lease_expires_at = NULL,
-               ambiguous = i.ambiguous OR u.ambiguous,
+               -- Sticky: once an attempt may have executed, only the target's own
+               -- status URL saying "not executed" clears the doubt.
+               ambiguous = CASE WHEN u.class = 'reconciled_not_executed' THEN false
+                                ELSE i.ambiguous OR u.ambiguous END,
                response_status = CASE WHEN u.state IN ('succeeded', 'failed') THEN u.http
                                       ELSE i.response_status END,
                response_body = CASE WHEN u.state IN ('succeeded', 'failed') THEN u.body
@@ -549,7 +553,7 @@ BEGIN
                last_error = u.error,
                updated_at = now()
           FROM u
-         WHERE i.id = u.id AND i.state = 'in_flight' AND i.lease_owner = p_relay
+         WHERE i.id = u.id AND i.state IN ('in_flight', 'unknown') AND i.lease_owner = p_relay
            AND i.attempts = u.attempt
         RETURNING i.id
     ), history AS (
@@ -589,14 +593,71 @@ BEGIN
 END
 $$;
 
--- When the next row becomes due (a pending retry, or an in_flight lease that
--- will expire and need taking over), in ms from now; NULL when there is none.
+-- Claim unknown rows due for reconciliation whose target has a status URL.
+-- The row stays `unknown` (the agent keeps seeing "reconciling"); the lease
+-- only keeps two relays from asking at once, and expires if this one dies.
+CREATE FUNCTION outbox.claim_unknown(p_relay text, p_limit integer, p_lease_ms integer)
+RETURNS TABLE (id bigint, key text, target text, attempt integer, first_attempt_ms bigint)
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+BEGIN
+    RETURN QUERY
+    WITH due AS (
+        SELECT i.id
+          FROM outbox.intents i
+          JOIN outbox.targets t ON t.name = i.target
+         WHERE i.state = 'unknown' AND i.next_attempt_at <= now()
+           AND t.status_url IS NOT NULL AND t.enabled
+           AND (i.lease_expires_at IS NULL OR i.lease_expires_at < now())
+         ORDER BY i.next_attempt_at
+         LIMIT p_limit
+           FOR UPDATE OF i SKIP LOCKED
+    )
+    UPDATE outbox.intents i
+       SET lease_owner = p_relay,
+           lease_expires_at = now() + p_lease_ms * interval '1 millisecond',
+           updated_at = now()
+      FROM due
+     WHERE i.id = due.id
+    RETURNING i.id, i.key, i.target, i.attempts,
+              (extract(epoch FROM i.first_attempt_at) * 1000)::bigint;
+END
+$$;
+
+-- Put claimed rows back unsent, due again after p_delay_ms: a target's retry
+-- budget is spent. Retries wait; they are never dropped and never multiply.
+CREATE FUNCTION outbox.defer(p_relay text, p_ids bigint[], p_attempts integer[], p_delay_ms integer)
+RETURNS integer
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+    deferred integer;
+BEGIN
+    UPDATE outbox.intents i
+       SET state = 'pending',
+           attempts = i.attempts - 1,
+           lease_owner = NULL,
+           lease_expires_at = NULL,
+           next_attempt_at = now() + p_delay_ms * interval '1 millisecond',
+           updated_at = now()
+      FROM unnest(p_ids, p_attempts) AS u(id, attempt)
+     WHERE i.id = u.id AND i.state = 'in_flight' AND i.lease_owner = p_relay
+       AND i.attempts = u.attempt;
+    GET DIAGNOSTICS deferred = ROW_COUNT;
+    RETURN deferred;
+END
+$$;
+
+-- When the next row becomes due (a pending retry, an in_flight lease that
+-- will expire and need taking over, or an unknown row to reconcile through a
+-- status URL), in ms from now; NULL when there is none.
 CREATE FUNCTION outbox.next_due_ms() RETURNS bigint
 LANGUAGE sql STABLE SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
     SELECT CASE WHEN due IS NOT NULL
                 THEN greatest(0, (extract(epoch FROM (due - now())) * 1000)::bigint) END
       FROM (SELECT least((SELECT min(next_attempt_at) FROM outbox.intents WHERE state = 'pending'),
-                         (SELECT min(lease_expires_at) FROM outbox.intents WHERE state = 'in_flight'))
+                         (SELECT min(lease_expires_at) FROM outbox.intents WHERE state = 'in_flight'),
+                         (SELECT min(greatest(i.next_attempt_at, coalesce(i.lease_expires_at, i.next_attempt_at)))
+                            FROM outbox.intents i JOIN outbox.targets t ON t.name = i.target
+                           WHERE i.state = 'unknown' AND t.status_url IS NOT NULL AND t.enabled))
                    AS due) AS next;
 $$;
 
@@ -786,6 +847,8 @@ GRANT EXECUTE ON FUNCTION outbox.outcome(text),
                                         boolean[], outbox.attempt_class[], boolean[], integer[],
                                         text[], integer[], text[]),
                           outbox.release(text, bigint[], integer[]),
+                          outbox.claim_unknown(text, integer, integer),
+                          outbox.defer(text, bigint[], integer[], integer),
                           outbox.next_due_ms()
       TO outbox_relay;
 GRANT SELECT ON outbox.targets TO outbox_relay;

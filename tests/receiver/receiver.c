@@ -809,6 +809,24 @@ static enum fault_mode requested_fault(const struct byte_buffer *body, json_int_
     return mode;
 }
 
+/*
+ * Reads a top-level string field "ref" from a JSON object body, the client
+ * reference a legacy API uses when no idempotency key header is sent.
+ */
+static bool body_reference(const struct byte_buffer *body, char *out, size_t size)
+{
+    if (body->length == 0 || !memmem(body->data, body->length, "\"ref\"", 5))
+        return false;
+    json_t *document = json_loadb(body->data, body->length, 0, NULL);
+    json_t *ref = json_is_object(document) ? json_object_get(document, "ref") : NULL;
+    bool found =
+        json_is_string(ref) && json_string_length(ref) > 0 && json_string_length(ref) < size;
+    if (found)
+        memcpy(out, json_string_value(ref), json_string_length(ref) + 1);
+    json_decref(document);
+    return found;
+}
+
 /* ------------------------------------------------------------------------ */
 /* Deliveries                                                                */
 /* ------------------------------------------------------------------------ */
@@ -855,9 +873,15 @@ static void handle_delivery(struct connection *connection)
     const char *key = "-";
     size_t key_length = 1;
     const struct header *key_header = find_header(connection, receiver->options.key_header);
+    char reference[MAX_KEY_BYTES + 1];
     if (key_header && key_header->value.length > 0) {
         key = key_header->value.data;
         key_length = key_header->value.length;
+    } else if (body_reference(&connection->body, reference, sizeof(reference))) {
+        /* A legacy client sends no key header; like many real APIs, it
+         * identifies the request by a reference in the body. */
+        key = reference;
+        key_length = strlen(reference);
     }
     if (key_length > MAX_KEY_BYTES) {
         connection->keep_alive = false;

@@ -64,7 +64,7 @@ static const enum attempt_class all_classes[] = {
     CLASS_NOT_SENT,    CLASS_AMBIGUOUS,    CLASS_SUCCEEDED,
     CLASS_RETRY_LATER, CLASS_KEY_CONFLICT, CLASS_PERMANENT_FAILURE,
 };
-#define CLASS_COUNT ((int)(sizeof(all_classes) / sizeof(all_classes[0])))
+#define TESTED_CLASS_COUNT ((int)(sizeof(all_classes) / sizeof(all_classes[0])))
 
 /* ---------------------------------------------------------------- classify */
 
@@ -356,7 +356,7 @@ END_TEST
 /* The core invariant, over every combination. */
 START_TEST(decide_invariant_never_failed_if_maybe_executed)
 {
-    for (int c = 0; c < CLASS_COUNT; c++) {
+    for (int c = 0; c < TESTED_CLASS_COUNT; c++) {
         for (int keys = 0; keys < 2; keys++) {
             for (int was = 0; was < 2; was++) {
                 struct retry_policy p = keys ? keyed_policy() : keyless_policy();
