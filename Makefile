@@ -13,7 +13,7 @@ WARN     := -Wall -Wextra -Werror -Wno-unused-parameter -Wshadow -Wvla -Wstrict-
             -Wmissing-prototypes -Wformat=2 -Wimplicit-fallthrough
 BASE     := -std=c11 -D_GNU_SOURCE $(WARN) -g
 PKG_CFLAGS = $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
-PKG_LIBS   = $(shell pkg-config --libs $(PKGS) 2>/dev/null)
+PKG_LIBS   = $(shell pkg-config --libs $(PKGS) 2>/dev/null) -lhttp_parser
 SAN      := -fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer
 
 RELAY_SRC := $(filter-out relay/main.c,$(wildcard relay/*.c))

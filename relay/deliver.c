@@ -9,9 +9,11 @@
  * Connection reuse and silent re-sends: when a reused keep-alive connection
  * turns out dead before any response byte, libcurl transparently retries
  * the request on a new connection. For a target that deduplicates by key
- * that is harmless; for one that cannot (key_header NULL) it could execute
- * the action twice, so such targets get a fresh connection per request
- * (CURLOPT_FORBID_REUSE): correctness before speed.
+ * that is harmless; for one that cannot (key_header NULL) it executes the
+ * action twice when the server acted and then dropped the connection (the
+ * chaos test caught exactly this), so such targets get a fresh connection
+ * per request (CURLOPT_FRESH_CONNECT + CURLOPT_FORBID_REUSE): correctness
+ * before speed.
  *
  * Security: TLS peer and host verification stay on (libcurl's defaults,
  * set explicitly), only http and https are allowed, redirects are not
@@ -111,8 +113,12 @@ struct delivery *delivery_new(struct target *target, int64_t intent_id, const ch
     curl_easy_setopt(e, CURLOPT_HEADERFUNCTION, on_header);
     curl_easy_setopt(e, CURLOPT_HEADERDATA, d);
     curl_easy_setopt(e, CURLOPT_ERRORBUFFER, d->error);
-    if (target->key_header == NULL)
+    if (target->key_header == NULL) {
+        /* Neither reuse a kept-alive connection (a status check may have
+         * left one) nor keep this one: see the DESIGN note above. */
+        curl_easy_setopt(e, CURLOPT_FRESH_CONNECT, 1L);
         curl_easy_setopt(e, CURLOPT_FORBID_REUSE, 1L);
+    }
     d->started_ns = uv_hrtime();
     return d;
 }
