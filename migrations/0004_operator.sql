@@ -132,3 +132,20 @@ SELECT i.key, i.target, i.state, s.reason, now() - i.created_at AS age, i.attemp
     OR (i.state = 'pending' AND i.next_attempt_at < now() - interval '5 minutes')
     OR (i.state = 'awaiting_approval' AND i.created_at < now() - interval '24 hours');
 COMMENT ON VIEW outbox.stuck IS 'Keys that need a look: in flight past the lease, unknown, pending over 5 minutes past due, awaiting approval over 24 hours.';
+
+-- Rows in each live state and the age of the oldest due pending row, for
+-- metrics. Each count walks one partial index, so the cost follows the live
+-- rows, not the history of terminal ones.
+CREATE FUNCTION outbox.live_counts()
+RETURNS TABLE (state outbox.intent_state, intents bigint, oldest_due_age_s double precision)
+LANGUAGE sql STABLE SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+    SELECT 'pending'::outbox.intent_state, count(*),
+           coalesce(extract(epoch FROM now() - min(next_attempt_at) FILTER (WHERE next_attempt_at <= now()))::float8, 0)
+      FROM outbox.intents WHERE state = 'pending'
+    UNION ALL
+    SELECT 'in_flight', count(*), NULL FROM outbox.intents WHERE state = 'in_flight'
+    UNION ALL
+    SELECT 'unknown', count(*), NULL FROM outbox.intents WHERE state = 'unknown'
+    UNION ALL
+    SELECT 'awaiting_approval', count(*), NULL FROM outbox.intents WHERE state = 'awaiting_approval';
+$$;

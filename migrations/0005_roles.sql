@@ -47,14 +47,15 @@ GRANT EXECUTE ON FUNCTION outbox.outcome(text),
                           outbox.release(text, bigint[], integer[]),
                           outbox.claim_unknown(text, integer, integer),
                           outbox.defer(text, bigint[], integer[], integer),
-                          outbox.next_due_ms()
+                          outbox.next_due_ms(),
+                          outbox.live_counts()
       TO outbox_relay;
 GRANT SELECT ON outbox.targets TO outbox_relay;
 
 GRANT SELECT ON outbox.stuck, outbox.intents, outbox.attempts, outbox.targets, outbox.relays,
                 outbox.mismatches
       TO outbox_operator;
-GRANT EXECUTE ON FUNCTION outbox.outcome(text) TO outbox_operator;
+GRANT EXECUTE ON FUNCTION outbox.outcome(text), outbox.live_counts() TO outbox_operator;
 
 GRANT outbox_operator TO outbox_admin;
 GRANT INSERT, UPDATE, DELETE ON outbox.targets TO outbox_admin;

@@ -33,9 +33,11 @@
  */
 #include "relay.h"
 
+#include "admin.h"
 #include "deliver.h"
 #include "http.h"
 #include "log.h"
+#include "metrics.h"
 #include "outcome.h"
 #include "pg.h"
 #include "sql.h"
@@ -57,6 +59,9 @@
 /* A batch the database refuses this many times in a row (with the
  * connection up) is dropped; see on_recorded. */
 #define RECORD_SQL_FAILURES_MAX 5
+#define ADMIN_MAX_CONNECTIONS 16
+#define ADMIN_MAX_REQUEST_BYTES 8192
+#define LIVE_COUNTS_EVERY_MS 5000
 
 struct pending_outcome {
     int64_t intent_id;
@@ -130,7 +135,17 @@ struct relay {
     uint64_t rng;
     struct strbuf arrays[12];
 
-    /* Counters for the closing log line. */
+    admin_server_t *admin;
+    char ready_reason[320];
+    bool live_counts_running;
+    uint64_t last_live_counts_ms;
+    int64_t live_counts[4]; /* pending, in_flight, unknown, awaiting_approval */
+    double oldest_due_age_s;
+    struct metrics_histogram delivery_seconds;
+    struct metrics_histogram claim_seconds;
+    uint64_t claim_started_ns;
+
+    /* Counters for the closing log line and /metrics. */
     uint64_t claimed, attempts_by_class[CLASS_COUNT], taken_over, recorded, fenced_out, released;
 };
 
@@ -138,6 +153,7 @@ static void relay_maybe_claim(struct relay *r);
 static void relay_flush(struct relay *r);
 static void relay_check_shutdown(struct relay *r);
 static void relay_close(struct relay *r);
+static void relay_refresh_live_counts(struct relay *r);
 
 /* ---------------------------------------------------------------- helpers */
 
@@ -189,7 +205,7 @@ static bool relay_has_work(const struct relay *r)
 
 /* ---------------------------------------------------------------- deliveries */
 
-static void relay_push_outcome(struct relay *r, int64_t intent_id, int attempt,
+static void relay_push_outcome(struct relay *r, struct target *t, int64_t intent_id, int attempt,
                                enum attempt_class cls, struct decision *dec, int sent,
                                long http_status, int latency_ms, const char *error,
                                const char *body, size_t body_len)
@@ -215,6 +231,10 @@ static void relay_push_outcome(struct relay *r, int64_t intent_id, int attempt,
     }
     outcome_list_push(&r->buffered, &o);
     r->attempts_by_class[cls]++;
+    if (t) {
+        t->attempts_by_class[cls]++;
+        t->decisions_by_state[dec->next_state]++;
+    }
 }
 
 static void relay_detach(struct relay *r, struct delivery *d)
@@ -281,8 +301,10 @@ static void relay_conclude(struct relay *r, struct delivery *d, CURLcode result,
                  report.http_status);
         error = reason;
     }
-    relay_push_outcome(r, d->intent_id, d->attempt, cls, &dec, report.sent, report.http_status,
-                       report.latency_ms, error, d->body.data, d->body.len);
+    if (d->kind == DELIVERY_SEND)
+        metrics_histogram_observe(&r->delivery_seconds, report.latency_ms / 1000.0);
+    relay_push_outcome(r, d->target, d->intent_id, d->attempt, cls, &dec, report.sent,
+                       report.http_status, report.latency_ms, error, d->body.data, d->body.len);
     log_event(cls == CLASS_SUCCEEDED ? LOG_DEBUG : LOG_INFO,
               d->kind == DELIVERY_STATUS_CHECK ? "status_check" : "attempt", "key",
               json_string(d->key), "target", json_string(d->target->name), "attempt",
@@ -319,8 +341,11 @@ static void relay_start_delivery(struct relay *r, struct target *t, int64_t id, 
         log_event(LOG_ERROR, "delivery_setup_failed", "key", json_string(key), NULL);
         return; /* the lease expires and another pass takes it over */
     }
-    if (d->kind == DELIVERY_SEND)
+    if (d->kind == DELIVERY_SEND) {
         budget_note(&t->budget, attempt > 1, wall_ms() / 1000);
+        if (attempt > 1)
+            t->retries++;
+    }
     d->owner = r;
     d->next = r->deliveries;
     if (r->deliveries)
@@ -483,6 +508,7 @@ static void on_claimed(void *data, PGresult *res, const char *error)
 {
     struct relay *r = data;
     r->claim_running = false;
+    metrics_histogram_observe(&r->claim_seconds, (double)(uv_hrtime() - r->claim_started_ns) / 1e9);
     if (error) {
         log_event(LOG_WARN, "claim_failed", "error", json_string(error), NULL);
         return;
@@ -509,7 +535,7 @@ static void on_claimed(void *data, PGresult *res, const char *error)
             /* It waited past key_ttl (or the target changed): the target may
              * have forgotten the key of an attempt that may have executed. */
             struct decision dec = {STATE_UNKNOWN, t->reconcile_delay_ms, true};
-            relay_push_outcome(r, id, attempt, CLASS_NOT_SENT, &dec, 0, 0, 0,
+            relay_push_outcome(r, t, id, attempt, CLASS_NOT_SENT, &dec, 0, 0, 0,
                                "not re-sent: an earlier attempt may have executed and the "
                                "target may no longer remember its key",
                                NULL, 0);
@@ -590,6 +616,7 @@ static void relay_maybe_claim(struct relay *r)
                              int_text(limit_text, sizeof(limit_text), limit),
                              int_text(lease_text, sizeof(lease_text), r->cfg->lease_ms)};
     if (pg_query(r->pg, STMT_CLAIM, 5, params, on_claimed, r)) {
+        r->claim_started_ns = uv_hrtime();
         r->claim_running = true;
         r->claim_again = false;
     }
@@ -762,7 +789,7 @@ static void on_taken_over(void *data, PGresult *res, const char *error)
         snprintf(error_text, sizeof(error_text),
                  "lease of relay %s expired while in flight: the request may have executed",
                  PQgetvalue(res, i, 6));
-        relay_push_outcome(r, id, attempt, CLASS_AMBIGUOUS, &dec, -1, 0, 0, error_text, NULL, 0);
+        relay_push_outcome(r, t, id, attempt, CLASS_AMBIGUOUS, &dec, -1, 0, 0, error_text, NULL, 0);
         log_event(LOG_WARN, "lease_taken_over", "key", json_string(key), "target",
                   json_string(PQgetvalue(res, i, 2)), "attempt", json_integer(attempt),
                   "previous_owner", json_string(PQgetvalue(res, i, 6)), "state",
@@ -866,6 +893,7 @@ static void on_maintenance_timer(uv_timer_t *timer)
         return;
     if (now - r->last_targets_ms >= (uint64_t)r->cfg->targets_refresh_ms)
         relay_load_targets(r);
+    relay_refresh_live_counts(r);
     if (now - r->last_heartbeat_ms >= HEARTBEAT_EVERY_MS && !r->idle_change_running) {
         const char *params[2] = {r->cfg->relay_id, r->idle_in_db ? "true" : "false"};
         if (pg_query(r->pg, STMT_HEARTBEAT, 2, params, on_heartbeat_done, r))
@@ -902,6 +930,176 @@ static void on_db_notify(void *data, const char *channel)
 {
     struct relay *r = data;
     relay_maybe_claim(r);
+}
+
+/* ---------------------------------------------------------------- admin port */
+
+static void on_live_counts(void *data, PGresult *res, const char *error)
+{
+    struct relay *r = data;
+    r->live_counts_running = false;
+    if (error)
+        return;
+    static const char *const states[4] = {"pending", "in_flight", "unknown", "awaiting_approval"};
+    for (int i = 0; i < PQntuples(res); i++) {
+        for (int k = 0; k < 4; k++) {
+            if (strcmp(PQgetvalue(res, i, 0), states[k]) != 0)
+                continue;
+            r->live_counts[k] = strtoll(PQgetvalue(res, i, 1), NULL, 10);
+            if (k == 0)
+                r->oldest_due_age_s = strtod(PQgetvalue(res, i, 2), NULL);
+        }
+    }
+}
+
+static void relay_refresh_live_counts(struct relay *r)
+{
+    uint64_t now = uv_now(&r->loop);
+    if (r->admin == NULL || r->live_counts_running || !pg_conn_ready(r->pg) ||
+        now - r->last_live_counts_ms < LIVE_COUNTS_EVERY_MS)
+        return;
+    if (pg_query(r->pg, STMT_LIVE_COUNTS, 0, NULL, on_live_counts, r)) {
+        r->live_counts_running = true;
+        r->last_live_counts_ms = now;
+    }
+}
+
+static const char *relay_ready_reason(void *data)
+{
+    struct relay *r = data;
+    if (r->stopping)
+        return "shutting down";
+    if (!pg_conn_ready(r->pg)) {
+        snprintf(r->ready_reason, sizeof(r->ready_reason), "database not connected: %s",
+                 pg_conn_status_reason(r->pg));
+        return r->ready_reason;
+    }
+    return r->targets_loaded ? "" : "targets not loaded yet";
+}
+
+static void relay_write_metrics(void *data, struct strbuf *out)
+{
+    struct relay *r = data;
+    static const char *const live_states[4] = {"pending", "in_flight", "unknown",
+                                               "awaiting_approval"};
+    metrics_family(out, "outbox_intents", METRICS_GAUGE,
+                   "Intents in each live state (whole database, refreshed every 5 s).");
+    for (int k = 0; k < 4; k++)
+        metrics_sample(out, "outbox_intents", METRICS_LABELS({"state", live_states[k]}),
+                       (double)r->live_counts[k]);
+    metrics_gauge(out, "outbox_oldest_pending_age_seconds",
+                  "Age of the oldest due pending intent (delivery lag).", METRICS_NO_LABELS,
+                  r->oldest_due_age_s);
+    metrics_family(out, "outbox_attempts_total", METRICS_COUNTER,
+                   "Delivery attempts, take-overs and status checks by target and class.");
+    for (size_t i = 0; i < r->targets.count; i++)
+        for (int c = 0; c < CLASS_COUNT; c++)
+            metrics_sample_uint(
+                out, "outbox_attempts_total",
+                METRICS_LABELS({"target", r->targets.items[i]->name},
+                               {"class", outcome_class_name((enum attempt_class)c)}),
+                r->targets.items[i]->attempts_by_class[c]);
+    metrics_family(out, "outbox_deliveries_total", METRICS_COUNTER,
+                   "Decisions after an attempt by target and the state it left the intent in.");
+    for (size_t i = 0; i < r->targets.count; i++)
+        for (int st = 0; st <= STATE_UNKNOWN; st++)
+            metrics_sample_uint(
+                out, "outbox_deliveries_total",
+                METRICS_LABELS({"target", r->targets.items[i]->name},
+                               {"state", outcome_state_name((enum intent_state)st)}),
+                r->targets.items[i]->decisions_by_state[st]);
+    metrics_family(out, "outbox_retries_total", METRICS_COUNTER,
+                   "Attempts after the first, by target.");
+    for (size_t i = 0; i < r->targets.count; i++)
+        metrics_sample_uint(out, "outbox_retries_total",
+                            METRICS_LABELS({"target", r->targets.items[i]->name}),
+                            r->targets.items[i]->retries);
+    metrics_family(out, "outbox_retry_budget_exhausted_total", METRICS_COUNTER,
+                   "Retries deferred because the target's retry budget was spent.");
+    for (size_t i = 0; i < r->targets.count; i++)
+        metrics_sample_uint(out, "outbox_retry_budget_exhausted_total",
+                            METRICS_LABELS({"target", r->targets.items[i]->name}),
+                            r->targets.items[i]->budget_exhausted);
+    metrics_family(out, "outbox_in_flight", METRICS_GAUGE,
+                   "Deliveries and status checks of this relay in flight, by target.");
+    for (size_t i = 0; i < r->targets.count; i++)
+        metrics_sample(out, "outbox_in_flight",
+                       METRICS_LABELS({"target", r->targets.items[i]->name}),
+                       r->targets.items[i]->in_flight);
+    metrics_family(out, "outbox_reconciliations_total", METRICS_COUNTER,
+                   "Status URL checks of unknown intents by target and result.");
+    for (size_t i = 0; i < r->targets.count; i++) {
+        struct target *t = r->targets.items[i];
+        metrics_sample_uint(out, "outbox_reconciliations_total",
+                            METRICS_LABELS({"target", t->name}, {"result", "executed"}),
+                            t->attempts_by_class[CLASS_RECONCILED_EXECUTED]);
+        metrics_sample_uint(out, "outbox_reconciliations_total",
+                            METRICS_LABELS({"target", t->name}, {"result", "not_executed"}),
+                            t->attempts_by_class[CLASS_RECONCILED_NOT_EXECUTED]);
+        metrics_sample_uint(out, "outbox_reconciliations_total",
+                            METRICS_LABELS({"target", t->name}, {"result", "inconclusive"}),
+                            t->attempts_by_class[CLASS_RECONCILE_INCONCLUSIVE]);
+    }
+    metrics_family(out, "outbox_delivery_duration_seconds", METRICS_HISTOGRAM,
+                   "Time from starting a request to its end.");
+    metrics_histogram_render(out, "outbox_delivery_duration_seconds", METRICS_NO_LABELS,
+                             &r->delivery_seconds);
+    metrics_family(out, "outbox_claim_duration_seconds", METRICS_HISTOGRAM,
+                   "Round trip of one claim statement.");
+    metrics_histogram_render(out, "outbox_claim_duration_seconds", METRICS_NO_LABELS,
+                             &r->claim_seconds);
+    metrics_counter(out, "outbox_claimed_total", "Rows claimed by this relay.", METRICS_NO_LABELS,
+                    r->claimed);
+    metrics_counter(out, "outbox_taken_over_total",
+                    "In-flight rows of dead relays taken over (as ambiguous).", METRICS_NO_LABELS,
+                    r->taken_over);
+    metrics_counter(out, "outbox_recorded_total", "Outcomes written to the database.",
+                    METRICS_NO_LABELS, r->recorded);
+    metrics_counter(out, "outbox_fenced_out_total",
+                    "Outcomes refused by the lease fence (a newer owner or attempt).",
+                    METRICS_NO_LABELS, r->fenced_out);
+    metrics_gauge(out, "outbox_unrecorded_outcomes", "Outcomes waiting in memory for the database.",
+                  METRICS_NO_LABELS, (double)(r->buffered.count + r->recording.count));
+    metrics_gauge(out, "outbox_ready", "1 while the relay is ready (database connected).",
+                  METRICS_NO_LABELS, *relay_ready_reason(r) == '\0' ? 1 : 0);
+    metrics_gauge(out, "outbox_db_connected", "1 while the database connection is ready.",
+                  METRICS_NO_LABELS, pg_conn_ready(r->pg) ? 1 : 0);
+    metrics_counter(out, "outbox_db_reconnects_total",
+                    "Database connections lost or failed (each followed by a reconnect).",
+                    METRICS_NO_LABELS, pg_conn_reconnects(r->pg));
+}
+
+struct intent_lookup {
+    void *req;
+    void (*done)(void *req, int status, const char *json_body);
+};
+
+static void on_intent_looked_up(void *data, PGresult *res, const char *error)
+{
+    struct intent_lookup *lookup = data;
+    if (error)
+        lookup->done(lookup->req, 503, NULL);
+    else if (PQntuples(res) == 0)
+        lookup->done(lookup->req, 404, NULL);
+    else
+        lookup->done(lookup->req, 200, PQgetvalue(res, 0, 0));
+    free(lookup);
+}
+
+static void relay_lookup_intent(void *data, const char *key, void *req,
+                                void (*done)(void *req, int status, const char *json_body))
+{
+    struct relay *r = data;
+    struct intent_lookup *lookup = malloc(sizeof(*lookup));
+    const char *params[1] = {key};
+    if (lookup) {
+        lookup->req = req;
+        lookup->done = done;
+        if (pg_query(r->pg, STMT_OUTCOME, 1, params, on_intent_looked_up, lookup))
+            return; /* pg calls back exactly once, also on loss or close */
+        free(lookup);
+    }
+    done(req, 503, NULL);
 }
 
 /* ---------------------------------------------------------------- shutdown */
@@ -1005,6 +1203,10 @@ static void relay_close(struct relay *r)
     if (r->closing)
         return;
     r->closing = true;
+    if (r->admin) {
+        admin_close(r->admin, NULL, NULL);
+        r->admin = NULL;
+    }
     log_event(LOG_INFO, "relay_stopped", "claimed", json_integer((json_int_t)r->claimed),
               "succeeded", json_integer((json_int_t)r->attempts_by_class[CLASS_SUCCEEDED]),
               "ambiguous", json_integer((json_int_t)r->attempts_by_class[CLASS_AMBIGUOUS]),
@@ -1061,7 +1263,30 @@ int relay_run(const struct config *cfg)
     log_event(LOG_INFO, "relay_started", "relay", json_string(cfg->relay_id), "batch_size",
               json_integer(cfg->batch_size), "max_in_flight", json_integer(cfg->max_in_flight),
               "lease_ms", json_integer(cfg->lease_ms), NULL);
-    pg_conn_start(r->pg);
+    static const double latency_bounds[] = METRICS_LATENCY_SECONDS_BOUNDS;
+    if (!metrics_histogram_init(&r->delivery_seconds, latency_bounds,
+                                METRICS_LATENCY_SECONDS_BOUND_COUNT) ||
+        !metrics_histogram_init(&r->claim_seconds, latency_bounds,
+                                METRICS_LATENCY_SECONDS_BOUND_COUNT))
+        abort();
+    bool started = true;
+    if (cfg->admin_listen && *cfg->admin_listen) {
+        struct admin_hooks hooks = {
+            .data = r,
+            .ready_reason = relay_ready_reason,
+            .write_metrics = relay_write_metrics,
+            .lookup_intent = relay_lookup_intent,
+        };
+        r->admin = admin_start(&r->loop, cfg->admin_listen, hooks, ADMIN_MAX_CONNECTIONS,
+                               ADMIN_MAX_REQUEST_BYTES);
+        if (r->admin == NULL) {
+            r->exit_code = 1;
+            started = false;
+            relay_close(r);
+        }
+    }
+    if (started)
+        pg_conn_start(r->pg);
     uv_run(&r->loop, UV_RUN_DEFAULT);
 
     int rc = uv_loop_close(&r->loop);

@@ -32,6 +32,10 @@
 #define STMT_CLAIM_UNKNOWN "claim_unknown"
 /* $1 relay, $2 bigint[] ids, $3 int[] attempts, $4 delay ms */
 #define STMT_DEFER "defer"
+/* $1 key */
+#define STMT_OUTCOME "outcome"
+/* no parameters */
+#define STMT_LIVE_COUNTS "live_counts"
 /* no parameters */
 #define STMT_NEXT_DUE "next_due"
 #define STMT_TARGETS "targets"
@@ -50,6 +54,8 @@ static const struct pg_statement relay_statements[] = {
     {STMT_CLAIM_UNKNOWN, "SELECT id, key, target, attempt, first_attempt_ms"
                          " FROM outbox.claim_unknown($1, $2, $3)"},
     {STMT_DEFER, "SELECT outbox.defer($1, $2, $3, $4)"},
+    {STMT_OUTCOME, "SELECT row_to_json(o)::text FROM outbox.outcome($1) o"},
+    {STMT_LIVE_COUNTS, "SELECT state, intents, oldest_due_age_s FROM outbox.live_counts()"},
     {STMT_TARGETS,
      "SELECT name, url, method, key_header, (extract(epoch FROM key_ttl) * 1000)::bigint,"
      " status_url, timeout_ms, max_attempts, backoff_base_ms, backoff_cap_ms,"

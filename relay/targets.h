@@ -40,6 +40,10 @@ struct target {
     int in_flight; /* deliveries and status checks of this relay now */
     struct retry_budget budget;
     uint64_t budget_exhausted; /* retries deferred because the budget was spent */
+    /* Counters for /metrics; records survive reloads, so do the counts. */
+    uint64_t attempts_by_class[CLASS_COUNT];
+    uint64_t decisions_by_state[STATE_UNKNOWN + 1];
+    uint64_t retries; /* attempts after the first */
 };
 
 struct target_set {

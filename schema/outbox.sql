@@ -798,6 +798,23 @@ SELECT i.key, i.target, i.state, s.reason, now() - i.created_at AS age, i.attemp
     OR (i.state = 'awaiting_approval' AND i.created_at < now() - interval '24 hours');
 COMMENT ON VIEW outbox.stuck IS 'Keys that need a look: in flight past the lease, unknown, pending over 5 minutes past due, awaiting approval over 24 hours.';
 
+-- Rows in each live state and the age of the oldest due pending row, for
+-- metrics. Each count walks one partial index, so the cost follows the live
+-- rows, not the history of terminal ones.
+CREATE FUNCTION outbox.live_counts()
+RETURNS TABLE (state outbox.intent_state, intents bigint, oldest_due_age_s double precision)
+LANGUAGE sql STABLE SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+    SELECT 'pending'::outbox.intent_state, count(*),
+           coalesce(extract(epoch FROM now() - min(next_attempt_at) FILTER (WHERE next_attempt_at <= now()))::float8, 0)
+      FROM outbox.intents WHERE state = 'pending'
+    UNION ALL
+    SELECT 'in_flight', count(*), NULL FROM outbox.intents WHERE state = 'in_flight'
+    UNION ALL
+    SELECT 'unknown', count(*), NULL FROM outbox.intents WHERE state = 'unknown'
+    UNION ALL
+    SELECT 'awaiting_approval', count(*), NULL FROM outbox.intents WHERE state = 'awaiting_approval';
+$$;
+
 -- ==================================================================== 5. from 0005_roles.sql
 
 -- 0005: least-privilege roles (group roles: grant them to login roles).
@@ -849,14 +866,15 @@ GRANT EXECUTE ON FUNCTION outbox.outcome(text),
                           outbox.release(text, bigint[], integer[]),
                           outbox.claim_unknown(text, integer, integer),
                           outbox.defer(text, bigint[], integer[], integer),
-                          outbox.next_due_ms()
+                          outbox.next_due_ms(),
+                          outbox.live_counts()
       TO outbox_relay;
 GRANT SELECT ON outbox.targets TO outbox_relay;
 
 GRANT SELECT ON outbox.stuck, outbox.intents, outbox.attempts, outbox.targets, outbox.relays,
                 outbox.mismatches
       TO outbox_operator;
-GRANT EXECUTE ON FUNCTION outbox.outcome(text) TO outbox_operator;
+GRANT EXECUTE ON FUNCTION outbox.outcome(text), outbox.live_counts() TO outbox_operator;
 
 GRANT outbox_operator TO outbox_admin;
 GRANT INSERT, UPDATE, DELETE ON outbox.targets TO outbox_admin;

@@ -70,9 +70,9 @@ sql "CREATE TABLE effects AS
               jsonb_each_text(pg_read_file('$T/effects-' || r.kind || '.json')::jsonb) AS e" >/dev/null
 
 faults=$(for kind in dedupe status legacy; do port_var=RECV_PORT_$kind; curl -s "http://127.0.0.1:${!port_var}/_stats"; echo; done)
-deliveries=$(sed -n 's/.*"deliveries_total":\([0-9]*\).*/\1/p' <<<"$faults" | paste -sd+ | bc)
+deliveries=$(sed -n 's/.*"deliveries_total":\([0-9]*\).*/\1/p' <<<"$faults" | awk '{s += $1} END {print s + 0}')
 for mode in drop_after late reset_before status_500 status_429; do
-    n=$(sed -n "s/.*\"$mode\":\([0-9]*\).*/\1/p" <<<"$faults" | paste -sd+ | bc)
+    n=$(sed -n "s/.*\"$mode\":\([0-9]*\).*/\1/p" <<<"$faults" | awk '{s += $1} END {print s + 0}')
     pct=$(( 1000 * n / deliveries ))
     echo "# fault $mode: $n of $deliveries deliveries ($((pct / 10)).$((pct % 10)) %)"
     ok "fault $mode injected at >= 5 % of deliveries" test "$pct" -ge 50

@@ -159,10 +159,11 @@ SELECT set_eq(
              ('outbox_relay', 'outcome'), ('outbox_relay', 'relay_heartbeat'), ('outbox_relay', 'relay_gone'),
              ('outbox_relay', 'claim'), ('outbox_relay', 'take_over_expired'), ('outbox_relay', 'renew_leases'),
              ('outbox_relay', 'record'), ('outbox_relay', 'release'), ('outbox_relay', 'next_due_ms'),
-             ('outbox_relay', 'claim_unknown'), ('outbox_relay', 'defer'),
-             ('outbox_operator', 'outcome'),
+             ('outbox_relay', 'claim_unknown'), ('outbox_relay', 'defer'), ('outbox_relay', 'live_counts'),
+             ('outbox_operator', 'outcome'), ('outbox_operator', 'live_counts'),
              ('outbox_admin', 'enqueue'), ('outbox_admin', 'outcome'), ('outbox_admin', 'approve'),
-             ('outbox_admin', 'reject'), ('outbox_admin', 'cancel'), ('outbox_admin', 'resolve')$$,
+             ('outbox_admin', 'reject'), ('outbox_admin', 'cancel'), ('outbox_admin', 'resolve'),
+             ('outbox_admin', 'live_counts')$$,
     'EXECUTE matrix: each role reaches exactly its functions (SECURITY DEFINER internals reach nobody)');
 SELECT set_eq(
     $$SELECT r.rolname::text, c.relname::text, priv

@@ -15,4 +15,6 @@ Suite *strbuf_suite(void);
 Suite *config_suite(void);
 Suite *signing_suite(void);
 
+Suite *metrics_suite(void);
+
 #endif

@@ -1,0 +1,958 @@
+/*
+ * admin.c — the admin HTTP port on the relay's loop (endpoints in admin.h).
+ *
+ * DESIGN
+ * Off the hot path, and never able to hurt it: the port shares the loop with
+ * deliveries and the database, so everything here is bounded and nothing
+ * blocks. Requests are parsed by libhttp-parser (no hand-rolled HTTP); we keep
+ * only what routing needs: the method, the request target (bounded by
+ * max_request_bytes) and whether the connection stays open. Headers and
+ * bodies are counted, not stored.
+ *
+ * One request per connection at a time. The parser pauses in
+ * on_message_complete; pipelined bytes wait in the input buffer (reading
+ * stops once they exceed max_request_bytes) until the answer to the previous
+ * request has been written. Responses therefore go out in order with no
+ * queue, and a connection has at most one write in flight.
+ *
+ * Every connection is in one phase, and every phase has a deadline on the
+ * connection's one timer, so no client can hold a slot forever:
+ *
+ *   accept ─► IDLE ──first byte──► READING ──complete──► LOOKUP ──done()──► WRITING
+ *             60 s                  10 s         │        10 s, then 503      10 s
+ *              ▲                                 └──── other endpoints ────────►│
+ *              └──────────────────── keep-alive ◄───────────────────────────────┤
+ *                                                  close ──► DRAINING (1 s) ──► closed
+ *
+ * A deadline closes the connection, except LOOKUP's, which answers 503.
+ *
+ * Closing after an error answer (400, 413, 503) is a lingering close: shut
+ * down our write side, then read and discard until EOF or the drain deadline,
+ * so that request bytes still arriving do not turn our FIN into a RST that
+ * destroys the answer before the client has read it.
+ *
+ * Lookups outlive connections: lookup_intent gets a small request object
+ * that points at its connection. When the connection closes first (client
+ * gone, lookup deadline, admin_close), the pointer is cleared and the object
+ * is orphaned; done() then only frees it. So done() is always safe, and the
+ * server never waits for the database to close.
+ *
+ * Limits: max_connections connections are served; one more is answered 503
+ * and closed (as many again may be in that state; beyond that a connection is
+ * closed without an answer). max_request_bytes bounds a request on the wire
+ * (request line, headers, body): 413 and close.
+ *
+ * Invariants: every uv handle is closed through uv_close and its memory
+ * freed in the close callback; a connection is freed when both its handles
+ * are closed, and the server when its listener and every connection are.
+ */
+#include "admin.h"
+
+#include "log.h"
+
+#include <arpa/inet.h>
+#include <http_parser.h>
+#include <jansson.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define ADMIN_BACKLOG 64
+#define ADMIN_READ_CHUNK 4096
+#define ADMIN_KEY_MAX_BYTES 255 /* as outbox.enqueue */
+#define ADMIN_INTENTS_PREFIX "/v1/intents/"
+/* Deadlines of the phases (see the diagram above); -D overrides are for tests. */
+#ifndef ADMIN_IDLE_TIMEOUT_MS
+#define ADMIN_IDLE_TIMEOUT_MS 60000
+#endif
+#ifndef ADMIN_REQUEST_TIMEOUT_MS
+#define ADMIN_REQUEST_TIMEOUT_MS 10000
+#endif
+#ifndef ADMIN_LOOKUP_TIMEOUT_MS
+#define ADMIN_LOOKUP_TIMEOUT_MS 10000
+#endif
+#ifndef ADMIN_WRITE_TIMEOUT_MS
+#define ADMIN_WRITE_TIMEOUT_MS 10000
+#endif
+#ifndef ADMIN_DRAIN_TIMEOUT_MS
+#define ADMIN_DRAIN_TIMEOUT_MS 1000
+#endif
+/* At most one "connections refused" warning per this many ms. */
+#define ADMIN_REFUSED_LOG_EVERY_MS 60000
+
+#define CONTENT_TYPE_JSON "application/json"
+#define CONTENT_TYPE_METRICS "text/plain; version=0.0.4; charset=utf-8"
+
+enum conn_phase {
+    PHASE_IDLE,     /* keep-alive: waiting for the first byte of a request */
+    PHASE_READING,  /* a request has begun */
+    PHASE_LOOKUP,   /* waiting for lookup_intent's done() */
+    PHASE_WRITING,  /* the answer is being written */
+    PHASE_DRAINING, /* write side shut down; discarding input until EOF */
+};
+
+struct admin_lookup;
+
+struct admin_conn {
+    uv_tcp_t tcp;
+    uv_timer_t timer; /* the deadline of the current phase */
+    uv_shutdown_t shutdown_req;
+    admin_server_t *server;
+    struct admin_conn *prev, *next;
+    int open_handles;
+    enum conn_phase phase;
+    bool closing;
+    bool reading;
+    bool peer_eof; /* the client half-closed while we were busy */
+    bool refused;  /* over max_connections: answered 503 */
+
+    http_parser parser;
+    char *input; /* bytes read, parsed up to input_offset */
+    size_t input_len, input_cap, input_offset;
+    size_t message_bytes; /* wire bytes of the request being parsed */
+    struct strbuf url;
+    bool keep_alive;
+    int reject_status; /* set by a parser callback that stopped parsing */
+
+    struct admin_lookup *lookup; /* outstanding, or NULL */
+};
+
+/* What lookup_intent holds; conn is NULL once the connection is gone. */
+struct admin_lookup {
+    struct admin_conn *conn;
+};
+
+struct admin_write {
+    uv_write_t req;
+    struct admin_conn *conn;
+    bool close_after;
+    size_t len;
+    char data[];
+};
+
+struct admin_server {
+    uv_loop_t *loop;
+    uv_tcp_t listener;
+    struct admin_hooks hooks;
+    int max_connections;
+    size_t max_request_bytes;
+    int port;
+    struct admin_conn *conns; /* every connection not yet closing */
+    int serving;              /* connections counted against max_connections */
+    int refusing;             /* connections being answered 503 */
+    int open_conns;           /* connection objects not yet freed */
+    bool listener_open;
+    bool closing;
+    uint64_t refused_total;
+    uint64_t refused_logged_ms;
+    bool refused_logged;
+    void (*on_closed)(void *data);
+    void *closed_data;
+};
+
+static void conn_close(struct admin_conn *conn);
+static void conn_drive(struct admin_conn *conn);
+static void conn_start_reading(struct admin_conn *conn);
+static void on_conn_timer(uv_timer_t *timer);
+
+/* ---------------------------------------------------------------- small helpers */
+
+static bool bytes_equal(const char *s, size_t n, const char *literal)
+{
+    return strlen(literal) == n && memcmp(s, literal, n) == 0;
+}
+
+static bool bytes_start_with(const char *s, size_t n, const char *prefix)
+{
+    size_t len = strlen(prefix);
+    return n >= len && memcmp(s, prefix, len) == 0;
+}
+
+static int hex_value(char c)
+{
+    if (c >= '0' && c <= '9')
+        return c - '0';
+    if (c >= 'a' && c <= 'f')
+        return c - 'a' + 10;
+    if (c >= 'A' && c <= 'F')
+        return c - 'A' + 10;
+    return -1;
+}
+
+/* Length of the valid UTF-8 sequence at s (1..4), or 0 when invalid. */
+static size_t utf8_length(const unsigned char *s, size_t n)
+{
+    if (s[0] < 0x80)
+        return 1;
+    size_t len;
+    unsigned cp;
+    if (s[0] >= 0xC2 && s[0] <= 0xDF) {
+        len = 2;
+        cp = s[0] & 0x1Fu;
+    } else if ((s[0] & 0xF0) == 0xE0) {
+        len = 3;
+        cp = s[0] & 0x0Fu;
+    } else if (s[0] >= 0xF0 && s[0] <= 0xF4) {
+        len = 4;
+        cp = s[0] & 0x07u;
+    } else {
+        return 0;
+    }
+    if (n < len)
+        return 0;
+    for (size_t i = 1; i < len; i++) {
+        if ((s[i] & 0xC0) != 0x80)
+            return 0;
+        cp = (cp << 6) | (s[i] & 0x3Fu);
+    }
+    if ((len == 3 && cp < 0x800) || (len == 4 && cp < 0x10000) || cp > 0x10FFFF ||
+        (cp >= 0xD800 && cp <= 0xDFFF))
+        return 0;
+    return len;
+}
+
+/*
+ * The key of /v1/intents/{key}: percent-decoded into out (at least
+ * ADMIN_KEY_MAX_BYTES + 1 bytes), checked as outbox.enqueue checks keys.
+ * Returns NULL, or why the key is refused.
+ */
+static const char *admin_decode_key(const char *encoded, size_t n, char *out)
+{
+    size_t len = 0;
+    for (size_t i = 0; i < n; i++) {
+        char c = encoded[i];
+        if (c == '%') {
+            int high = i + 1 < n ? hex_value(encoded[i + 1]) : -1;
+            int low = i + 2 < n ? hex_value(encoded[i + 2]) : -1;
+            if (high < 0 || low < 0)
+                return "malformed percent-encoding in the key";
+            c = (char)(high * 16 + low);
+            i += 2;
+        }
+        if (len == ADMIN_KEY_MAX_BYTES)
+            return "the key is longer than 255 bytes";
+        out[len++] = c;
+    }
+    out[len] = '\0';
+    if (len == 0)
+        return "the key is empty";
+    const unsigned char *p = (const unsigned char *)out;
+    for (size_t i = 0; i < len;) {
+        size_t seq = utf8_length(p + i, len - i);
+        if (seq == 0)
+            return "the key is not valid UTF-8";
+        /* C0 controls, DEL, and C1 controls (U+0080..U+009F): [[:cntrl:]] */
+        if (p[i] < 0x20 || p[i] == 0x7F || (p[i] == 0xC2 && p[i + 1] < 0xA0))
+            return "the key contains a control character";
+        i += seq;
+    }
+    return NULL;
+}
+
+/* A compact JSON object of string members, in order: {"names[0]":"values[0]",...}.
+ * Invalid UTF-8 in a value (a driver message, say) is replaced, not fatal. */
+static char *json_text(const char *const *names, const char *const *values, size_t count)
+{
+    json_t *object = json_object();
+    for (size_t i = 0; i < count; i++) {
+        json_t *string = json_string(values[i] ? values[i] : "");
+        json_object_set_new(object, names[i], string ? string : json_string("(not valid UTF-8)"));
+    }
+    char *text = json_dumps(object, JSON_COMPACT | JSON_PRESERVE_ORDER);
+    json_decref(object);
+    if (text == NULL)
+        abort(); /* out of memory, as strbuf does */
+    return text;
+}
+
+static const char *status_text(int status)
+{
+    switch (status) {
+    case 200:
+        return "OK";
+    case 400:
+        return "Bad Request";
+    case 404:
+        return "Not Found";
+    case 405:
+        return "Method Not Allowed";
+    case 408:
+        return "Request Timeout";
+    case 413:
+        return "Content Too Large";
+    case 500:
+        return "Internal Server Error";
+    case 503:
+        return "Service Unavailable";
+    case 504:
+        return "Gateway Timeout";
+    default:
+        return "Unknown";
+    }
+}
+
+/* ---------------------------------------------------------------- server lifetime */
+
+static void server_maybe_free(admin_server_t *s)
+{
+    if (!s->closing || s->listener_open || s->open_conns > 0)
+        return;
+    void (*cb)(void *) = s->on_closed;
+    void *data = s->closed_data;
+    free(s);
+    if (cb)
+        cb(data);
+}
+
+static void on_listener_closed(uv_handle_t *handle)
+{
+    admin_server_t *s = handle->data;
+    s->listener_open = false;
+    server_maybe_free(s);
+}
+
+/* ---------------------------------------------------------------- connection lifetime */
+
+static void on_conn_handle_closed(uv_handle_t *handle)
+{
+    struct admin_conn *conn = handle->data;
+    if (--conn->open_handles > 0)
+        return;
+    admin_server_t *s = conn->server;
+    free(conn->input);
+    strbuf_free(&conn->url);
+    free(conn);
+    s->open_conns--;
+    server_maybe_free(s);
+}
+
+static void conn_set_phase(struct admin_conn *conn, enum conn_phase phase, uint64_t timeout_ms)
+{
+    conn->phase = phase;
+    uv_timer_start(&conn->timer, on_conn_timer, timeout_ms, 0);
+}
+
+static bool conn_busy(const struct admin_conn *conn)
+{
+    return conn->phase == PHASE_LOOKUP || conn->phase == PHASE_WRITING;
+}
+
+/* Closes both handles at once; pending writes and the shutdown are cancelled
+ * (their callbacks run before the close callbacks). */
+static void conn_close(struct admin_conn *conn)
+{
+    if (conn->closing)
+        return;
+    conn->closing = true;
+    admin_server_t *s = conn->server;
+    if (conn->prev)
+        conn->prev->next = conn->next;
+    else
+        s->conns = conn->next;
+    if (conn->next)
+        conn->next->prev = conn->prev;
+    if (conn->refused)
+        s->refusing--;
+    else
+        s->serving--;
+    if (conn->lookup) {
+        conn->lookup->conn = NULL; /* orphaned: done() only frees it */
+        conn->lookup = NULL;
+    }
+    uv_timer_stop(&conn->timer);
+    uv_close((uv_handle_t *)&conn->timer, on_conn_handle_closed);
+    uv_close((uv_handle_t *)&conn->tcp, on_conn_handle_closed);
+}
+
+static void on_shutdown_done(uv_shutdown_t *req, int status)
+{
+    struct admin_conn *conn = req->data;
+    if (conn->closing)
+        return;
+    if (status < 0 || conn->peer_eof) {
+        conn_close(conn);
+        return;
+    }
+    /* Lingering close: discard what the client still sends, until EOF. */
+    conn_set_phase(conn, PHASE_DRAINING, ADMIN_DRAIN_TIMEOUT_MS);
+    conn->input_len = conn->input_offset = 0;
+    conn_start_reading(conn);
+}
+
+static void conn_shutdown(struct admin_conn *conn)
+{
+    conn->shutdown_req.data = conn;
+    if (uv_shutdown(&conn->shutdown_req, (uv_stream_t *)&conn->tcp, on_shutdown_done) != 0)
+        conn_close(conn);
+}
+
+/* ---------------------------------------------------------------- responses */
+
+static void on_write_done(uv_write_t *req, int status)
+{
+    struct admin_write *w = (struct admin_write *)req;
+    struct admin_conn *conn = w->conn;
+    bool close_after = w->close_after;
+    free(w);
+    if (conn->closing)
+        return;
+    if (status < 0) {
+        conn_close(conn);
+        return;
+    }
+    if (close_after) {
+        conn_shutdown(conn);
+        return;
+    }
+    conn_set_phase(conn, PHASE_IDLE, ADMIN_IDLE_TIMEOUT_MS);
+    conn_drive(conn); /* a pipelined request may be waiting */
+}
+
+/* A complete answer with Content-Length (and no body for HEAD). The
+ * connection stays open when the request allows it and nothing went wrong. */
+static void conn_respond(struct admin_conn *conn, int status, const char *content_type,
+                         const char *extra_headers, const char *body, size_t body_len)
+{
+    if (conn->closing)
+        return;
+    admin_server_t *s = conn->server;
+    bool keep_alive = conn->keep_alive && !conn->peer_eof && !conn->refused && !s->closing;
+    const char *connection_header = "Connection: close\r\n";
+    if (keep_alive)
+        connection_header = conn->parser.http_minor == 0 ? "Connection: keep-alive\r\n" : "";
+    char head[512];
+    int head_len = snprintf(head, sizeof(head),
+                            "HTTP/1.1 %d %s\r\n"
+                            "Content-Type: %s\r\n"
+                            "Content-Length: %zu\r\n"
+                            "Cache-Control: no-store\r\n"
+                            "%s%s\r\n",
+                            status, status_text(status), content_type, body_len, connection_header,
+                            extra_headers ? extra_headers : "");
+    if (head_len < 0 || (size_t)head_len >= sizeof(head))
+        abort(); /* the headers are ours and short */
+    bool head_only = !conn->refused && conn->parser.method == HTTP_HEAD;
+    size_t sent_body = head_only ? 0 : body_len;
+    struct admin_write *w = malloc(sizeof(*w) + (size_t)head_len + sent_body);
+    if (w == NULL) {
+        conn_close(conn);
+        return;
+    }
+    w->conn = conn;
+    w->close_after = !keep_alive;
+    w->len = (size_t)head_len + sent_body;
+    memcpy(w->data, head, (size_t)head_len);
+    if (sent_body > 0)
+        memcpy(w->data + head_len, body, sent_body);
+    conn_set_phase(conn, PHASE_WRITING, ADMIN_WRITE_TIMEOUT_MS);
+    uv_buf_t buf = uv_buf_init(w->data, (unsigned int)w->len);
+    if (uv_write(&w->req, (uv_stream_t *)&conn->tcp, &buf, 1, on_write_done) != 0) {
+        free(w);
+        conn_close(conn);
+    }
+}
+
+static void conn_respond_json(struct admin_conn *conn, int status, const char *extra_headers,
+                              const char *json)
+{
+    conn_respond(conn, status, CONTENT_TYPE_JSON, extra_headers, json, strlen(json));
+}
+
+static void conn_respond_error(struct admin_conn *conn, int status, const char *extra_headers,
+                               const char *message)
+{
+    const char *name = "error";
+    char *body = json_text(&name, &message, 1);
+    conn_respond_json(conn, status, extra_headers, body);
+    free(body);
+}
+
+/* Malformed or too large: answer, then close (the parser cannot go on). */
+static void conn_reject(struct admin_conn *conn, int status, const char *message)
+{
+    conn->keep_alive = false;
+    log_event(LOG_DEBUG, "admin_request_rejected", "status", json_integer(status), "reason",
+              json_string(message), NULL);
+    conn_respond_error(conn, status, NULL, message);
+}
+
+/* ---------------------------------------------------------------- lookups */
+
+static void admin_lookup_done(void *req, int status, const char *json_body)
+{
+    struct admin_lookup *lookup = req;
+    struct admin_conn *conn = lookup->conn;
+    free(lookup);
+    if (conn == NULL)
+        return; /* orphaned: the client, the deadline or admin_close came first */
+    conn->lookup = NULL;
+    if (status < 100 || status > 599)
+        status = 500;
+    if (json_body) {
+        conn_respond_json(conn, status, NULL, json_body);
+        return;
+    }
+    const char *message = status == 404   ? "no intent with this key"
+                          : status == 200 ? "no body"
+                                          : "the outcome cannot be read now";
+    conn_respond_error(conn, status, NULL, message);
+}
+
+static void conn_lookup_timed_out(struct admin_conn *conn)
+{
+    conn->lookup->conn = NULL; /* done() will only free it */
+    conn->lookup = NULL;
+    conn_respond_error(conn, 503, NULL, "the outcome could not be read in time");
+}
+
+/* ---------------------------------------------------------------- endpoints */
+
+static void handle_ready(struct admin_conn *conn)
+{
+    admin_server_t *s = conn->server;
+    const char *reason = s->hooks.ready_reason ? s->hooks.ready_reason(s->hooks.data) : "";
+    if (reason == NULL || *reason == '\0') {
+        conn_respond_json(conn, 200, NULL, "{\"status\":\"ready\"}");
+        return;
+    }
+    const char *names[] = {"status", "reason"}, *values[] = {"not ready", reason};
+    char *body = json_text(names, values, 2);
+    conn_respond_json(conn, 503, NULL, body);
+    free(body);
+}
+
+static void handle_metrics(struct admin_conn *conn)
+{
+    admin_server_t *s = conn->server;
+    struct strbuf out;
+    strbuf_init(&out);
+    if (s->hooks.write_metrics)
+        s->hooks.write_metrics(s->hooks.data, &out);
+    conn_respond(conn, 200, CONTENT_TYPE_METRICS, NULL, out.data, out.len);
+    strbuf_free(&out);
+}
+
+static void handle_intent(struct admin_conn *conn, const char *encoded_key, size_t n)
+{
+    admin_server_t *s = conn->server;
+    char key[ADMIN_KEY_MAX_BYTES + 1];
+    const char *problem = admin_decode_key(encoded_key, n, key);
+    if (problem) {
+        conn_respond_error(conn, 400, NULL, problem);
+        return;
+    }
+    if (s->hooks.lookup_intent == NULL) {
+        conn_respond_error(conn, 503, NULL, "outcome lookups are not available");
+        return;
+    }
+    struct admin_lookup *lookup = malloc(sizeof(*lookup));
+    if (lookup == NULL) {
+        conn_respond_error(conn, 503, NULL, "out of memory");
+        return;
+    }
+    lookup->conn = conn;
+    conn->lookup = lookup;
+    conn_set_phase(conn, PHASE_LOOKUP, ADMIN_LOOKUP_TIMEOUT_MS);
+    /* done() may even run before this returns: it answers at once then. */
+    s->hooks.lookup_intent(s->hooks.data, key, lookup, admin_lookup_done);
+}
+
+/* Routes one complete request (the parser is paused). */
+static void conn_dispatch(struct admin_conn *conn)
+{
+    if (conn->parser.upgrade)
+        conn->keep_alive = false; /* we never switch protocols */
+    struct http_parser_url parts;
+    http_parser_url_init(&parts);
+    if (conn->url.len == 0 ||
+        http_parser_parse_url(conn->url.data, conn->url.len, conn->parser.method == HTTP_CONNECT,
+                              &parts) != 0 ||
+        !(parts.field_set & (1 << UF_PATH))) {
+        conn_reject(conn, 400, "bad request target");
+        return;
+    }
+    const char *path = conn->url.data + parts.field_data[UF_PATH].off;
+    size_t path_len = parts.field_data[UF_PATH].len;
+
+    enum { ROUTE_NONE, ROUTE_HEALTH, ROUTE_READY, ROUTE_METRICS, ROUTE_INTENT } route = ROUTE_NONE;
+    if (bytes_equal(path, path_len, "/healthz"))
+        route = ROUTE_HEALTH;
+    else if (bytes_equal(path, path_len, "/readyz"))
+        route = ROUTE_READY;
+    else if (bytes_equal(path, path_len, "/metrics"))
+        route = ROUTE_METRICS;
+    else if (bytes_start_with(path, path_len, ADMIN_INTENTS_PREFIX))
+        route = ROUTE_INTENT;
+
+    if (route == ROUTE_NONE) {
+        conn_respond_error(conn, 404, NULL, "not found");
+        return;
+    }
+    if (conn->parser.method != HTTP_GET && conn->parser.method != HTTP_HEAD) {
+        conn_respond_error(conn, 405, "Allow: GET, HEAD\r\n", "method not allowed");
+        return;
+    }
+    switch (route) {
+    case ROUTE_HEALTH:
+        conn_respond_json(conn, 200, NULL, "{\"status\":\"ok\"}");
+        break;
+    case ROUTE_READY:
+        handle_ready(conn);
+        break;
+    case ROUTE_METRICS:
+        handle_metrics(conn);
+        break;
+    case ROUTE_INTENT: {
+        size_t prefix = strlen(ADMIN_INTENTS_PREFIX);
+        handle_intent(conn, path + prefix, path_len - prefix);
+        break;
+    }
+    case ROUTE_NONE:
+        break;
+    }
+}
+
+/* ---------------------------------------------------------------- parser callbacks */
+
+static int on_message_begin(http_parser *parser)
+{
+    struct admin_conn *conn = parser->data;
+    strbuf_reset(&conn->url);
+    conn->keep_alive = false;
+    conn->reject_status = 0;
+    /* The deadline runs from the first byte, and slow bytes do not extend it. */
+    conn_set_phase(conn, PHASE_READING, ADMIN_REQUEST_TIMEOUT_MS);
+    return 0;
+}
+
+static int on_url(http_parser *parser, const char *at, size_t length)
+{
+    struct admin_conn *conn = parser->data;
+    if (length > conn->server->max_request_bytes - conn->url.len) {
+        conn->reject_status = 413;
+        return -1;
+    }
+    strbuf_append(&conn->url, at, length);
+    return 0;
+}
+
+static int on_headers_complete(http_parser *parser)
+{
+    struct admin_conn *conn = parser->data;
+    conn->keep_alive = http_should_keep_alive(parser) != 0;
+    if ((parser->flags & F_CONTENTLENGTH) &&
+        parser->content_length > conn->server->max_request_bytes) {
+        conn->reject_status = 413; /* say so now, not after reading the body */
+        return -1;
+    }
+    return 0;
+}
+
+static int on_message_complete(http_parser *parser)
+{
+    http_parser_pause(parser, 1); /* one request at a time: see conn_drive */
+    return 0;
+}
+
+/* Headers and bodies are not kept: message_bytes counts them. */
+static const http_parser_settings parser_settings = {
+    .on_message_begin = on_message_begin,
+    .on_url = on_url,
+    .on_headers_complete = on_headers_complete,
+    .on_message_complete = on_message_complete,
+};
+
+/* ---------------------------------------------------------------- reading */
+
+/*
+ * Feeds buffered input to the parser until a request is complete (it is
+ * dispatched) or the input is used up. Runs after reads, and after an answer
+ * was written (a pipelined request may be waiting).
+ */
+static void conn_drive(struct admin_conn *conn)
+{
+    size_t max_bytes = conn->server->max_request_bytes;
+    while (!conn->closing && !conn_busy(conn) && conn->phase != PHASE_DRAINING &&
+           conn->input_offset < conn->input_len) {
+        const char *data = conn->input + conn->input_offset;
+        size_t available = conn->input_len - conn->input_offset;
+        size_t parsed = http_parser_execute(&conn->parser, &parser_settings, data, available);
+        conn->input_offset += parsed;
+        conn->message_bytes += parsed;
+        enum http_errno error = HTTP_PARSER_ERRNO(&conn->parser);
+        if (conn->reject_status == 413 || conn->message_bytes > max_bytes ||
+            error == HPE_HEADER_OVERFLOW) {
+            conn_reject(conn, 413, "request too large");
+        } else if (error == HPE_PAUSED) {
+            http_parser_pause(&conn->parser, 0);
+            conn->message_bytes = 0;
+            conn_dispatch(conn);
+        } else if (error != HPE_OK) {
+            conn_reject(conn, 400, http_errno_description(error));
+        } else if (parsed < available) {
+            conn_reject(conn, 400, "unexpected data");
+        }
+    }
+    if (conn->closing || conn->phase == PHASE_DRAINING)
+        return;
+    if (conn->input_offset == conn->input_len)
+        conn->input_len = conn->input_offset = 0;
+    if (!conn_busy(conn)) {
+        if (conn->peer_eof)
+            conn_close(conn);
+        else
+            conn_start_reading(conn);
+    }
+}
+
+static void on_alloc(uv_handle_t *handle, size_t suggested_size, uv_buf_t *buf)
+{
+    struct admin_conn *conn = handle->data;
+    if (conn->phase == PHASE_DRAINING)
+        conn->input_len = conn->input_offset = 0;
+    if (conn->input_offset > 0) { /* compact what the parser consumed */
+        memmove(conn->input, conn->input + conn->input_offset,
+                conn->input_len - conn->input_offset);
+        conn->input_len -= conn->input_offset;
+        conn->input_offset = 0;
+    }
+    if (conn->input_cap - conn->input_len < ADMIN_READ_CHUNK) {
+        size_t cap = conn->input_len + ADMIN_READ_CHUNK;
+        char *grown = realloc(conn->input, cap);
+        if (grown == NULL) {
+            *buf = uv_buf_init(NULL, 0); /* libuv reports UV_ENOBUFS */
+            return;
+        }
+        conn->input = grown;
+        conn->input_cap = cap;
+    }
+    *buf = uv_buf_init(conn->input + conn->input_len,
+                       (unsigned int)(conn->input_cap - conn->input_len));
+}
+
+static void conn_stop_reading(struct admin_conn *conn)
+{
+    if (conn->reading) {
+        uv_read_stop((uv_stream_t *)&conn->tcp);
+        conn->reading = false;
+    }
+}
+
+static void on_read(uv_stream_t *stream, ssize_t nread, const uv_buf_t *buf)
+{
+    struct admin_conn *conn = stream->data;
+    if (conn->closing)
+        return;
+    if (nread < 0) {
+        if (nread == UV_EOF && conn_busy(conn)) {
+            /* Perhaps only a half-close: answer first, then close. */
+            conn->peer_eof = true;
+            conn_stop_reading(conn);
+            return;
+        }
+        conn_close(conn);
+        return;
+    }
+    if (nread == 0)
+        return;
+    if (conn->phase == PHASE_DRAINING) {
+        conn->input_len = 0;
+        return;
+    }
+    conn->input_len += (size_t)nread;
+    if (conn_busy(conn)) {
+        /* Pipelined bytes wait for the current answer; bound them. */
+        if (conn->input_len - conn->input_offset > conn->server->max_request_bytes)
+            conn_stop_reading(conn);
+        return;
+    }
+    conn_drive(conn);
+}
+
+static void conn_start_reading(struct admin_conn *conn)
+{
+    if (conn->reading || conn->closing)
+        return;
+    if (uv_read_start((uv_stream_t *)&conn->tcp, on_alloc, on_read) == 0)
+        conn->reading = true;
+    else
+        conn_close(conn);
+}
+
+static void on_conn_timer(uv_timer_t *timer)
+{
+    struct admin_conn *conn = timer->data;
+    if (conn->phase == PHASE_LOOKUP && conn->lookup) {
+        conn_lookup_timed_out(conn);
+        return;
+    }
+    if (conn->phase == PHASE_READING || conn->phase == PHASE_WRITING)
+        log_event(LOG_DEBUG, "admin_connection_timeout", "phase",
+                  json_string(conn->phase == PHASE_READING ? "reading" : "writing"), NULL);
+    conn_close(conn);
+}
+
+/* ---------------------------------------------------------------- accepting */
+
+static void server_note_refused(admin_server_t *s)
+{
+    s->refused_total++;
+    uint64_t now = uv_now(s->loop);
+    if (s->refused_logged && now - s->refused_logged_ms < ADMIN_REFUSED_LOG_EVERY_MS)
+        return;
+    s->refused_logged = true;
+    s->refused_logged_ms = now;
+    log_event(LOG_WARN, "admin_connections_refused", "max_connections",
+              json_integer(s->max_connections), "refused_total",
+              json_integer((json_int_t)s->refused_total), NULL);
+}
+
+static void on_connection(uv_stream_t *listener, int status)
+{
+    admin_server_t *s = listener->data;
+    if (status < 0) {
+        log_event(LOG_WARN, "admin_accept_failed", "error", json_string(uv_strerror(status)), NULL);
+        return;
+    }
+    struct admin_conn *conn = calloc(1, sizeof(*conn));
+    if (conn == NULL)
+        return; /* libuv calls again while the backlog is not empty */
+    conn->server = s;
+    strbuf_init(&conn->url);
+    uv_tcp_init(s->loop, &conn->tcp);
+    uv_timer_init(s->loop, &conn->timer);
+    conn->tcp.data = conn->timer.data = conn;
+    conn->open_handles = 2;
+    s->open_conns++;
+    conn->next = s->conns;
+    if (s->conns)
+        s->conns->prev = conn;
+    s->conns = conn;
+    http_parser_init(&conn->parser, HTTP_REQUEST);
+    conn->parser.data = conn;
+    conn->refused = s->serving >= s->max_connections;
+    if (conn->refused)
+        s->refusing++;
+    else
+        s->serving++;
+
+    if (uv_accept(listener, (uv_stream_t *)&conn->tcp) != 0) {
+        conn_close(conn);
+        return;
+    }
+    if (conn->refused) {
+        server_note_refused(s);
+        if (s->refusing > s->max_connections) {
+            conn_close(conn); /* too many even to answer */
+            return;
+        }
+        conn_respond_error(conn, 503, NULL, "too many admin connections");
+        return;
+    }
+    uv_tcp_nodelay(&conn->tcp, 1);
+    conn_set_phase(conn, PHASE_IDLE, ADMIN_IDLE_TIMEOUT_MS);
+    conn_start_reading(conn);
+}
+
+/* ---------------------------------------------------------------- public */
+
+/* "host:port" → a socket address; NULL, or what is wrong with it. */
+static const char *admin_parse_listen(const char *listen, struct sockaddr_storage *addr)
+{
+    const char *colon = listen ? strrchr(listen, ':') : NULL;
+    if (colon == NULL)
+        return "expected host:port";
+    const char *port_text = colon + 1;
+    size_t port_len = strlen(port_text);
+    if (port_len == 0 || port_len > 5 || strspn(port_text, "0123456789") != port_len)
+        return "the port is not a number";
+    long port = strtol(port_text, NULL, 10);
+    if (port > 65535)
+        return "the port is out of range";
+    char host[64];
+    size_t host_len = (size_t)(colon - listen);
+    if (host_len >= sizeof(host))
+        return "the host is too long";
+    memcpy(host, listen, host_len);
+    host[host_len] = '\0';
+    if (host_len >= 2 && host[0] == '[' && host[host_len - 1] == ']') {
+        host[host_len - 1] = '\0';
+        if (uv_ip6_addr(host + 1, (int)port, (struct sockaddr_in6 *)addr) != 0)
+            return "the host is not a numeric IPv6 address";
+        return NULL;
+    }
+    const char *ip4 = host;
+    if (host_len == 0 || strcmp(host, "*") == 0)
+        ip4 = "0.0.0.0";
+    else if (strcmp(host, "localhost") == 0)
+        ip4 = "127.0.0.1";
+    if (uv_ip4_addr(ip4, (int)port, (struct sockaddr_in *)addr) == 0)
+        return NULL;
+    if (uv_ip6_addr(host, (int)port, (struct sockaddr_in6 *)addr) == 0)
+        return NULL;
+    return "the host must be a numeric IP address or localhost (no name lookup on the loop)";
+}
+
+admin_server_t *admin_start(uv_loop_t *loop, const char *listen, struct admin_hooks hooks,
+                            int max_connections, size_t max_request_bytes)
+{
+    struct sockaddr_storage addr;
+    memset(&addr, 0, sizeof(addr));
+    const char *problem = admin_parse_listen(listen, &addr);
+    if (problem == NULL && (max_connections < 1 || max_request_bytes < 64))
+        problem = "max_connections must be at least 1 and max_request_bytes at least 64";
+    if (problem) {
+        log_event(LOG_ERROR, "admin_listen_failed", "listen", json_string(listen ? listen : ""),
+                  "error", json_string(problem), NULL);
+        return NULL;
+    }
+    admin_server_t *s = calloc(1, sizeof(*s));
+    if (s == NULL)
+        return NULL;
+    s->loop = loop;
+    s->hooks = hooks;
+    s->max_connections = max_connections;
+    s->max_request_bytes = max_request_bytes;
+    uv_tcp_init(loop, &s->listener);
+    s->listener.data = s;
+    s->listener_open = true;
+
+    /* EADDRINUSE may come from bind or only from listen. */
+    int rc = uv_tcp_bind(&s->listener, (const struct sockaddr *)&addr, 0);
+    if (rc == 0)
+        rc = uv_listen((uv_stream_t *)&s->listener, ADMIN_BACKLOG, on_connection);
+    struct sockaddr_storage bound;
+    int bound_len = sizeof(bound);
+    if (rc == 0)
+        rc = uv_tcp_getsockname(&s->listener, (struct sockaddr *)&bound, &bound_len);
+    if (rc != 0) {
+        log_event(LOG_ERROR, "admin_listen_failed", "listen", json_string(listen), "error",
+                  json_string(uv_strerror(rc)), NULL);
+        s->closing = true;
+        uv_close((uv_handle_t *)&s->listener, on_listener_closed); /* frees s */
+        return NULL;
+    }
+    s->port = ntohs(bound.ss_family == AF_INET6 ? ((struct sockaddr_in6 *)&bound)->sin6_port
+                                                : ((struct sockaddr_in *)&bound)->sin_port);
+    log_event(LOG_INFO, "admin_listening", "listen", json_string(listen), "port",
+              json_integer(s->port), "max_connections", json_integer(max_connections), NULL);
+    return s;
+}
+
+int admin_port(const admin_server_t *s)
+{
+    return s->port;
+}
+
+void admin_close(admin_server_t *s, void (*on_closed)(void *data), void *data)
+{
+    if (s->closing)
+        return;
+    s->closing = true;
+    s->on_closed = on_closed;
+    s->closed_data = data;
+    while (s->conns)
+        conn_close(s->conns); /* unlinks itself */
+    uv_close((uv_handle_t *)&s->listener, on_listener_closed);
+}

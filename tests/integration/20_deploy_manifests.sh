@@ -1,0 +1,742 @@
+#!/usr/bin/env bash
+# deploy/ checked offline, no database and no cluster: the kustomize renders of
+# deploy/kubernetes and deploy/kubernetes/overlays/example, the Dockerfile, the
+# runbook anchors, and a scan for secret values. TAP on stdout; exits non-zero
+# on any failure. Needs kubectl (its built-in kustomize, v2 or later; the
+# render checks are skipped, and say so, only when kubectl is absent) and
+# python3 with PyYAML (Debian: python3-yaml).
+#
+# What this does not do: run the relay. Its real SIGTERM drain is tested in
+# tests/integration/05_sigterm.sh, and the endpoints the probes use
+# (/healthz, /readyz on the admin port) by the admin port's own scenarios.
+set -u
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
+cd "$ROOT"
+
+N=0
+FAILED=0
+pass() { N=$((N + 1)); echo "ok $N - $1"; }
+fail() {
+    N=$((N + 1)); FAILED=$((FAILED + 1)); echo "not ok $N - $1"
+    [ -n "${2:-}" ] && sed -e 's/^/#   /' <<<"$2"
+    return 0
+}
+skip() { N=$((N + 1)); echo "ok $N # SKIP $1"; }
+
+TMP=$(mktemp -d /tmp/outbox-deploy-check.XXXXXX)
+trap 'rm -rf "$TMP"' EXIT
+
+PY=""
+for candidate in python3 /usr/bin/python3; do
+    if command -v "$candidate" >/dev/null 2>&1 && "$candidate" -c 'import yaml' 2>/dev/null; then
+        PY=$candidate
+        break
+    fi
+done
+
+# ---------------------------------------------------------------- render
+KUBECTL=${KUBECTL:-kubectl}
+RENDERS=()
+if ! command -v "$KUBECTL" >/dev/null 2>&1; then
+    skip "kubectl not installed: kubectl kustomize deploy/kubernetes not rendered"
+    skip "kubectl not installed: kubectl kustomize deploy/kubernetes/overlays/example not rendered"
+else
+    for dir in deploy/kubernetes deploy/kubernetes/overlays/example; do
+        out=$TMP/$(tr '/' '_' <<<"$dir").yaml
+        # kustomize v5 warns about the v2-compatible field names; only errors matter.
+        if timeout 60 "$KUBECTL" kustomize "$dir" >"$out" 2>"$out.err" && [ -s "$out" ]; then
+            pass "kubectl kustomize $dir"
+            RENDERS+=("$dir=$out")
+        else
+            fail "kubectl kustomize $dir" "$(grep -v '^# Warning' "$out.err" | tail -n 5)"
+        fi
+    done
+fi
+
+# ---------------------------------------------------------------- checks
+if [ -z "$PY" ]; then
+    fail "python3 with PyYAML (Debian: python3-yaml) is needed to check the manifests"
+    echo "1..$N"
+    exit 1
+fi
+
+# The checks print "PASS<TAB>description", "FAIL<TAB>description<TAB>detail"
+# or "SKIP<TAB>reason"; numbering happens here.
+RELAY_BIN_FOR_LIBS=$ROOT/build/outbox-relay
+"$PY" - "$ROOT" "$RELAY_BIN_FOR_LIBS" "${RENDERS[@]}" >"$TMP/checks.out" 2>"$TMP/checks.err" <<'PYTHON'
+import fnmatch
+import glob
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+
+import yaml
+
+root, relay_bin = sys.argv[1], sys.argv[2]
+renders = dict(arg.split("=", 1) for arg in sys.argv[3:])
+os.chdir(root)
+
+
+def check(desc, problems):
+    """One TAP line: problems is a list of strings, empty when the check passed."""
+    desc = desc.replace("\t", " ").replace("\n", " ")
+    if not problems:
+        print("PASS\t%s" % desc)
+        return
+    shown = problems[:10] + (["… and %d more" % (len(problems) - 10)] if len(problems) > 10 else [])
+    detail = " | ".join(x.replace("\t", " ").replace("\n", " ").replace("|", "/") for x in shown)
+    print("FAIL\t%s\t%s" % (desc, detail))
+
+
+def skip(reason):
+    print("SKIP\t%s" % reason)
+
+
+KNOWN_METRICS = {
+    "outbox_intents", "outbox_oldest_pending_age_seconds", "outbox_attempts_total",
+    "outbox_retry_budget_exhausted_total", "outbox_db_reconnects_total", "outbox_ready",
+    "outbox_in_flight", "outbox_deliveries_total",
+}
+RUNBOOK = "deploy/RUNBOOK.md"
+# Environment variables that must come from a Secret, never from a value.
+SECRET_ENV = re.compile(r"(PASS|SECRET|TOKEN|API_?KEY|PRIVATE|DATABASE_URL|CONNINFO|^OUTBOX_RELAY_DB$)", re.I)
+SECURITY = "runAsNonRoot, non-zero runAsUser, allowPrivilegeEscalation false, drop ALL, " \
+           "readOnlyRootFilesystem, seccomp RuntimeDefault"
+
+# ------------------------------------------------------------ kustomization images
+def kustomization(path):
+    with open(os.path.join(path, "kustomization.yaml")) as f:
+        return yaml.safe_load(f) or {}
+
+
+def image_entries(path, seen=None):
+    """The images: entries that decide a render's images: the kustomization's own,
+    else those of the kustomizations it builds on (an overlay that sets images
+    must be the one that names the image, not its base)."""
+    seen = seen if seen is not None else set()
+    path = os.path.normpath(path)
+    if path in seen:
+        return []
+    seen.add(path)
+    k = kustomization(path)
+    if k.get("images"):
+        return list(k["images"])
+    entries = []
+    for ref in (k.get("bases") or []) + (k.get("resources") or []):
+        sub = os.path.normpath(os.path.join(path, ref))
+        if os.path.isdir(sub):
+            entries += image_entries(sub, seen)
+    return entries
+
+
+def allowed_images(entries):
+    allowed = set()
+    for e in entries:
+        name = e.get("newName") or e["name"]
+        if e.get("digest"):
+            allowed.add("%s@%s" % (name, e["digest"]))
+        if e.get("newTag") is not None:
+            allowed.add("%s:%s" % (name, e["newTag"]))
+    return allowed
+
+
+# ------------------------------------------------------------ runbook anchors
+def runbook_anchors():
+    anchors = set()
+    with open(RUNBOOK) as f:
+        text = f.read()
+    anchors.update(re.findall(r'<a\s+(?:id|name)="([^"]+)"', text))
+    for heading in re.findall(r"^#{1,6}\s+(.+?)\s*#*\s*$", text, re.M):
+        slug = re.sub(r"[^\w\- ]", "", heading.strip().lower()).replace(" ", "-")
+        anchors.add(slug)
+    return anchors
+
+
+# ------------------------------------------------------------ rendered objects
+def pod_specs(obj):
+    """(label, pod spec, pod labels) of every pod template in an object."""
+    kind, spec = obj.get("kind"), obj.get("spec") or {}
+    name = "%s/%s" % (kind, obj["metadata"]["name"])
+    if kind == "Pod":
+        return [(name, spec, obj["metadata"].get("labels") or {})]
+    if kind == "CronJob":
+        spec = ((spec.get("jobTemplate") or {}).get("spec")) or {}
+    template = spec.get("template")
+    if kind in ("Deployment", "StatefulSet", "DaemonSet", "ReplicaSet", "Job", "CronJob") and template:
+        return [(name, template.get("spec") or {}, (template.get("metadata") or {}).get("labels") or {})]
+    return []
+
+
+def containers(pod):
+    return [("container", c) for c in pod.get("containers") or []] + \
+           [("initContainer", c) for c in pod.get("initContainers") or []]
+
+
+def effective(pod, c, key):
+    csc, psc = c.get("securityContext") or {}, pod.get("securityContext") or {}
+    return csc[key] if key in csc else psc.get(key)
+
+
+def security_problems(label, pod, c):
+    p = []
+    who = "%s %s" % (label, c["name"])
+    if effective(pod, c, "runAsNonRoot") is not True:
+        p.append(who + ": runAsNonRoot is not true")
+    uid = effective(pod, c, "runAsUser")
+    if not isinstance(uid, int) or uid == 0:
+        p.append(who + ": runAsUser must be a non-zero numeric uid, got %r" % (uid,))
+    csc = c.get("securityContext") or {}
+    if csc.get("allowPrivilegeEscalation") is not False:
+        p.append(who + ": allowPrivilegeEscalation is not false")
+    if csc.get("privileged"):
+        p.append(who + ": privileged")
+    if "ALL" not in ((csc.get("capabilities") or {}).get("drop") or []):
+        p.append(who + ": capabilities.drop lacks ALL")
+    if (csc.get("capabilities") or {}).get("add"):
+        p.append(who + ": adds capabilities")
+    if csc.get("readOnlyRootFilesystem") is not True:
+        p.append(who + ": readOnlyRootFilesystem is not true")
+    seccomp = effective(pod, c, "seccompProfile") or {}
+    if seccomp.get("type") != "RuntimeDefault":
+        p.append(who + ": seccompProfile is not RuntimeDefault")
+    return p
+
+
+def env_value(objs, pod, c, name):
+    """The value a container sees for NAME: env wins over envFrom (last envFrom wins)."""
+    for e in c.get("env") or []:
+        if e["name"] == name:
+            return e.get("value")
+    value = None
+    for src in c.get("envFrom") or []:
+        ref = src.get("configMapRef")
+        if ref:
+            for o in objs:
+                if o["kind"] == "ConfigMap" and o["metadata"]["name"] == ref["name"]:
+                    value = (o.get("data") or {}).get(name, value)
+    return value
+
+
+def selects(selector, labels):
+    return bool(selector) and all(labels.get(k) == v for k, v in selector.items())
+
+
+def check_render(tag, path, kdir):
+    with open(path) as f:
+        objs = [o for o in yaml.safe_load_all(f) if o]
+    by_kind = {}
+    for o in objs:
+        by_kind.setdefault(o["kind"], []).append(o)
+    names = lambda kind: {o["metadata"]["name"] for o in by_kind.get(kind, [])}
+
+    wanted = ["Deployment", "Job", "Service", "PodDisruptionBudget", "ServiceAccount",
+              "PrometheusRule", "ConfigMap"]
+    check("%s: renders %s" % (tag, ", ".join(wanted)),
+          ["no %s" % k for k in wanted if k not in by_kind])
+
+    pods = [p for o in objs for p in pod_specs(o)]
+    deployments = by_kind.get("Deployment", [])
+    relay_pod = None
+    relay = None
+    for d in deployments:
+        spec = d["spec"]["template"]["spec"]
+        for c in spec.get("containers") or []:
+            if (c.get("args") or [None])[0] == "run" or c["name"] == "relay":
+                relay_pod, relay = spec, c
+
+    # Security context of every container and initContainer.
+    problems = []
+    for label, pod, _ in pods:
+        for _, c in containers(pod):
+            problems += security_problems(label, pod, c)
+        if pod.get("automountServiceAccountToken") is not False:
+            problems.append(label + ": automountServiceAccountToken is not false")
+        for host in ("hostNetwork", "hostPID", "hostIPC"):
+            if pod.get(host):
+                problems.append("%s: %s" % (label, host))
+    check("%s: every container and initContainer: %s; no service account token" % (tag, SECURITY),
+          problems if pods else ["no pod templates rendered"])
+
+    # Probes on the named admin port.
+    p = []
+    if relay is None:
+        p.append("no relay container (args [run]) in a Deployment")
+    else:
+        ports = {pt.get("name"): pt.get("containerPort") for pt in relay.get("ports") or []}
+        if ports.get("admin") != 9464:
+            p.append("no container port named admin = 9464 (got %r)" % ports)
+        for probe, path_ in (("livenessProbe", "/healthz"), ("readinessProbe", "/readyz")):
+            get = (relay.get(probe) or {}).get("httpGet") or {}
+            if get.get("path") != path_ or get.get("port") != "admin":
+                p.append("%s is not httpGet %s on port admin (got %r)" % (probe, path_, get))
+        listen = env_value(objs, relay_pod, relay, "OUTBOX_RELAY_ADMIN_LISTEN")
+        if listen != "0.0.0.0:9464":
+            p.append("OUTBOX_RELAY_ADMIN_LISTEN is %r, not 0.0.0.0:9464" % (listen,))
+        for o in by_kind.get("ConfigMap", []):
+            v = (o.get("data") or {}).get("OUTBOX_RELAY_ADMIN_LISTEN")
+            if v is not None and v != listen:
+                p.append("ConfigMap %s says OUTBOX_RELAY_ADMIN_LISTEN=%s, the container %s"
+                         % (o["metadata"]["name"], v, listen))
+    check("%s: relay liveness /healthz and readiness /readyz on the named admin port 9464, "
+          "listening on 0.0.0.0:9464" % tag, p)
+
+    # Grace period versus the relay's drain.
+    p = []
+    if relay is not None:
+        grace = env_value(objs, relay_pod, relay, "OUTBOX_RELAY_GRACE_MS")
+        tgps = relay_pod.get("terminationGracePeriodSeconds")
+        if grace is None or not str(grace).isdigit():
+            p.append("OUTBOX_RELAY_GRACE_MS not set from the ConfigMap (got %r)" % (grace,))
+        elif not isinstance(tgps, int) or tgps * 1000 <= int(grace):
+            p.append("terminationGracePeriodSeconds %r * 1000 <= OUTBOX_RELAY_GRACE_MS %s" % (tgps, grace))
+    check("%s: terminationGracePeriodSeconds*1000 > OUTBOX_RELAY_GRACE_MS of the ConfigMap" % tag,
+          p or ([] if relay is not None else ["no relay container"]))
+
+    # Resources.
+    p = []
+    for label, pod, _ in pods:
+        for _, c in containers(pod):
+            r = c.get("resources") or {}
+            if not (r.get("limits") or {}).get("memory"):
+                p.append("%s %s: no memory limit" % (label, c["name"]))
+            if not (r.get("requests") or {}).get("cpu") or not (r.get("requests") or {}).get("memory"):
+                p.append("%s %s: no cpu/memory requests" % (label, c["name"]))
+    if relay is not None:
+        r = relay.get("resources") or {}
+        if (r.get("requests") or {}).get("cpu") != "50m" or (r.get("requests") or {}).get("memory") != "32Mi" \
+                or (r.get("limits") or {}).get("memory") != "64Mi":
+            p.append("relay resources are not requests 50m/32Mi, limits 64Mi: %r" % r)
+    check("%s: resources: requests and memory limits on every container (relay 50m/32Mi, 64Mi)" % tag, p)
+
+    # References: ConfigMaps and ServiceAccounts exist; Secrets are referenced, never rendered.
+    p = []
+    inline = []
+    secret_refs = set()
+    for label, pod, _ in pods:
+        sa = pod.get("serviceAccountName")
+        if sa and sa not in names("ServiceAccount"):
+            p.append("%s: serviceAccountName %s not in the render" % (label, sa))
+        for _, c in containers(pod):
+            for src in c.get("envFrom") or []:
+                if "configMapRef" in src and src["configMapRef"]["name"] not in names("ConfigMap"):
+                    p.append("%s: configMapRef %s not in the render" % (label, src["configMapRef"]["name"]))
+                if "secretRef" in src:
+                    secret_refs.add(src["secretRef"]["name"])
+            for e in c.get("env") or []:
+                vf = e.get("valueFrom") or {}
+                if "configMapKeyRef" in vf:
+                    ref = vf["configMapKeyRef"]
+                    cms = [o for o in by_kind.get("ConfigMap", []) if o["metadata"]["name"] == ref["name"]]
+                    if not cms or ref["key"] not in (cms[0].get("data") or {}):
+                        p.append("%s: configMapKeyRef %s/%s not in the render" % (label, ref["name"], ref["key"]))
+                if "secretKeyRef" in vf:
+                    secret_refs.add(vf["secretKeyRef"]["name"])
+                if "value" in e and SECRET_ENV.search(e["name"]):
+                    inline.append("%s: %s has an inline value" % (label, e["name"]))
+        for v in pod.get("volumes") or []:
+            if "configMap" in v and v["configMap"]["name"] not in names("ConfigMap"):
+                p.append("%s: volume configMap %s not in the render" % (label, v["configMap"]["name"]))
+            if "secret" in v:
+                secret_refs.add(v["secret"]["secretName"])
+    check("%s: every configMapRef/configMapKeyRef/serviceAccountName names an object in the render" % tag, p)
+
+    p = inline
+    for o in by_kind.get("Secret", []):
+        p.append("Secret %s is in the render%s" % (o["metadata"]["name"],
+                 " with data" if o.get("data") or o.get("stringData") else ""))
+    if not secret_refs:
+        p.append("no secretRef/secretKeyRef at all")
+    if relay is not None:
+        db = [e for e in relay.get("env") or [] if e["name"] == "DATABASE_URL"]
+        if not db or "secretKeyRef" not in (db[0].get("valueFrom") or {}):
+            p.append("the relay's DATABASE_URL is not a secretKeyRef")
+        if not any("secretRef" in s for s in relay.get("envFrom") or []):
+            p.append("the relay has no envFrom secretRef for signing secrets")
+    for job in by_kind.get("Job", []):
+        c = job["spec"]["template"]["spec"]["containers"][0]
+        db = [e for e in c.get("env") or [] if e["name"] == "DATABASE_URL"]
+        if not db or "secretKeyRef" not in (db[0].get("valueFrom") or {}):
+            p.append("Job %s: DATABASE_URL is not a secretKeyRef" % job["metadata"]["name"])
+    check("%s: Secrets referenced by name only (%s), none rendered, no inline secret values"
+          % (tag, ", ".join(sorted(secret_refs)) or "none"), p)
+
+    # Images come from the kustomization's images: entries.
+    allowed = allowed_images(image_entries(kdir))
+    p = []
+    for label, pod, _ in pods:
+        for _, c in containers(pod):
+            img = c.get("image", "")
+            if img not in allowed:
+                p.append("%s %s: image %s is not set by a kustomization images: entry (%s)"
+                         % (label, c["name"], img, ", ".join(sorted(allowed))))
+            if img.endswith(":latest") or ("@" not in img and ":" not in img.rsplit("/", 1)[-1]):
+                p.append("%s %s: image %s has no tag or digest, or is latest" % (label, c["name"], img))
+    check("%s: every image resolves via the kustomization images (no latest)" % tag, p)
+
+    # Workload shape.
+    p = []
+    if len(deployments) != 1:
+        p.append("%d Deployments" % len(deployments))
+    for d in deployments:
+        spec = d["spec"]
+        if not selects(spec["selector"].get("matchLabels"), spec["template"]["metadata"].get("labels") or {}):
+            p.append("Deployment selector does not select its own pods")
+    relay_labels = deployments[0]["spec"]["template"]["metadata"]["labels"] if deployments else {}
+    other_pods = [labels for label, _, labels in pods if not label.startswith("Deployment/")]
+    for pdb in by_kind.get("PodDisruptionBudget", []):
+        sel = pdb["spec"].get("selector", {}).get("matchLabels")
+        if pdb["spec"].get("minAvailable") != 1:
+            p.append("PodDisruptionBudget minAvailable is not 1")
+        if not selects(sel, relay_labels):
+            p.append("PodDisruptionBudget does not select the relay pods")
+        if any(selects(sel, labels) for labels in other_pods):
+            p.append("PodDisruptionBudget also selects the migrate Job's pods")
+    for svc in by_kind.get("Service", []):
+        if not selects(svc["spec"].get("selector"), relay_labels):
+            p.append("Service %s does not select the relay pods" % svc["metadata"]["name"])
+        if any(selects(svc["spec"].get("selector"), labels) for labels in other_pods):
+            p.append("Service %s also selects the migrate Job's pods" % svc["metadata"]["name"])
+        port_names = {pt.get("name") for pt in (relay or {}).get("ports") or []}
+        for pt in svc["spec"].get("ports") or []:
+            if isinstance(pt.get("targetPort"), str) and pt["targetPort"] not in port_names:
+                p.append("Service port %s targets unknown container port %s" % (pt.get("name"), pt["targetPort"]))
+    for job in by_kind.get("Job", []):
+        spec = job["spec"]
+        for field in ("backoffLimit", "ttlSecondsAfterFinished"):
+            if not isinstance(spec.get(field), int):
+                p.append("Job %s: no %s" % (job["metadata"]["name"], field))
+        args = spec["template"]["spec"]["containers"][0].get("args") or []
+        if args[:1] != ["migrate"]:
+            p.append("Job %s does not run migrate (args %r)" % (job["metadata"]["name"], args))
+        if spec["template"]["spec"].get("restartPolicy") not in ("Never", "OnFailure"):
+            p.append("Job %s: restartPolicy" % job["metadata"]["name"])
+    for sa in by_kind.get("ServiceAccount", []):
+        if sa.get("automountServiceAccountToken") is not False:
+            p.append("ServiceAccount %s mounts its token" % sa["metadata"]["name"])
+    for kind in ("Role", "ClusterRole", "RoleBinding", "ClusterRoleBinding"):
+        if kind in by_kind:
+            p.append("%s in the render: the relay needs no API access" % kind)
+    check("%s: selectors (Service and PDB select relay pods only), migrate Job, ServiceAccount "
+          "without API access" % tag, p)
+
+    # Alerts.
+    anchors = runbook_anchors()
+    p = []
+    alerts = []
+    metrics_used = set()
+    for rule_obj in by_kind.get("PrometheusRule", []):
+        if rule_obj.get("apiVersion") != "monitoring.coreos.com/v1":
+            p.append("PrometheusRule apiVersion %s" % rule_obj.get("apiVersion"))
+        for group in rule_obj["spec"].get("groups") or []:
+            for rule in group.get("rules") or []:
+                if "alert" not in rule:
+                    continue
+                alerts.append(rule["alert"])
+                a = rule.get("annotations") or {}
+                url = a.get("runbook_url", "")
+                m = re.match(r"^https?://\S+/deploy/RUNBOOK\.md#([\w-]+)$", url)
+                if not m:
+                    p.append("%s: runbook_url %r does not point into deploy/RUNBOOK.md#anchor" % (rule["alert"], url))
+                elif m.group(1) not in anchors:
+                    p.append("%s: anchor #%s not in deploy/RUNBOOK.md" % (rule["alert"], m.group(1)))
+                summary = a.get("summary", "")
+                if not summary or "\n" in summary.strip():
+                    p.append("%s: summary missing or not one line" % rule["alert"])
+                if not (rule.get("labels") or {}).get("severity"):
+                    p.append("%s: no severity label" % rule["alert"])
+                expr = str(rule.get("expr", ""))
+                metrics_used.update(re.findall(r"\b(outbox_[a-z_]+)\b", expr))
+    exprs = " ".join(str(r.get("expr", "")) for o in by_kind.get("PrometheusRule", [])
+                     for g in o["spec"].get("groups") or [] for r in g.get("rules") or [])
+    for needle in ('outbox_intents{state="unknown"}', 'outbox_intents{state="in_flight"}',
+                   "outbox_oldest_pending_age_seconds", 'class=~"permanent_failure|key_conflict"',
+                   "outbox_retry_budget_exhausted_total", "outbox_ready", "up{job=",
+                   "kube_deployment_status_replicas_available", "outbox_db_reconnects_total"):
+        if needle not in exprs:
+            p.append("no alert uses %s" % needle)
+    unknown = metrics_used - KNOWN_METRICS
+    if unknown:
+        p.append("unknown metric names: %s" % ", ".join(sorted(unknown)))
+    if len(alerts) != len(set(alerts)):
+        p.append("duplicate alert names")
+    check("%s: %d alerts, each with a one-line summary, a severity and a runbook_url anchor in %s"
+          % (tag, len(alerts), RUNBOOK), p)
+
+    if tag != "base":
+        p = []
+        ns = {o["metadata"].get("namespace") for o in objs}
+        if len(ns) != 1 or None in ns:
+            p.append("objects are not all in one namespace: %r" % ns)
+        check("%s: sets one namespace for every object" % tag, p)
+
+
+for kdir, path in renders.items():
+    check_render("base" if kdir == "deploy/kubernetes" else os.path.basename(kdir), path, kdir)
+
+# ------------------------------------------------------------ kustomizations
+p = []
+for k in glob.glob("deploy/kubernetes/**/kustomization.yaml", recursive=True):
+    with open(k) as f:
+        doc = yaml.safe_load(f) or {}
+    if doc.get("secretGenerator"):
+        p.append("%s has a secretGenerator" % k)
+overlay = kustomization("deploy/kubernetes/overlays/example")
+if not overlay.get("images") or not any(e.get("newTag") or e.get("digest") for e in overlay["images"]):
+    p.append("the example overlay sets no image tag")
+overlay_text = " ".join(open(f).read() for f in glob.glob("deploy/kubernetes/overlays/example/*.yaml"))
+if "replicas:" not in overlay_text:
+    p.append("the example overlay does not set replicas")
+if "secretKeyRef/name" not in overlay_text or "secretRef/name" not in overlay_text:
+    p.append("the example overlay does not rename the Secret references")
+base = kustomization("deploy/kubernetes/base")
+if not base.get("images"):
+    p.append("base kustomization has no images:")
+if not base.get("commonLabels") and not base.get("labels"):
+    p.append("base kustomization has no common labels")
+check("kustomizations: images and common labels in the base; the overlay sets tag, replicas and "
+      "Secret names; no secretGenerator", p)
+
+# ------------------------------------------------------------ secret values in deploy/
+PLACEHOLDER = re.compile(r"^(\$\{?\w+\}?|\"?\$\w+\"?|[A-Z][A-Z0-9_]*|…|\.\.\.|<[^>]*>|\*+|x+|%s(\\n)?|true|false|null|\[\]|\{\})$")
+patterns = [
+    ("a URL with a password", re.compile(r"[a-z][a-z0-9+.-]*://[^/\s:@'\"]+:([^@\s/'\"]+)@")),
+    ("a SQL password", re.compile(r"PASSWORD\s+'([^']*)'", re.I)),
+    ("a secret assignment", re.compile(
+        r"(?<![A-Za-z])(?:password|passwd|pwd|secret|token|api[_-]?key|access[_-]?key)[\"']?\s*[:=]\s*[\"']?([^\s\"',;)]+)", re.I)),
+]
+raw = [
+    ("a private key", re.compile(r"-----BEGIN [A-Z ]*PRIVATE KEY-----")),
+    ("a Standard Webhooks secret", re.compile(r"whsec_[A-Za-z0-9+/=]{8,}")),
+    ("a cloud or forge token", re.compile(r"\b(AKIA[0-9A-Z]{16}|gh[pousr]_[A-Za-z0-9]{20,}|xox[abpr]-[A-Za-z0-9-]{10,}|glpat-[A-Za-z0-9_-]{16,})\b")),
+    ("a JWT", re.compile(r"\beyJ[A-Za-z0-9_-]{10,}\.[A-Za-z0-9_-]{10,}\.")),
+]
+p = []
+for path in sorted(glob.glob("deploy/**", recursive=True)):
+    if not os.path.isfile(path):
+        continue
+    with open(path, errors="replace") as f:
+        for lineno, line in enumerate(f, 1):
+            for what, rx in patterns:
+                for value in rx.findall(line):
+                    if value and not PLACEHOLDER.match(value) and not value.startswith(("$", "'$", "\"$")):
+                        p.append("%s:%d: %s (%s)" % (path, lineno, what, value[:4] + "…"))
+            for what, rx in raw:
+                if rx.search(line):
+                    p.append("%s:%d: %s" % (path, lineno, what))
+    if path.endswith((".yaml", ".yml")):
+        with open(path) as f:
+            for doc in yaml.safe_load_all(f):
+                if isinstance(doc, dict) and doc.get("kind") == "Secret":
+                    p.append("%s: a Secret object" % path)
+check("no secret values anywhere in deploy/ (passwords, tokens, keys, Secret objects)", p)
+
+# ------------------------------------------------------------ Dockerfile
+with open("deploy/Dockerfile") as f:
+    dockerfile = f.read()
+# Join continuation lines, drop comments.
+logical = []
+for line in re.sub(r"\\\n", " ", dockerfile).splitlines():
+    if line.strip() and not line.lstrip().startswith("#"):
+        logical.append(line.strip())
+instr = [(l.split(None, 1)[0].upper(), l.split(None, 1)[1] if " " in l else "") for l in logical]
+stages = []
+for op, arg in instr:
+    if op == "FROM":
+        stages.append({"from": arg, "ops": []})
+    elif stages:
+        stages[-1]["ops"].append((op, arg))
+
+p = []
+if len(stages) < 2:
+    p.append("not multi-stage (%d FROM)" % len(stages))
+for s in stages:
+    image = s["from"].split()[0]
+    if "bookworm" not in image:
+        p.append("FROM %s is not a bookworm image" % image)
+    if image.endswith(":latest") or (":" not in image and "@" not in image):
+        p.append("FROM %s has no tag or a latest tag" % image)
+check("Dockerfile: multi-stage, every FROM a bookworm image with an explicit tag", p)
+
+runtime = stages[-1]["ops"] if stages else []
+build_ops = [op for s in stages[:-1] for op in s["ops"]]
+p = []
+users = [arg for op, arg in runtime if op == "USER"]
+if not users:
+    p.append("no USER in the runtime stage")
+else:
+    m = re.match(r"^(\d+)(?::(\d+))?$", users[-1].strip())
+    if not m or int(m.group(1)) == 0:
+        p.append("USER %s is not a numeric non-root uid" % users[-1])
+entry = [arg for op, arg in runtime if op == "ENTRYPOINT"]
+cmd = [arg for op, arg in runtime if op == "CMD"]
+try:
+    if not entry or json.loads(entry[-1]) != ["/usr/local/bin/outbox-relay"]:
+        p.append("ENTRYPOINT is not [\"/usr/local/bin/outbox-relay\"]: %r" % entry)
+    if not cmd or json.loads(cmd[-1]) != ["run"]:
+        p.append("CMD is not [\"run\"]: %r" % cmd)
+except ValueError as e:
+    p.append("ENTRYPOINT/CMD not in exec (JSON) form: %s" % e)
+copies = [arg for op, arg in runtime if op == "COPY"]
+if not any(re.search(r"^(--\S+\s+)*migrations/?\s+/usr/share/outbox-relay/migrations/?$", c) for c in copies):
+    p.append("the runtime stage does not COPY migrations/ to /usr/share/outbox-relay/migrations/")
+if not any(re.search(r"--from=\S+\s+\S*build/outbox-relay\s+/usr/local/bin/outbox-relay$", c) for c in copies):
+    p.append("the runtime stage does not COPY --from the build stage's build/outbox-relay")
+if not any(op == "RUN" and re.search(r"\bmake\s+build/outbox-relay\b", arg) for s in stages[:-1] for op, arg in s["ops"]):
+    p.append("the build stage does not run make build/outbox-relay")
+with open("Makefile") as f:
+    if not re.search(r"^build/outbox-relay:", f.read(), re.M):
+        p.append("Makefile has no build/outbox-relay target")
+migrate_default = False
+if os.path.exists("relay/migrate.c"):
+    with open("relay/migrate.c") as f:
+        migrate_default = "/usr/share/outbox-relay/migrations" in f.read()
+if not migrate_default and "OUTBOX_RELAY_MIGRATIONS_DIR" not in dockerfile:
+    p.append("migrate no longer looks in /usr/share/outbox-relay/migrations by default, "
+             "and the Dockerfile does not set OUTBOX_RELAY_MIGRATIONS_DIR")
+check("Dockerfile: USER numeric non-root, ENTRYPOINT the relay, CMD run, builds with make, "
+      "copies the binary and migrations where migrate looks", p)
+
+p = []
+for s in stages:
+    for op, arg in s["ops"]:
+        if op == "ADD":
+            p.append("ADD (use COPY): %s" % arg)
+        if op != "RUN":
+            continue
+        if re.search(r"\bsudo\b", arg):
+            p.append("sudo in RUN")
+        if re.search(r"\bapt(-get)?\s+(-\S+\s+)*(install|upgrade|dist-upgrade)\b", arg):
+            if re.search(r"\bapt\s", arg):
+                p.append("apt (use apt-get) in RUN")
+            if "--no-install-recommends" not in arg:
+                p.append("apt-get install without --no-install-recommends")
+            if not re.search(r"\s-y\b|--yes|--assume-yes", arg):
+                p.append("apt-get install without -y")
+            if "apt-get update" not in arg:
+                p.append("apt-get install without apt-get update in the same RUN")
+            if "rm -rf /var/lib/apt/lists/*" not in arg:
+                p.append("apt lists not removed in the RUN that installs")
+            if re.search(r"apt-get\s+(-\S+\s+)*(upgrade|dist-upgrade)", arg):
+                p.append("apt-get upgrade in the image")
+        elif "apt-get update" in arg:
+            p.append("apt-get update alone in a RUN")
+        if re.search(r"\b(curl|wget)\b.*\|\s*(ba)?sh", arg):
+            p.append("curl | sh")
+check("Dockerfile lint: --no-install-recommends, -y, update+install+rm -rf /var/lib/apt/lists/* "
+      "in one RUN, no ADD, no sudo, no upgrade", p)
+
+# Runtime packages: only runtime libraries, and every library the binary links.
+p = []
+runtime_pkgs = set()
+for op, arg in runtime:
+    if op == "RUN":
+        for m in re.finditer(r"apt-get\s+install\s+((?:\S+\s*)+?)(?:&&|;|$)", arg):
+            runtime_pkgs.update(w for w in m.group(1).split() if not w.startswith("-"))
+for pkg in sorted(runtime_pkgs):
+    if pkg.endswith("-dev") or pkg in ("build-essential", "gcc", "make", "pkg-config", "curl", "wget"):
+        p.append("runtime stage installs %s" % pkg)
+expected = {"libpq5", "libcurl4", "libuv1", "libjansson4", "libssl3", "ca-certificates"}
+if not expected <= runtime_pkgs:
+    p.append("runtime stage lacks %s" % ", ".join(sorted(expected - runtime_pkgs)))
+check("Dockerfile: the runtime stage installs runtime libraries only (%s)" % " ".join(sorted(runtime_pkgs)), p)
+
+if not os.path.exists(relay_bin) or not shutil.which("dpkg") or not shutil.which("readelf") \
+        or not shutil.which("ldconfig"):
+    skip("build/outbox-relay, dpkg, readelf or ldconfig missing: libraries not compared")
+else:
+    p = []
+    needed = re.findall(r"\(NEEDED\).*\[(.+?)\]",
+                        subprocess.run(["readelf", "-d", relay_bin], capture_output=True, text=True).stdout)
+    cache = subprocess.run(["ldconfig", "-p"], capture_output=True, text=True).stdout
+    owners = {}
+    for soname in needed:
+        m = re.search(r"^\s*%s \(([^)]*)\) => (\S+)" % re.escape(soname), cache, re.M)
+        if not m:
+            p.append("%s: not found by ldconfig" % soname)
+            continue
+        path = os.path.realpath(m.group(2))
+        out = subprocess.run(["dpkg", "-S", path], capture_output=True, text=True).stdout \
+            or subprocess.run(["dpkg", "-S", m.group(2)], capture_output=True, text=True).stdout
+        pkg = out.split(":", 1)[0].strip() if out else ""
+        owners[soname] = pkg
+        if pkg and pkg != "libc6" and pkg not in runtime_pkgs:
+            p.append("build/outbox-relay needs %s from %s, which the runtime stage does not install"
+                     % (soname, pkg))
+        if not pkg:
+            p.append("%s: no Debian package owns %s" % (soname, path))
+    check("Dockerfile: the runtime stage installs every library build/outbox-relay links (%s)"
+          % ", ".join("%s" % v for v in sorted(set(owners.values()))), p)
+
+# Build context: what the Dockerfile COPYs is not excluded by Dockerfile.dockerignore.
+p = []
+ignore_file = "deploy/Dockerfile.dockerignore"
+if os.path.exists(ignore_file):
+    with open(ignore_file) as f:
+        rules = [l.strip() for l in f if l.strip() and not l.lstrip().startswith("#")]
+    def excluded(path):
+        parts = path.strip("/").split("/")
+        result = False
+        for rule in rules:
+            neg = rule.startswith("!")
+            pat = rule[1:] if neg else rule
+            pat = pat.strip("/")
+            for i in range(1, len(parts) + 1):
+                if fnmatch.fnmatch("/".join(parts[:i]), pat):
+                    result = not neg
+                    break
+        return result
+    for s in stages:
+        for op, arg in s["ops"]:
+            if op != "COPY" or "--from" in arg:
+                continue
+            srcs = [w for w in arg.split() if not w.startswith("--")][:-1]
+            for src in srcs:
+                if excluded(src):
+                    p.append("COPY %s is excluded by %s" % (src, ignore_file))
+    for must_exclude in ("build", ".git"):
+        if not excluded(must_exclude):
+            p.append("%s/ is not excluded from the build context" % must_exclude)
+check("Dockerfile.dockerignore: keeps what COPY needs, leaves out build/ and .git", p)
+
+# ------------------------------------------------------------ docs
+p = []
+with open("deploy/README.md") as f:
+    readme = f.read()
+if not re.search(r"docker build -f deploy/Dockerfile( -t \S+)? \.$", readme, re.M):
+    p.append("deploy/README.md does not show docker build -f deploy/Dockerfile [-t IMAGE] .")
+for needle in ("kubectl", "create secret", "## Deploy", "## Scale", "## Upgrade", "## Roll back",
+               "SKIP LOCKED", "forward-only"):
+    if needle not in readme:
+        p.append("deploy/README.md does not mention %r" % needle)
+with open(RUNBOOK) as f:
+    runbook = f.read()
+for needle in ("outbox.stuck", "outbox.resolve(", "outbox.approve(", "outbox.reject(",
+               "enabled = false", "OR003", "take-over", "reconnect"):
+    if needle not in runbook:
+        p.append("deploy/RUNBOOK.md does not mention %r" % needle)
+for target in re.findall(r"\]\((?:RUNBOOK\.md)?#([\w-]+)\)", runbook):
+    if target not in runbook_anchors():
+        p.append("RUNBOOK.md links to missing anchor #%s" % target)
+for target in re.findall(r"\]\(RUNBOOK\.md#([\w-]+)\)", readme):
+    if target not in runbook_anchors():
+        p.append("README.md links to missing RUNBOOK anchor #%s" % target)
+check("deploy/README.md and deploy/RUNBOOK.md cover deploy, scale, upgrade, roll back and the "
+      "operator SQL; internal links resolve", p)
+PYTHON
+rc=$?
+while IFS=$'\t' read -r status desc detail; do
+    case $status in
+        PASS) pass "$desc" ;;
+        FAIL) fail "$desc" "$(tr '|' '\n' <<<"$detail" | sed -e 's/^ //')" ;;
+        SKIP) skip "$desc" ;;
+    esac
+done <"$TMP/checks.out"
+if [ "$rc" != 0 ]; then
+    fail "manifest checks ran to the end (python exited $rc)" "$(tail -n 5 "$TMP/checks.err")"
+fi
+
+echo "1..$N"
+[ "$FAILED" = 0 ]
