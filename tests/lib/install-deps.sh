@@ -10,7 +10,7 @@ packages=(
     libpq-dev libcurl4-openssl-dev libuv1-dev libjansson-dev libssl-dev libhttp-parser-dev
     check
     postgresql postgresql-contrib postgresql-15-pgtap libtap-parser-sourcehandler-pgtap-perl
-    curl ca-certificates procps iproute2 clang-format python3 python3-yaml openssl
+    curl ca-certificates procps iproute2 clang-format python3 python3-yaml openssl valgrind
 )
 # The deploy manifest check renders the kustomize base with kubectl; any
 # kubectl will do (Debian's kubernetes-client ships one; another package may
