@@ -140,12 +140,28 @@ static const struct option_def *find_option(const char *name, size_t len)
 
 void config_print_help(FILE *out)
 {
-    fprintf(out, "usage: outbox-relay COMMAND [OPTIONS]\n\n"
-                 "commands:\n"
-                 "  run       run the relay: claim due intents, deliver them, record outcomes\n"
-                 "  migrate   apply pending files of migrations/ (advisory lock, checksums)\n"
-                 "  version   print the version\n\n"
-                 "options (every option also reads OUTBOX_RELAY_<NAME>):\n");
+    fprintf(
+        out,
+        "usage: outbox-relay COMMAND [ARGUMENTS] [OPTIONS]\n\n"
+        "commands:\n"
+        "  run       run the relay: claim due intents, deliver them, record outcomes\n"
+        "  migrate   apply pending files of migrations/ (advisory lock, checksums)\n"
+        "  version   print the version\n\n"
+        "operator commands (aligned text; --json prints one JSON document on stdout):\n"
+        "  status KEY                          the outcome of a key (outbox.outcome)\n"
+        "  stuck                               keys that need a look (outbox.stuck)\n"
+        "  resolve KEY succeeded|failed --note TEXT\n"
+        "                                      settle an unknown outcome, with the evidence\n"
+        "  approve KEY --by NAME               release an intent awaiting approval\n"
+        "  reject KEY --by NAME --reason TEXT  cancel an intent awaiting approval\n"
+        "  cancel KEY [--reason TEXT]          cancel an intent that was never sent\n"
+        "  retry KEY [--by NAME]               send now, only where safe: pending; unknown on a\n"
+        "                                      target that honours keys, within its key_ttl;\n"
+        "                                      failed with no attempt that may have executed\n"
+        "  targets                             the registered targets (never a secret value)\n"
+        "  exit codes: 0 ok, 1 database or connection error, 2 usage error, 3 no such key,\n"
+        "  4 refused (wrong state, or not safe); errors go to stderr\n\n"
+        "options (every option also reads OUTBOX_RELAY_<NAME>):\n");
     for (size_t i = 0; i < OPTION_COUNT; i++) {
         char env[64];
         env_name_of(&options[i], env, sizeof(env));

@@ -3,10 +3,14 @@
  *
  *   outbox-relay run       the relay daemon (relay.c)
  *   outbox-relay migrate   apply migrations (migrate.c)
+ *   outbox-relay status|stuck|resolve|approve|reject|cancel|retry|targets
+ *                          operator commands (cli.c; they parse their own arguments)
  *   outbox-relay version
  *
- * Exit codes: 0 success, 1 failure at run time, 2 bad usage or configuration.
+ * Exit codes: 0 success, 1 failure at run time, 2 bad usage or configuration;
+ * the operator commands add 3 (no such key) and 4 (refused), see cli.h.
  */
+#include "cli.h"
 #include "config.h"
 #include "migrate.h"
 #include "relay.h"
@@ -28,6 +32,8 @@ int main(int argc, char **argv)
         printf("outbox-relay %s\n", OUTBOX_RELAY_VERSION);
         return 0;
     }
+    if (cli_is_command(command))
+        return cli_run(command, argc - 2, argv + 2);
     if (strcmp(command, "run") != 0 && strcmp(command, "migrate") != 0) {
         fprintf(stderr, "outbox-relay: unknown command '%s' (see --help)\n", command);
         return 2;

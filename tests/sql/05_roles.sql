@@ -163,7 +163,7 @@ SELECT set_eq(
              ('outbox_operator', 'outcome'), ('outbox_operator', 'live_counts'),
              ('outbox_admin', 'enqueue'), ('outbox_admin', 'outcome'), ('outbox_admin', 'approve'),
              ('outbox_admin', 'reject'), ('outbox_admin', 'cancel'), ('outbox_admin', 'resolve'),
-             ('outbox_admin', 'live_counts')$$,
+             ('outbox_admin', 'live_counts'), ('outbox_admin', 'retry_now')$$,
     'EXECUTE matrix: each role reaches exactly its functions (SECURITY DEFINER internals reach nobody)');
 SELECT set_eq(
     $$SELECT r.rolname::text, c.relname::text, priv

@@ -1,0 +1,760 @@
+/*
+ * cli.c — the operator commands (status, stuck, resolve, approve, reject,
+ * cancel, retry, targets).
+ *
+ * Shape: each command is a short-lived process that runs one statement, so
+ * it uses libpq's blocking API (the event-loop rule applies to `run` only),
+ * in autocommit. The rules live in SQL, not here: every decision is one
+ * SECURITY DEFINER function (migrations/0004, 0006) that locks the row,
+ * checks its state and writes the audit row in one transaction, so the CLI,
+ * psql and any script get the same answers. This file only parses the
+ * command line, calls the function, maps SQLSTATEs to exit codes (cli.h) and
+ * prints: aligned text for people, one JSON document (--json) for scripts.
+ *
+ * The command line is split in two. Positional arguments and the commands'
+ * own flags (--json, --note, --by, --reason) are consumed here, each command
+ * accepting only its own; every other --option goes to config_load, so the
+ * connection options are those of `run` (--db, DATABASE_URL, PG*,
+ * OUTBOX_RELAY_*). A passed-on "--name value" takes the next argument as its
+ * value unless the option is a switch (config_switches below). "--" ends the
+ * options: what follows is positional (a key that starts with "--").
+ *
+ * Text output never carries control characters (a last_error or a response
+ * body may hold newlines): they become spaces, so a table row is one line.
+ * The connection asks for UTF-8, which the JSON output needs.
+ */
+#include "cli.h"
+
+#include "config.h"
+#include "strbuf.h"
+
+#include <jansson.h>
+#include <libpq-fe.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define CLI_MAX_POSITIONAL 2
+
+enum cli_flag {
+    FLAG_JSON = 1u << 0,
+    FLAG_NOTE = 1u << 1,
+    FLAG_BY = 1u << 2,
+    FLAG_REASON = 1u << 3,
+};
+
+struct flag_def {
+    const char *name;
+    enum cli_flag bit;
+    bool takes_value;
+};
+
+static const struct flag_def flag_defs[] = {
+    {"json", FLAG_JSON, false},
+    {"note", FLAG_NOTE, true},
+    {"by", FLAG_BY, true},
+    {"reason", FLAG_REASON, true},
+};
+
+#define FLAG_COUNT (sizeof(flag_defs) / sizeof(flag_defs[0]))
+
+/* Options of config_load that take no value (the OPT_BOOL rows of config.c). */
+static const char *const config_switches[] = {"exit-when-idle"};
+
+struct cli_args {
+    const char *command;
+    const char *positional[CLI_MAX_POSITIONAL];
+    int positional_count;
+    unsigned flags_seen;
+    const char *note;
+    const char *by;
+    const char *reason;
+    bool json;
+};
+
+typedef int (*command_fn)(PGconn *conn, const struct cli_args *args);
+
+struct command_def {
+    const char *name;
+    const char *usage; /* what follows "outbox-relay " */
+    int min_positional;
+    int max_positional;
+    unsigned flags_allowed;
+    unsigned flags_required;
+    command_fn run;
+};
+
+/* ------------------------------------------------------------------ errors */
+
+static int exit_code_for_sqlstate(const char *sqlstate)
+{
+    if (sqlstate == NULL)
+        return CLI_EXIT_DATABASE;
+    if (!strcmp(sqlstate, "OR008"))
+        return CLI_EXIT_NO_SUCH_KEY;
+    if (!strcmp(sqlstate, "OR007"))
+        return CLI_EXIT_REFUSED;
+    if (!strcmp(sqlstate, "22023"))
+        return CLI_EXIT_USAGE;
+    return CLI_EXIT_DATABASE;
+}
+
+/* A libpq message without its trailing newline(s). */
+static void print_trimmed(const char *command, const char *prefix, const char *message)
+{
+    size_t len = strlen(message);
+    while (len > 0 && (message[len - 1] == '\n' || message[len - 1] == '\r'))
+        len--;
+    fprintf(stderr, "outbox-relay %s: %s%.*s\n", command, prefix, (int)len, message);
+}
+
+/* Prints the error of a failed statement; returns the exit code it maps to. */
+static int report_failure(const char *command, PGconn *conn, const PGresult *res)
+{
+    const char *primary = res ? PQresultErrorField(res, PG_DIAG_MESSAGE_PRIMARY) : NULL;
+    if (primary != NULL)
+        print_trimmed(command, "", primary);
+    else
+        print_trimmed(command, "", PQerrorMessage(conn));
+    const char *hint = res ? PQresultErrorField(res, PG_DIAG_MESSAGE_HINT) : NULL;
+    if (hint != NULL)
+        print_trimmed(command, "hint: ", hint);
+    return exit_code_for_sqlstate(res ? PQresultErrorField(res, PG_DIAG_SQLSTATE) : NULL);
+}
+
+/* Runs one statement; on success returns its rows, else prints the error,
+ * stores the exit code and returns NULL. */
+static PGresult *run_query(PGconn *conn, const char *command, const char *sql, int nparams,
+                           const char *const *params, int *exit_code)
+{
+    PGresult *res = PQexecParams(conn, sql, nparams, NULL, params, NULL, NULL, 0);
+    if (PQresultStatus(res) == PGRES_TUPLES_OK)
+        return res;
+    *exit_code = report_failure(command, conn, res);
+    PQclear(res);
+    return NULL;
+}
+
+/* ------------------------------------------------------------------ values */
+
+static const char *cell(const PGresult *res, int row, int col)
+{
+    return PQgetisnull(res, row, col) ? NULL : PQgetvalue(res, row, col);
+}
+
+static long long cell_int(const PGresult *res, int row, int col)
+{
+    return strtoll(PQgetvalue(res, row, col), NULL, 10);
+}
+
+/* "1d2h", "5m12s", "42s": the two largest units. */
+static void format_duration(long long seconds, char *out, size_t size)
+{
+    static const struct {
+        const char *unit;
+        long long seconds;
+    } units[] = {{"d", 86400}, {"h", 3600}, {"m", 60}, {"s", 1}};
+    if (seconds <= 0) {
+        snprintf(out, size, "0s");
+        return;
+    }
+    size_t used = 0;
+    int shown = 0;
+    out[0] = '\0';
+    for (size_t i = 0; i < sizeof(units) / sizeof(units[0]) && shown < 2; i++) {
+        long long n = seconds / units[i].seconds;
+        seconds -= n * units[i].seconds;
+        if (n == 0 && shown == 0)
+            continue;
+        shown++;
+        if (n > 0 && used < size) {
+            int written = snprintf(out + used, size - used, "%lld%s", n, units[i].unit);
+            if (written > 0)
+                used += (size_t)written;
+        }
+    }
+}
+
+/* A copy for text output; NULL becomes "-". Control characters (C0, DEL,
+ * and C1 as UTF-8: U+0080..U+009F) become spaces: a response body comes
+ * from a target and must not move the cursor or send terminal escapes. */
+static char *printable(const char *value)
+{
+    const char *source = value ? value : "-";
+    char *copy = strdup(source);
+    if (copy == NULL)
+        abort(); /* out of memory, as strbuf does */
+    for (unsigned char *p = (unsigned char *)copy; *p; p++) {
+        if (*p < 0x20 || *p == 0x7f) {
+            *p = ' ';
+        } else if (*p == 0xC2 && p[1] >= 0x80 && p[1] <= 0x9F) {
+            p[0] = ' ';
+            p[1] = ' ';
+            p++;
+        }
+    }
+    return copy;
+}
+
+/* Columns a string takes on a terminal: one per UTF-8 character. */
+static size_t display_width(const char *s)
+{
+    size_t width = 0;
+    for (const unsigned char *p = (const unsigned char *)s; *p; p++)
+        if ((*p & 0xC0) != 0x80)
+            width++;
+    return width;
+}
+
+static json_t *json_text_or_null(const char *value)
+{
+    if (value == NULL)
+        return json_null();
+    json_t *string = json_string(value);
+    if (string != NULL)
+        return string;
+    struct strbuf scrubbed; /* not valid UTF-8: replace the bad bytes */
+    strbuf_init(&scrubbed);
+    utf8_scrub(&scrubbed, value, strlen(value));
+    string = json_stringn(scrubbed.data, scrubbed.len);
+    strbuf_free(&scrubbed);
+    return string ? string : json_null();
+}
+
+static json_t *json_int_or_null(const PGresult *res, int row, int col)
+{
+    return PQgetisnull(res, row, col) ? json_null() : json_integer(cell_int(res, row, col));
+}
+
+static json_t *json_bool_of(const PGresult *res, int row, int col)
+{
+    return json_boolean(!PQgetisnull(res, row, col) && PQgetvalue(res, row, col)[0] == 't');
+}
+
+static void print_json(json_t *doc)
+{
+    json_dumpf(doc, stdout, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
+    fputc('\n', stdout);
+    json_decref(doc);
+}
+
+/* ------------------------------------------------------------------ tables */
+
+struct table {
+    size_t columns;
+    const char *const *headers;
+    size_t rows;
+    char **cells; /* rows * columns, owned, printable */
+};
+
+static void table_init(struct table *t, const char *const *headers, size_t columns, size_t rows)
+{
+    t->columns = columns;
+    t->headers = headers;
+    t->rows = rows;
+    t->cells = calloc(rows * columns + 1, sizeof(char *));
+    if (t->cells == NULL)
+        abort();
+}
+
+static void table_set(struct table *t, size_t row, size_t col, const char *value)
+{
+    t->cells[row * t->columns + col] = printable(value);
+}
+
+static void print_padded(const char *text, size_t width, bool last)
+{
+    fputs(text, stdout);
+    if (last)
+        return;
+    for (size_t w = display_width(text); w < width + 2; w++)
+        fputc(' ', stdout);
+}
+
+/* Columns left-aligned, two spaces apart; the last one is not padded. */
+static void table_print(const struct table *t)
+{
+    size_t *widths = calloc(t->columns, sizeof(size_t));
+    if (widths == NULL)
+        abort();
+    for (size_t c = 0; c < t->columns; c++) {
+        widths[c] = display_width(t->headers[c]);
+        for (size_t r = 0; r < t->rows; r++) {
+            size_t w = display_width(t->cells[r * t->columns + c]);
+            if (w > widths[c])
+                widths[c] = w;
+        }
+    }
+    for (size_t c = 0; c < t->columns; c++)
+        print_padded(t->headers[c], widths[c], c + 1 == t->columns);
+    fputc('\n', stdout);
+    for (size_t r = 0; r < t->rows; r++) {
+        for (size_t c = 0; c < t->columns; c++)
+            print_padded(t->cells[r * t->columns + c], widths[c], c + 1 == t->columns);
+        fputc('\n', stdout);
+    }
+    free(widths);
+}
+
+static void table_free(struct table *t)
+{
+    for (size_t i = 0; i < t->rows * t->columns; i++)
+        free(t->cells[i]);
+    free(t->cells);
+}
+
+/* "label:  value" lines, values aligned. */
+static void print_fields(const char *const *labels, const char *const *values, size_t count)
+{
+    size_t width = 0;
+    for (size_t i = 0; i < count; i++)
+        if (display_width(labels[i]) + 1 > width)
+            width = display_width(labels[i]) + 1;
+    for (size_t i = 0; i < count; i++) {
+        char *value = printable(values[i]);
+        printf("%s:", labels[i]);
+        for (size_t w = display_width(labels[i]) + 1; w < width + 2; w++)
+            fputc(' ', stdout);
+        printf("%s\n", value);
+        free(value);
+    }
+}
+
+/* ---------------------------------------------------------------- commands */
+
+#define UTC_TIME(column)                                                                           \
+    "to_char(" column " AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.MS\"Z\"')"
+
+static int command_status(PGconn *conn, const struct cli_args *args)
+{
+    static const char *const labels[] = {
+        "key",      "status",          "message",       "state",      "target",
+        "attempts", "response_status", "response_body", "last_error", "updated_at"};
+    const char *key = args->positional[0];
+    int exit_code = CLI_EXIT_OK;
+    PGresult *res = run_query(conn, args->command,
+                              "SELECT $1::text, status, message, state::text, target, attempts, "
+                              "response_status, response_body, last_error, " UTC_TIME(
+                                  "updated_at") " FROM outbox.outcome($1)",
+                              1, &key, &exit_code);
+    if (res == NULL)
+        return exit_code;
+    if (PQntuples(res) == 0) {
+        fprintf(stderr, "outbox-relay %s: no intent with key '%s'\n", args->command, key);
+        PQclear(res);
+        return CLI_EXIT_NO_SUCH_KEY;
+    }
+    if (args->json) {
+        json_t *doc = json_object();
+        for (int col = 0; col < 10; col++) {
+            bool numeric = col == 5 || col == 6;
+            json_object_set_new(doc, labels[col],
+                                numeric ? json_int_or_null(res, 0, col)
+                                        : json_text_or_null(cell(res, 0, col)));
+        }
+        print_json(doc);
+    } else {
+        const char *values[10];
+        for (int col = 0; col < 10; col++)
+            values[col] = cell(res, 0, col);
+        print_fields(labels, values, 10);
+    }
+    PQclear(res);
+    return CLI_EXIT_OK;
+}
+
+static int command_stuck(PGconn *conn, const struct cli_args *args)
+{
+    static const char *const headers[] = {"KEY", "TARGET",   "STATE",     "REASON",
+                                          "AGE", "ATTEMPTS", "LAST_ERROR"};
+    int exit_code = CLI_EXIT_OK;
+    PGresult *res =
+        run_query(conn, args->command,
+                  "SELECT key, target, state::text, reason, "
+                  "floor(extract(epoch FROM age))::bigint, attempts, last_error, " UTC_TIME(
+                      "updated_at") " FROM outbox.stuck ORDER BY age DESC, key",
+                  0, NULL, &exit_code);
+    if (res == NULL)
+        return exit_code;
+    int rows = PQntuples(res);
+    if (args->json) {
+        json_t *list = json_array();
+        for (int r = 0; r < rows; r++) {
+            json_t *item = json_object();
+            json_object_set_new(item, "key", json_text_or_null(cell(res, r, 0)));
+            json_object_set_new(item, "target", json_text_or_null(cell(res, r, 1)));
+            json_object_set_new(item, "state", json_text_or_null(cell(res, r, 2)));
+            json_object_set_new(item, "reason", json_text_or_null(cell(res, r, 3)));
+            json_object_set_new(item, "age_s", json_int_or_null(res, r, 4));
+            json_object_set_new(item, "attempts", json_int_or_null(res, r, 5));
+            json_object_set_new(item, "last_error", json_text_or_null(cell(res, r, 6)));
+            json_object_set_new(item, "updated_at", json_text_or_null(cell(res, r, 7)));
+            json_array_append_new(list, item);
+        }
+        json_t *doc = json_object();
+        json_object_set_new(doc, "stuck", list);
+        print_json(doc);
+    } else if (rows == 0) {
+        printf("no stuck keys\n");
+    } else {
+        struct table t;
+        table_init(&t, headers, 7, (size_t)rows);
+        for (int r = 0; r < rows; r++) {
+            char age[32];
+            format_duration(cell_int(res, r, 4), age, sizeof(age));
+            table_set(&t, (size_t)r, 0, cell(res, r, 0));
+            table_set(&t, (size_t)r, 1, cell(res, r, 1));
+            table_set(&t, (size_t)r, 2, cell(res, r, 2));
+            table_set(&t, (size_t)r, 3, cell(res, r, 3));
+            table_set(&t, (size_t)r, 4, age);
+            table_set(&t, (size_t)r, 5, cell(res, r, 5));
+            table_set(&t, (size_t)r, 6, cell(res, r, 6));
+        }
+        table_print(&t);
+        table_free(&t);
+    }
+    PQclear(res);
+    return CLI_EXIT_OK;
+}
+
+static int command_targets(PGconn *conn, const struct cli_args *args)
+{
+    static const char *const headers[] = {"NAME",    "URL",        "METHOD",     "KEY_HEADER",
+                                          "KEY_TTL", "STATUS_URL", "TIMEOUT_MS", "MAX_ATTEMPTS",
+                                          "ENABLED", "SECRET_ENV"};
+    int exit_code = CLI_EXIT_OK;
+    /* secret_env is the name of a variable in the relay's environment; its
+     * value is never read here. */
+    PGresult *res = run_query(conn, args->command,
+                              "SELECT name, url, method, key_header, "
+                              "floor(extract(epoch FROM key_ttl))::bigint, status_url, timeout_ms, "
+                              "max_attempts, enabled, secret_env FROM outbox.targets ORDER BY name",
+                              0, NULL, &exit_code);
+    if (res == NULL)
+        return exit_code;
+    int rows = PQntuples(res);
+    if (args->json) {
+        json_t *list = json_array();
+        for (int r = 0; r < rows; r++) {
+            json_t *item = json_object();
+            json_object_set_new(item, "name", json_text_or_null(cell(res, r, 0)));
+            json_object_set_new(item, "url", json_text_or_null(cell(res, r, 1)));
+            json_object_set_new(item, "method", json_text_or_null(cell(res, r, 2)));
+            json_object_set_new(item, "key_header", json_text_or_null(cell(res, r, 3)));
+            json_object_set_new(item, "deduplicates", json_boolean(!PQgetisnull(res, r, 3)));
+            json_object_set_new(item, "key_ttl_s", json_int_or_null(res, r, 4));
+            json_object_set_new(item, "status_url", json_text_or_null(cell(res, r, 5)));
+            json_object_set_new(item, "timeout_ms", json_int_or_null(res, r, 6));
+            json_object_set_new(item, "max_attempts", json_int_or_null(res, r, 7));
+            json_object_set_new(item, "enabled", json_bool_of(res, r, 8));
+            json_object_set_new(item, "secret_env", json_text_or_null(cell(res, r, 9)));
+            json_array_append_new(list, item);
+        }
+        json_t *doc = json_object();
+        json_object_set_new(doc, "targets", list);
+        print_json(doc);
+    } else if (rows == 0) {
+        printf("no targets\n");
+    } else {
+        struct table t;
+        table_init(&t, headers, 10, (size_t)rows);
+        for (int r = 0; r < rows; r++) {
+            char ttl[32];
+            format_duration(cell_int(res, r, 4), ttl, sizeof(ttl));
+            const char *key_header = cell(res, r, 3);
+            table_set(&t, (size_t)r, 0, cell(res, r, 0));
+            table_set(&t, (size_t)r, 1, cell(res, r, 1));
+            table_set(&t, (size_t)r, 2, cell(res, r, 2));
+            table_set(&t, (size_t)r, 3, key_header ? key_header : "(none: cannot deduplicate)");
+            table_set(&t, (size_t)r, 4, ttl);
+            table_set(&t, (size_t)r, 5, cell(res, r, 5));
+            table_set(&t, (size_t)r, 6, cell(res, r, 6));
+            table_set(&t, (size_t)r, 7, cell(res, r, 7));
+            table_set(&t, (size_t)r, 8, PQgetvalue(res, r, 8)[0] == 't' ? "yes" : "no");
+            table_set(&t, (size_t)r, 9, cell(res, r, 9));
+        }
+        table_print(&t);
+        table_free(&t);
+    }
+    PQclear(res);
+    return CLI_EXIT_OK;
+}
+
+/* One decision function: it returns the intent's new state. Text output is
+ * "<done> 'KEY'<after>" with the state where the format has %s. */
+static int run_decision(PGconn *conn, const struct cli_args *args, const char *sql, int nparams,
+                        const char *const *params, const char *done)
+{
+    int exit_code = CLI_EXIT_OK;
+    PGresult *res = run_query(conn, args->command, sql, nparams, params, &exit_code);
+    if (res == NULL)
+        return exit_code;
+    const char *key = args->positional[0];
+    const char *state = PQntuples(res) > 0 ? cell(res, 0, 0) : NULL;
+    if (args->json) {
+        json_t *doc = json_object();
+        json_object_set_new(doc, "key", json_text_or_null(key));
+        json_object_set_new(doc, "state", json_text_or_null(state));
+        print_json(doc);
+    } else {
+        char *printable_key = printable(key);
+        printf("%s '%s': now %s\n", done, printable_key, state ? state : "-");
+        free(printable_key);
+    }
+    PQclear(res);
+    return CLI_EXIT_OK;
+}
+
+static int command_resolve(PGconn *conn, const struct cli_args *args)
+{
+    const char *params[3] = {args->positional[0], args->positional[1], args->note};
+    return run_decision(conn, args, "SELECT outbox.resolve($1, $2, $3)::text", 3, params,
+                        "resolved");
+}
+
+static int command_approve(PGconn *conn, const struct cli_args *args)
+{
+    const char *params[2] = {args->positional[0], args->by};
+    return run_decision(conn, args, "SELECT outbox.approve($1, $2)::text", 2, params, "approved");
+}
+
+static int command_reject(PGconn *conn, const struct cli_args *args)
+{
+    const char *params[3] = {args->positional[0], args->by, args->reason};
+    return run_decision(conn, args, "SELECT outbox.reject($1, $2, $3)::text", 3, params,
+                        "rejected");
+}
+
+static int command_cancel(PGconn *conn, const struct cli_args *args)
+{
+    const char *params[2] = {args->positional[0], args->reason};
+    return run_decision(conn, args, "SELECT outbox.cancel($1, $2)::text", 2, params, "cancelled");
+}
+
+static int command_retry(PGconn *conn, const struct cli_args *args)
+{
+    const char *params[2] = {args->positional[0], args->by};
+    return run_decision(conn, args, "SELECT outbox.retry_now($1, $2)::text", 2, params,
+                        "retry requested for");
+}
+
+static const struct command_def commands[] = {
+    {"status", "status KEY [--json]", 1, 1, FLAG_JSON, 0, command_status},
+    {"stuck", "stuck [--json]", 0, 0, FLAG_JSON, 0, command_stuck},
+    {"resolve", "resolve KEY succeeded|failed --note TEXT [--json]", 2, 2, FLAG_JSON | FLAG_NOTE,
+     FLAG_NOTE, command_resolve},
+    {"approve", "approve KEY --by NAME [--json]", 1, 1, FLAG_JSON | FLAG_BY, FLAG_BY,
+     command_approve},
+    {"reject", "reject KEY --by NAME --reason TEXT [--json]", 1, 1,
+     FLAG_JSON | FLAG_BY | FLAG_REASON, FLAG_BY | FLAG_REASON, command_reject},
+    {"cancel", "cancel KEY [--reason TEXT] [--json]", 1, 1, FLAG_JSON | FLAG_REASON, 0,
+     command_cancel},
+    {"retry", "retry KEY [--by NAME] [--json]", 1, 1, FLAG_JSON | FLAG_BY, 0, command_retry},
+    {"targets", "targets [--json]", 0, 0, FLAG_JSON, 0, command_targets},
+};
+
+#define COMMAND_COUNT (sizeof(commands) / sizeof(commands[0]))
+
+/* ------------------------------------------------------------- parsing */
+
+static const struct command_def *find_command(const char *name)
+{
+    for (size_t i = 0; i < COMMAND_COUNT; i++)
+        if (!strcmp(commands[i].name, name))
+            return &commands[i];
+    return NULL;
+}
+
+bool cli_is_command(const char *name)
+{
+    return find_command(name) != NULL;
+}
+
+static const struct flag_def *find_flag(const char *name, size_t len)
+{
+    for (size_t i = 0; i < FLAG_COUNT; i++)
+        if (strlen(flag_defs[i].name) == len && !strncmp(flag_defs[i].name, name, len))
+            return &flag_defs[i];
+    return NULL;
+}
+
+static bool is_config_switch(const char *name)
+{
+    for (size_t i = 0; i < sizeof(config_switches) / sizeof(config_switches[0]); i++)
+        if (!strcmp(config_switches[i], name))
+            return true;
+    return false;
+}
+
+static void usage_error(const struct command_def *cmd, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+
+static void usage_error(const struct command_def *cmd, const char *fmt, ...)
+{
+    fprintf(stderr, "outbox-relay %s: ", cmd->name);
+    va_list ap;
+    va_start(ap, fmt);
+    vfprintf(stderr, fmt, ap);
+    va_end(ap);
+    fprintf(stderr, "\nusage: outbox-relay %s [connection options] (see --help)\n", cmd->usage);
+}
+
+static void store_flag(struct cli_args *args, const struct flag_def *flag, const char *value)
+{
+    args->flags_seen |= flag->bit;
+    switch (flag->bit) {
+    case FLAG_JSON:
+        args->json = true;
+        break;
+    case FLAG_NOTE:
+        args->note = value;
+        break;
+    case FLAG_BY:
+        args->by = value;
+        break;
+    case FLAG_REASON:
+        args->reason = value;
+        break;
+    }
+}
+
+enum parse_result { PARSE_OK, PARSE_HELP, PARSE_ERROR };
+
+/* Fills args from argv; what is not the command's own goes to config_argv. */
+static enum parse_result parse_arguments(const struct command_def *cmd, int argc, char **argv,
+                                         struct cli_args *args, char **config_argv,
+                                         int *config_argc)
+{
+    bool options_ended = false;
+    for (int i = 0; i < argc; i++) {
+        const char *arg = argv[i];
+        if (!options_ended && !strcmp(arg, "--")) {
+            options_ended = true;
+            continue;
+        }
+        if (!options_ended && (!strcmp(arg, "--help") || !strcmp(arg, "-h")))
+            return PARSE_HELP;
+        if (options_ended || strncmp(arg, "--", 2) != 0) {
+            if (args->positional_count == cmd->max_positional) {
+                usage_error(cmd, "unexpected argument '%s'", arg);
+                return PARSE_ERROR;
+            }
+            args->positional[args->positional_count++] = arg;
+            continue;
+        }
+        const char *name = arg + 2;
+        const char *eq = strchr(name, '=');
+        size_t len = eq ? (size_t)(eq - name) : strlen(name);
+        const struct flag_def *flag = find_flag(name, len);
+        if (flag == NULL) {
+            config_argv[(*config_argc)++] = argv[i];
+            if (eq == NULL && !is_config_switch(name) && i + 1 < argc)
+                config_argv[(*config_argc)++] = argv[++i];
+            continue;
+        }
+        if ((cmd->flags_allowed & flag->bit) == 0) {
+            usage_error(cmd, "--%s is not an option of this command", flag->name);
+            return PARSE_ERROR;
+        }
+        const char *value = NULL;
+        if (flag->takes_value) {
+            if (eq != NULL) {
+                value = eq + 1;
+            } else if (i + 1 < argc) {
+                value = argv[++i];
+            } else {
+                usage_error(cmd, "--%s needs a value", flag->name);
+                return PARSE_ERROR;
+            }
+        } else if (eq != NULL) {
+            usage_error(cmd, "--%s takes no value", flag->name);
+            return PARSE_ERROR;
+        }
+        store_flag(args, flag, value);
+    }
+    if (args->positional_count < cmd->min_positional) {
+        /* Only resolve has a second positional argument. */
+        usage_error(cmd, "missing %s", args->positional_count == 0 ? "KEY" : "succeeded|failed");
+        return PARSE_ERROR;
+    }
+    for (size_t f = 0; f < FLAG_COUNT; f++) {
+        if ((cmd->flags_required & flag_defs[f].bit) && !(args->flags_seen & flag_defs[f].bit)) {
+            usage_error(cmd, "missing --%s", flag_defs[f].name);
+            return PARSE_ERROR;
+        }
+    }
+    if (cmd->run == command_resolve && strcmp(args->positional[1], "succeeded") != 0 &&
+        strcmp(args->positional[1], "failed") != 0) {
+        usage_error(cmd, "the outcome must be succeeded or failed, not '%s'", args->positional[1]);
+        return PARSE_ERROR;
+    }
+    return PARSE_OK;
+}
+
+/* ------------------------------------------------------------- connection */
+
+static PGconn *connect_database(const struct config *cfg, const char *command)
+{
+    char timeout[32];
+    snprintf(timeout, sizeof(timeout), "%d", (cfg->connect_timeout_ms + 999) / 1000);
+    char application[64];
+    snprintf(application, sizeof(application), "outbox-relay %s", command);
+    /* Later keywords win: the connection string may set the first two; the
+     * encoding is ours, because the JSON output must be UTF-8. */
+    const char *const keywords[] = {"connect_timeout", "fallback_application_name", "dbname",
+                                    "client_encoding", NULL};
+    const char *const values[] = {timeout, application, cfg->db ? cfg->db : "", "UTF8", NULL};
+    PGconn *conn = PQconnectdbParams(keywords, values, 1);
+    if (PQstatus(conn) != CONNECTION_OK) {
+        print_trimmed(command, "cannot connect to the database: ", PQerrorMessage(conn));
+        PQfinish(conn);
+        return NULL;
+    }
+    return conn;
+}
+
+int cli_run(const char *command, int argc, char **argv)
+{
+    const struct command_def *cmd = find_command(command);
+    if (cmd == NULL) {
+        fprintf(stderr, "outbox-relay: unknown command '%s' (see --help)\n", command);
+        return CLI_EXIT_USAGE;
+    }
+    struct cli_args args = {.command = cmd->name};
+    char **config_argv = calloc((size_t)argc + 1, sizeof(char *));
+    if (config_argv == NULL)
+        abort();
+    int config_argc = 0;
+    enum parse_result parsed = parse_arguments(cmd, argc, argv, &args, config_argv, &config_argc);
+    if (parsed != PARSE_OK) {
+        free(config_argv);
+        if (parsed == PARSE_HELP) {
+            printf("usage: outbox-relay %s [connection options]\n"
+                   "connection options, environment and exit codes: outbox-relay --help\n",
+                   cmd->usage);
+            return CLI_EXIT_OK;
+        }
+        return CLI_EXIT_USAGE;
+    }
+
+    struct config cfg;
+    enum config_result loaded = config_load(&cfg, config_argc, config_argv);
+    free(config_argv);
+    if (loaded != CONFIG_OK) {
+        config_free(&cfg);
+        return CLI_EXIT_USAGE;
+    }
+    PGconn *conn = connect_database(&cfg, cmd->name);
+    config_free(&cfg);
+    if (conn == NULL)
+        return CLI_EXIT_DATABASE;
+    int rc = cmd->run(conn, &args);
+    PQfinish(conn);
+    if (fflush(stdout) != 0 || ferror(stdout)) {
+        fprintf(stderr, "outbox-relay %s: cannot write the output: %m\n", cmd->name);
+        if (rc == CLI_EXIT_OK)
+            rc = CLI_EXIT_DATABASE;
+    }
+    return rc;
+}
