@@ -72,6 +72,9 @@
 #ifndef ADMIN_LOOKUP_TIMEOUT_MS
 #define ADMIN_LOOKUP_TIMEOUT_MS 10000
 #endif
+#ifndef ADMIN_WAIT_MAX_MS
+#define ADMIN_WAIT_MAX_MS 60000 /* longest ?wait= */
+#endif
 #ifndef ADMIN_WRITE_TIMEOUT_MS
 #define ADMIN_WRITE_TIMEOUT_MS 10000
 #endif
@@ -116,6 +119,12 @@ struct admin_conn {
     int reject_status; /* set by a parser callback that stopped parsing */
 
     struct admin_lookup *lookup; /* outstanding, or NULL */
+
+    /* Long-poll (?wait=): the key, when the wait ends, and the last answer. */
+    char wait_key[ADMIN_KEY_MAX_BYTES + 1];
+    uint64_t wait_until_ms; /* 0: not waiting */
+    bool parked;            /* waiting for admin_outcomes_changed() or the deadline */
+    char *last_body;        /* the latest non-final outcome seen */
 };
 
 /* What lookup_intent holds; conn is NULL once the connection is gone. */
@@ -322,6 +331,7 @@ static void on_conn_handle_closed(uv_handle_t *handle)
     admin_server_t *s = conn->server;
     free(conn->input);
     strbuf_free(&conn->url);
+    free(conn->last_body);
     free(conn);
     s->open_conns--;
     server_maybe_free(s);
@@ -479,6 +489,17 @@ static void conn_reject(struct admin_conn *conn, int status, const char *message
 
 /* ---------------------------------------------------------------- lookups */
 
+/* A final outcome ends a long-poll at once: succeeded, failed, cancelled. */
+static bool outcome_is_final(const char *json_body)
+{
+    json_t *doc = json_loads(json_body, 0, NULL);
+    const char *status = json_string_value(json_object_get(doc, "status"));
+    bool final = status && (!strcmp(status, "succeeded") || !strcmp(status, "failed") ||
+                            !strcmp(status, "cancelled"));
+    json_decref(doc);
+    return final;
+}
+
 static void admin_lookup_done(void *req, int status, const char *json_body)
 {
     struct admin_lookup *lookup = req;
@@ -489,6 +510,19 @@ static void admin_lookup_done(void *req, int status, const char *json_body)
     conn->lookup = NULL;
     if (status < 100 || status > 599)
         status = 500;
+    if (conn->wait_until_ms && status == 200 && json_body && !outcome_is_final(json_body)) {
+        uint64_t now = uv_now(conn->server->loop);
+        if (now < conn->wait_until_ms) {
+            /* Not final yet: park until the relay records something or the wait ends. */
+            free(conn->last_body);
+            conn->last_body = strdup(json_body);
+            conn->parked = true;
+            conn_set_phase(conn, PHASE_LOOKUP, conn->wait_until_ms - now);
+            return;
+        }
+    }
+    conn->wait_until_ms = 0;
+    conn->parked = false;
     if (json_body) {
         conn_respond_json(conn, status, NULL, json_body);
         return;
@@ -501,9 +535,80 @@ static void admin_lookup_done(void *req, int status, const char *json_body)
 
 static void conn_lookup_timed_out(struct admin_conn *conn)
 {
-    conn->lookup->conn = NULL; /* done() will only free it */
-    conn->lookup = NULL;
+    if (conn->lookup) {
+        conn->lookup->conn = NULL; /* done() will only free it */
+        conn->lookup = NULL;
+    }
+    bool waited = conn->wait_until_ms != 0;
+    conn->wait_until_ms = 0;
+    conn->parked = false;
+    if (waited && conn->last_body) {
+        /* The wait is over: answer with the latest (not final) outcome. */
+        conn_respond_json(conn, 200, NULL, conn->last_body);
+        return;
+    }
     conn_respond_error(conn, 503, NULL, "the outcome could not be read in time");
+}
+
+static void conn_start_lookup(struct admin_conn *conn, uint64_t timeout_ms)
+{
+    admin_server_t *s = conn->server;
+    struct admin_lookup *lookup = malloc(sizeof(*lookup));
+    if (lookup == NULL) {
+        conn_respond_error(conn, 503, NULL, "out of memory");
+        return;
+    }
+    lookup->conn = conn;
+    conn->lookup = lookup;
+    conn->parked = false;
+    conn_set_phase(conn, PHASE_LOOKUP, timeout_ms);
+    /* done() may even run before this returns: it answers at once then. */
+    s->hooks.lookup_intent(s->hooks.data, conn->wait_key, lookup, admin_lookup_done);
+}
+
+void admin_outcomes_changed(admin_server_t *s)
+{
+    if (s == NULL)
+        return;
+    uint64_t now = uv_now(s->loop);
+    for (struct admin_conn *conn = s->conns, *next; conn; conn = next) {
+        next = conn->next;
+        if (conn->parked && !conn->closing && conn->wait_until_ms > now)
+            conn_start_lookup(conn, conn->wait_until_ms - now + ADMIN_LOOKUP_TIMEOUT_MS);
+    }
+}
+
+/* "?wait=30s", "wait=500ms", "wait=2" (seconds): the wait in ms, capped at
+ * ADMIN_WAIT_MAX_MS; 0 without a wait; -1 when malformed. */
+static long parse_wait(const char *query, size_t n)
+{
+    const char *p = query, *end = query + n;
+    while (p < end) {
+        const char *amp = memchr(p, '&', (size_t)(end - p));
+        const char *field_end = amp ? amp : end;
+        if ((size_t)(field_end - p) > 5 && memcmp(p, "wait=", 5) == 0) {
+            char text[32];
+            size_t len = (size_t)(field_end - p - 5);
+            if (len == 0 || len >= sizeof(text))
+                return -1;
+            memcpy(text, p + 5, len);
+            text[len] = '\0';
+            char *unit = NULL;
+            long value = strtol(text, &unit, 10);
+            if (unit == text || value < 0)
+                return -1;
+            long ms;
+            if (*unit == '\0' || !strcmp(unit, "s"))
+                ms = value > ADMIN_WAIT_MAX_MS / 1000 ? ADMIN_WAIT_MAX_MS : value * 1000;
+            else if (!strcmp(unit, "ms"))
+                ms = value;
+            else
+                return -1;
+            return ms > ADMIN_WAIT_MAX_MS ? ADMIN_WAIT_MAX_MS : ms;
+        }
+        p = field_end + (amp ? 1 : 0);
+    }
+    return 0;
 }
 
 /* ---------------------------------------------------------------- endpoints */
@@ -533,29 +638,29 @@ static void handle_metrics(struct admin_conn *conn)
     strbuf_free(&out);
 }
 
-static void handle_intent(struct admin_conn *conn, const char *encoded_key, size_t n)
+static void handle_intent(struct admin_conn *conn, const char *encoded_key, size_t n,
+                          const char *query, size_t query_len)
 {
     admin_server_t *s = conn->server;
-    char key[ADMIN_KEY_MAX_BYTES + 1];
-    const char *problem = admin_decode_key(encoded_key, n, key);
+    const char *problem = admin_decode_key(encoded_key, n, conn->wait_key);
     if (problem) {
         conn_respond_error(conn, 400, NULL, problem);
+        return;
+    }
+    long wait_ms = parse_wait(query, query_len);
+    if (wait_ms < 0) {
+        conn_respond_error(conn, 400, NULL,
+                           "wait must be a duration such as 30s or 500ms (at most 60s)");
         return;
     }
     if (s->hooks.lookup_intent == NULL) {
         conn_respond_error(conn, 503, NULL, "outcome lookups are not available");
         return;
     }
-    struct admin_lookup *lookup = malloc(sizeof(*lookup));
-    if (lookup == NULL) {
-        conn_respond_error(conn, 503, NULL, "out of memory");
-        return;
-    }
-    lookup->conn = conn;
-    conn->lookup = lookup;
-    conn_set_phase(conn, PHASE_LOOKUP, ADMIN_LOOKUP_TIMEOUT_MS);
-    /* done() may even run before this returns: it answers at once then. */
-    s->hooks.lookup_intent(s->hooks.data, key, lookup, admin_lookup_done);
+    free(conn->last_body);
+    conn->last_body = NULL;
+    conn->wait_until_ms = wait_ms > 0 ? uv_now(s->loop) + (uint64_t)wait_ms : 0;
+    conn_start_lookup(conn, (uint64_t)wait_ms + ADMIN_LOOKUP_TIMEOUT_MS);
 }
 
 /* Routes one complete request (the parser is paused). */
@@ -605,7 +710,13 @@ static void conn_dispatch(struct admin_conn *conn)
         break;
     case ROUTE_INTENT: {
         size_t prefix = strlen(ADMIN_INTENTS_PREFIX);
-        handle_intent(conn, path + prefix, path_len - prefix);
+        const char *query = "";
+        size_t query_len = 0;
+        if (parts.field_set & (1 << UF_QUERY)) {
+            query = conn->url.data + parts.field_data[UF_QUERY].off;
+            query_len = parts.field_data[UF_QUERY].len;
+        }
+        handle_intent(conn, path + prefix, path_len - prefix, query, query_len);
         break;
     }
     case ROUTE_NONE:
@@ -783,7 +894,7 @@ static void conn_start_reading(struct admin_conn *conn)
 static void on_conn_timer(uv_timer_t *timer)
 {
     struct admin_conn *conn = timer->data;
-    if (conn->phase == PHASE_LOOKUP && conn->lookup) {
+    if (conn->phase == PHASE_LOOKUP && (conn->lookup || conn->parked)) {
         conn_lookup_timed_out(conn);
         return;
     }

@@ -4,7 +4,10 @@
  *   GET /healthz           200 {"status":"ok"}: the loop is alive
  *   GET /readyz            200 {"status":"ready"} or 503 {"status":"not ready","reason":"..."}
  *   GET /metrics           200 Prometheus text (write_metrics)
- *   GET /v1/intents/{key}  what lookup_intent answers (200, 404, 503); the key is
+ *   GET /v1/intents/{key}[?wait=30s]  what lookup_intent answers (200, 404, 503);
+ *                          with wait, held until the outcome is final (looked up again
+ *                          whenever admin_outcomes_changed() says the relay recorded
+ *                          something) or the wait (at most 60 s) ends; the key is
  *                          percent-decoded, 1..255 bytes of UTF-8 without control
  *                          characters, else 400 {"error":"..."}
  *
@@ -53,6 +56,8 @@ typedef struct admin_server admin_server_t;
  * the loop next runs. */
 admin_server_t *admin_start(uv_loop_t *loop, const char *listen, struct admin_hooks hooks,
                             int max_connections, size_t max_request_bytes);
+/* The relay recorded outcomes: requests waiting with ?wait= look again. */
+void admin_outcomes_changed(admin_server_t *s);
 /* The bound port. */
 int admin_port(const admin_server_t *s);
 /* Closes the listener and every connection (an answer being written is cut

@@ -667,6 +667,7 @@ static void on_recorded(void *data, PGresult *res, const char *error)
                       json_integer((json_int_t)(r->recording.count - updated)), NULL);
         }
         outcome_list_clear(&r->recording);
+        admin_outcomes_changed(r->admin); /* wakes ?wait= requests */
     }
     relay_flush(r);
     if (r->stopping)
@@ -1283,6 +1284,9 @@ int relay_run(const struct config *cfg)
             r->exit_code = 1;
             started = false;
             relay_close(r);
+        } else {
+            log_event(LOG_INFO, "admin_listening", "listen", json_string(cfg->admin_listen), "port",
+                      json_integer(admin_port(r->admin)), NULL);
         }
     }
     if (started)

@@ -452,6 +452,7 @@ BEGIN
     WITH due AS (
         SELECT c.id
           FROM unnest(p_targets, p_rooms) AS t(name, room)
+          JOIN outbox.targets AS tg ON tg.name = t.name AND tg.enabled -- disabled: rows wait
          CROSS JOIN LATERAL (
                SELECT i.id
                  FROM outbox.intents i

@@ -14,9 +14,8 @@ target_add up "http://127.0.0.1:$RECV_PORT_up/act"
 enqueue_many down "down:" 100
 enqueue_many up "up:" 400
 
-admin_port=$(( closed_port + 1 ))
-while ! pgcluster_port_free "$admin_port"; do admin_port=$((admin_port + 1)); done
-relay_start one --poll-interval-ms 100 --admin-listen "127.0.0.1:$admin_port"
+relay_start one --poll-interval-ms 100 --admin-listen "127.0.0.1:0"
+admin_port=$(relay_admin_port one)
 ok "the healthy target drains while the other is down" wait_for 10 \
     "SELECT count(*) FROM outbox.intents WHERE target = 'up' AND state = 'succeeded'" 400
 sleep 4

@@ -131,6 +131,18 @@ relay_start() {
     printf -v "RELAY_PID_$name" '%s' "$pid"
 }
 
+# relay_admin_port NAME → the admin port of a relay started with
+# --admin-listen 127.0.0.1:0 (read from its log; waits up to 5 s)
+relay_admin_port() {
+    local i port=""
+    for i in $(seq 1 50); do
+        port=$(sed -n 's/.*"event":"admin_listening".*"port":\([0-9]*\).*/\1/p' "$T/relay-$1.log" | tail -1)
+        [ -n "$port" ] && break
+        sleep 0.1
+    done
+    echo "$port"
+}
+
 # relay_wait NAME SECONDS → the relay's exit code (124 if it did not exit in time)
 relay_wait() {
     local pid_var="RELAY_PID_$1" limit=$2 i
