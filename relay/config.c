@@ -41,7 +41,7 @@ static const struct option_def options[] = {
     OPT("migrations-dir", OPT_STRING, migrations_dir, "", 0, 0,
         "directory of NNNN_*.sql files for migrate (default: ../migrations beside the binary)"),
     OPT("admin-listen", OPT_STRING, admin_listen, "127.0.0.1:9464", 0, 0,
-        "host:port of the admin HTTP port (health, readiness); empty = off"),
+        "host:port of the admin HTTP port (health, readiness, metrics, status API); empty = off"),
     OPT("log-level", OPT_STRING, log_level, "info", 0, 0, "debug, info, warn or error"),
     OPT("batch-size", OPT_INT, batch_size, "256", 1, 10000, "rows claimed per claim statement"),
     OPT("max-in-flight", OPT_INT, max_in_flight, "1024", 1, 100000,
