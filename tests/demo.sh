@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # tests/demo.sh — `make demo`: the relay's main job on an embedded default.
 #
-# A throwaway PostgreSQL, two local receivers (one deduplicates by key and
-# injects faults into 5 % of requests; one cannot deduplicate), 3,000 intents
+# A throwaway PostgreSQL, two local receivers that inject faults into 5 % of
+# requests (one deduplicates by key; one cannot, but answers a status URL),
+# 3,000 intents
 # enqueued in business transactions that debit an account, the relay draining
 # them with progress, and a summary. Everything started is stopped at the end.
 set -euo pipefail
@@ -30,17 +31,17 @@ build/outbox-relay migrate --migrations-dir migrations | sed 's/^/   /'
 say "2. two local receivers"
 build/test-receiver --dedupe --random-faults 0.05 --seed 7 --late-ms 1500 >"$D/a.out" 2>&1 &
 PIDS+=($!)
-build/test-receiver >"$D/b.out" 2>&1 &
+build/test-receiver --random-faults 0.05 --seed 8 --late-ms 1500 >"$D/b.out" 2>&1 &
 PIDS+=($!)
 sleep 0.3
 PA=$(sed -n 's/^listening 127.0.0.1://p' "$D/a.out")
 PB=$(sed -n 's/^listening 127.0.0.1://p' "$D/b.out")
 q "INSERT INTO outbox.targets (name, url, status_url, timeout_ms, backoff_base_ms, backoff_cap_ms)
    VALUES ('payments.refund', 'http://127.0.0.1:$PA/refunds', 'http://127.0.0.1:$PA/status/{key}', 1000, 50, 500)"
-q "INSERT INTO outbox.targets (name, url, key_header, timeout_ms)
-   VALUES ('crm.note', 'http://127.0.0.1:$PB/notes', NULL, 1000)"
+q "INSERT INTO outbox.targets (name, url, key_header, status_url, timeout_ms, reconcile_delay_ms)
+   VALUES ('crm.note', 'http://127.0.0.1:$PB/notes', NULL, 'http://127.0.0.1:$PB/status/{key}', 1000, 2000)"
 echo "   payments.refund → 127.0.0.1:$PA (deduplicates by key; 5 % of requests get a fault)"
-echo "   crm.note        → 127.0.0.1:$PB (cannot deduplicate; no faults)"
+echo "   crm.note        → 127.0.0.1:$PB (cannot deduplicate; has a status URL; 5 % faults)"
 
 say "3. $N business transactions, each debiting an account and enqueueing an intent"
 q "CREATE TABLE public.accounts (id int PRIMARY KEY, balance_cents bigint NOT NULL)"
@@ -49,7 +50,8 @@ q "CREATE FUNCTION public.refund_step(run int, step int) RETURNS void LANGUAGE s
      UPDATE public.accounts SET balance_cents = balance_cents - 25 WHERE id = run % 100 + 1;
      SELECT outbox.enqueue(format('run-%s:step-%s', run, step),
                            CASE WHEN step % 4 = 0 THEN 'crm.note' ELSE 'payments.refund' END,
-                           jsonb_build_object('account', run % 100 + 1, 'amount_cents', 25));
+                           jsonb_build_object('account', run % 100 + 1, 'amount_cents', 25,
+                                              'ref', format('run-%s:step-%s', run, step)));
    \$\$"
 for ((i = 1; i <= N; i += 100)); do
     psql -X -q -v ON_ERROR_STOP=1 >/dev/null <<SQL
@@ -80,14 +82,18 @@ SELECT target,
        count(*) FILTER (WHERE state = 'succeeded') AS delivered,
        sum(attempts) AS attempts,
        count(*) FILTER (WHERE ambiguous) AS ambiguous,
+       count(*) FILTER (WHERE EXISTS (SELECT 1 FROM outbox.attempts a WHERE a.intent_id = i.id
+                          AND a.class IN ('reconciled_executed', 'reconciled_not_executed'))) AS reconciled,
        count(*) FILTER (WHERE state = 'unknown') AS "unknown (reconciling)",
        count(*) FILTER (WHERE state = 'failed') AS failed
-  FROM outbox.intents GROUP BY target ORDER BY target;
+  FROM outbox.intents i GROUP BY target ORDER BY target;
 SQL
 echo "   effects at payments.refund receiver: $(num effects_total <<<"$effects_a") effects,"\
      "$(num deduplicated_total <<<"$effects_a") duplicates absorbed by its key,"\
      "$(num faults_total <<<"$effects_a") faults injected,"\
      "$(num keys_with_duplicate_effects <<<"$effects_a") keys with a duplicate effect"
 echo "   effects at crm.note receiver:        $(num effects_total <<<"$effects_b") effects over"\
-     "$(num deliveries_total <<<"$effects_b") deliveries"
+     "$(num deliveries_total <<<"$effects_b") deliveries,"\
+     "$(num faults_total <<<"$effects_b") faults injected,"\
+     "$(num keys_with_duplicate_effects <<<"$effects_b") keys with a duplicate effect"
 echo "   keys that need a person (outbox.stuck): $(q "SELECT count(*) FROM outbox.stuck")"
