@@ -64,6 +64,27 @@ static size_t on_header(char *data, size_t size, size_t nmemb, void *userp)
     return n;
 }
 
+/* Options every request of a target shares: limits, security, callbacks. */
+static void set_common_options(struct delivery *d, const struct target *target)
+{
+    CURL *e = d->easy;
+    curl_easy_setopt(e, CURLOPT_PROTOCOLS_STR, "http,https");
+    curl_easy_setopt(e, CURLOPT_HTTPHEADER, d->headers);
+    curl_easy_setopt(e, CURLOPT_TIMEOUT_MS, (long)target->timeout_ms);
+    curl_easy_setopt(e, CURLOPT_CONNECTTIMEOUT_MS,
+                     (long)(target->timeout_ms < 10000 ? target->timeout_ms : 10000));
+    curl_easy_setopt(e, CURLOPT_NOSIGNAL, 1L);
+    curl_easy_setopt(e, CURLOPT_FOLLOWLOCATION, 0L);
+    curl_easy_setopt(e, CURLOPT_SSL_VERIFYPEER, 1L);
+    curl_easy_setopt(e, CURLOPT_SSL_VERIFYHOST, 2L);
+    curl_easy_setopt(e, CURLOPT_TCP_KEEPALIVE, 1L);
+    curl_easy_setopt(e, CURLOPT_TCP_NODELAY, 1L);
+    curl_easy_setopt(e, CURLOPT_USERAGENT, "outbox-relay/0.1");
+    curl_easy_setopt(e, CURLOPT_WRITEFUNCTION, on_body);
+    curl_easy_setopt(e, CURLOPT_WRITEDATA, d);
+    curl_easy_setopt(e, CURLOPT_ERRORBUFFER, d->error);
+}
+
 struct delivery *delivery_new(struct target *target, int64_t intent_id, const char *key,
                               const char *payload, int attempt, bool was_ambiguous,
                               int64_t first_attempt_ms, size_t body_limit, int64_t now_s)
@@ -92,27 +113,13 @@ struct delivery *delivery_new(struct target *target, int64_t intent_id, const ch
     d->headers = target_request_headers(target, key, d->payload, d->payload_len, now_s);
     CURL *e = d->easy;
     curl_easy_setopt(e, CURLOPT_URL, target->url);
-    curl_easy_setopt(e, CURLOPT_PROTOCOLS_STR, "http,https");
+    set_common_options(d, target);
     curl_easy_setopt(e, CURLOPT_POSTFIELDS, d->payload);
     curl_easy_setopt(e, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)d->payload_len);
     if (strcmp(target->method, "POST") != 0)
         curl_easy_setopt(e, CURLOPT_CUSTOMREQUEST, target->method);
-    curl_easy_setopt(e, CURLOPT_HTTPHEADER, d->headers);
-    curl_easy_setopt(e, CURLOPT_TIMEOUT_MS, (long)target->timeout_ms);
-    curl_easy_setopt(e, CURLOPT_CONNECTTIMEOUT_MS,
-                     (long)(target->timeout_ms < 10000 ? target->timeout_ms : 10000));
-    curl_easy_setopt(e, CURLOPT_NOSIGNAL, 1L);
-    curl_easy_setopt(e, CURLOPT_FOLLOWLOCATION, 0L);
-    curl_easy_setopt(e, CURLOPT_SSL_VERIFYPEER, 1L);
-    curl_easy_setopt(e, CURLOPT_SSL_VERIFYHOST, 2L);
-    curl_easy_setopt(e, CURLOPT_TCP_KEEPALIVE, 1L);
-    curl_easy_setopt(e, CURLOPT_TCP_NODELAY, 1L);
-    curl_easy_setopt(e, CURLOPT_USERAGENT, "outbox-relay/0.1");
-    curl_easy_setopt(e, CURLOPT_WRITEFUNCTION, on_body);
-    curl_easy_setopt(e, CURLOPT_WRITEDATA, d);
     curl_easy_setopt(e, CURLOPT_HEADERFUNCTION, on_header);
     curl_easy_setopt(e, CURLOPT_HEADERDATA, d);
-    curl_easy_setopt(e, CURLOPT_ERRORBUFFER, d->error);
     if (target->key_header == NULL) {
         /* Neither reuse a kept-alive connection (a status check may have
          * left one) nor keep this one: see the DESIGN note above. */
@@ -177,18 +184,8 @@ struct delivery *delivery_new_status_check(struct target *target, int64_t intent
         d->headers = curl_slist_append(d->headers, *h);
     curl_easy_setopt(e, CURLOPT_URL, url);
     free(url);
-    curl_easy_setopt(e, CURLOPT_PROTOCOLS_STR, "http,https");
+    set_common_options(d, target);
     curl_easy_setopt(e, CURLOPT_HTTPGET, 1L);
-    curl_easy_setopt(e, CURLOPT_HTTPHEADER, d->headers);
-    curl_easy_setopt(e, CURLOPT_TIMEOUT_MS, (long)target->timeout_ms);
-    curl_easy_setopt(e, CURLOPT_NOSIGNAL, 1L);
-    curl_easy_setopt(e, CURLOPT_FOLLOWLOCATION, 0L);
-    curl_easy_setopt(e, CURLOPT_SSL_VERIFYPEER, 1L);
-    curl_easy_setopt(e, CURLOPT_SSL_VERIFYHOST, 2L);
-    curl_easy_setopt(e, CURLOPT_USERAGENT, "outbox-relay/0.1");
-    curl_easy_setopt(e, CURLOPT_WRITEFUNCTION, on_body);
-    curl_easy_setopt(e, CURLOPT_WRITEDATA, d);
-    curl_easy_setopt(e, CURLOPT_ERRORBUFFER, d->error);
     d->started_ns = uv_hrtime();
     return d;
 }
