@@ -110,6 +110,8 @@ struct relay {
     struct outcome_list recording; /* on the wire */
     struct release_list releases;  /* claimed, never sent, to give back */
     struct release_list deferrals; /* claimed retries over the target's budget */
+    bool deferring;                /* a defer statement is on the wire ... */
+    size_t deferrals_sent;         /* ... for the first this many deferrals */
     bool releasing;
     int record_sql_failures;
 
@@ -200,7 +202,7 @@ static void outcome_list_clear(struct outcome_list *list)
 static bool relay_has_work(const struct relay *r)
 {
     return r->in_flight > 0 || r->buffered.count > 0 || r->recording.count > 0 ||
-           r->releases.count > 0 || r->releasing;
+           r->releases.count > 0 || r->releasing || r->deferrals.count > 0 || r->deferring;
 }
 
 /* ---------------------------------------------------------------- deliveries */
@@ -435,15 +437,27 @@ static void relay_defer(struct relay *r, struct target *t, int64_t id, int attem
 
 static void on_deferred(void *data, PGresult *res, const char *error)
 {
-    if (error)
+    struct relay *r = data;
+    r->deferring = false;
+    if (error) {
+        /* Kept and sent again (they were never sent to the target; if this
+         * relay dies first, a take-over decides them cautiously). */
         log_event(LOG_WARN, "defer_failed", "error", json_string(error), NULL);
-    /* Either way the rows are safe: deferred, or in_flight until the lease
-     * expires, then taken over (never sent, so never executed). */
+        return;
+    }
+    r->deferrals.count -= r->deferrals_sent;
+    memmove(r->deferrals.ids, r->deferrals.ids + r->deferrals_sent,
+            r->deferrals.count * sizeof(int64_t));
+    memmove(r->deferrals.attempts, r->deferrals.attempts + r->deferrals_sent,
+            r->deferrals.count * sizeof(int));
+    r->deferrals_sent = 0;
+    if (r->stopping)
+        relay_check_shutdown(r);
 }
 
 static void relay_send_deferrals(struct relay *r)
 {
-    if (r->deferrals.count == 0)
+    if (r->deferring || r->deferrals.count == 0 || !pg_conn_ready(r->pg))
         return;
     struct strbuf *ids = &r->arrays[0], *attempts = &r->arrays[1];
     pgarray_begin(ids);
@@ -457,8 +471,10 @@ static void relay_send_deferrals(struct relay *r)
     char delay[24];
     const char *params[4] = {r->cfg->relay_id, ids->data, attempts->data,
                              int_text(delay, sizeof(delay), 500 + (int)(relay_random(r) * 1000))};
-    pg_query(r->pg, STMT_DEFER, 4, params, on_deferred, r);
-    r->deferrals.count = 0;
+    if (pg_query(r->pg, STMT_DEFER, 4, params, on_deferred, r)) {
+        r->deferring = true;
+        r->deferrals_sent = r->deferrals.count;
+    }
 }
 
 /* ---------------------------------------------------------------- reconciliation */
@@ -890,6 +906,7 @@ static void on_maintenance_timer(uv_timer_t *timer)
     relay_renew_leases(r);
     relay_flush(r);
     relay_send_releases(r);
+    relay_send_deferrals(r);
     if (r->stopping)
         return;
     if (now - r->last_targets_ms >= (uint64_t)r->cfg->targets_refresh_ms)
@@ -914,6 +931,7 @@ static void on_db_ready(void *data)
     relay_load_targets(r);
     relay_flush(r);
     relay_send_releases(r);
+    relay_send_deferrals(r);
     if (r->stopping)
         relay_check_shutdown(r);
     else
@@ -1133,6 +1151,7 @@ static void relay_check_shutdown(struct relay *r)
         return; /* the grace timer is running */
     relay_flush(r);
     relay_send_releases(r);
+    relay_send_deferrals(r);
     if (relay_has_work(r) || r->claim_running)
         return; /* wait for the database (bounded by the shutdown timer) */
     if (r->farewell_sent)
