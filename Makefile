@@ -41,6 +41,10 @@ build/test-receiver: tests/receiver/receiver.c | build
 	$(CC) $(BASE) -O2 $(shell pkg-config --cflags libuv jansson) $< -o $@ \
 	    $(shell pkg-config --libs libuv jansson) -lhttp_parser
 
+# The example receiver of the inbox helper (schema/inbox.sql); fork per connection.
+build/inbox-receiver: tests/inbox/inbox_receiver.c | build
+	$(CC) $(BASE) -O2 $(shell pkg-config --cflags libpq) $< -o $@ $(shell pkg-config --libs libpq) -lhttp_parser
+
 build/asan/unit-tests: $(UNIT_SRC) $(RELAY_SRC) $(RELAY_HDR) | build/asan
 	$(CC) $(BASE) -O1 $(SAN) -Irelay $(PKG_CFLAGS) $(shell pkg-config --cflags check) \
 	    $(UNIT_SRC) $(RELAY_SRC) -o $@ $(PKG_LIBS) $(shell pkg-config --libs check)
@@ -51,7 +55,7 @@ build build/asan:
 # Everything a test run needs, sanitizers on.
 test: deps
 	@$(MAKE) --no-print-directory build/outbox-relay build/test-receiver build/asan/outbox-relay \
-	    build/asan/test-receiver build/asan/unit-tests
+	    build/asan/test-receiver build/asan/unit-tests build/inbox-receiver
 	@tests/run.sh
 
 unit: deps build/asan/unit-tests
@@ -69,10 +73,10 @@ schema:
 	tests/lib/schema-file.sh
 
 format:
-	clang-format -i relay/*.[ch] tests/unit/*.c tests/receiver/*.c
+	clang-format -i relay/*.[ch] tests/unit/*.[ch] tests/receiver/*.c tests/inbox/*.c
 
 format-check:
-	@clang-format --dry-run --Werror relay/*.[ch] tests/unit/*.c tests/receiver/*.c && echo "format: ok"
+	@clang-format --dry-run --Werror relay/*.[ch] tests/unit/*.[ch] tests/receiver/*.c tests/inbox/*.c && echo "format: ok"
 
 lint: format-check
 	@tests/lib/banned-calls.sh

@@ -1303,9 +1303,6 @@ int relay_run(const struct config *cfg)
             r->exit_code = 1;
             started = false;
             relay_close(r);
-        } else {
-            log_event(LOG_INFO, "admin_listening", "listen", json_string(cfg->admin_listen), "port",
-                      json_integer(admin_port(r->admin)), NULL);
         }
     }
     if (started)

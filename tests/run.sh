@@ -4,11 +4,12 @@
 #   lint         clang-format, banned calls
 #   unit         Check, relay modules under ASan+UBSan (build/asan/unit-tests)
 #   sql          pgTAP via pg_prove, plus schema equivalence (tests/sql/run.sh)
+#   scale        operator views on a million rows (tests/sql/scale_views.sh)
 #   integration  scenarios with the sanitizer-built relay (tests/integration/*.sh)
 #
 # Each suite starts what it needs (its own PostgreSQL clusters on free ports)
 # and stops it, also on failure. Ends with "N passed, N failed"; exits
-# non-zero on any failure. ONLY=sql|unit|integration|lint runs one suite;
+# non-zero on any failure. ONLY=sql|unit|scale|integration|lint runs one suite;
 # ONLY=integration FILTER=03 runs matching scenarios.
 set -u
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
@@ -61,6 +62,17 @@ if want sql; then
     else
         count sql 0 1
     fi
+fi
+
+if want scale; then
+    # The operator views on a table of a million rows, with their query times.
+    tests/sql/scale_views.sh >"$LOG_DIR/scale.tap" 2>"$LOG_DIR/scale.err"
+    rc=$?
+    sed -e "s/^/  /" "$LOG_DIR/scale.tap"
+    ok_n=$(grep -c '^ok ' "$LOG_DIR/scale.tap")
+    bad_n=$(grep -c '^not ok ' "$LOG_DIR/scale.tap")
+    if [ "$rc" != 0 ] && [ "$bad_n" = 0 ]; then bad_n=1; tail -n 20 "$LOG_DIR/scale.err"; fi
+    count scale "$ok_n" "$bad_n"
 fi
 
 if want integration; then

@@ -8,11 +8,6 @@
 . "$(dirname "$0")/../lib/itest.sh"
 itest_setup
 
-for try in $(seq 1 20); do
-    ADMIN_PORT=$((20000 + (RANDOM * 7 + $$ + try * 131) % 40000))
-    pgcluster_port_free "$ADMIN_PORT" && break
-done
-ADMIN="http://127.0.0.1:$ADMIN_PORT"
 
 # http_get URL [curl options] → HTTP_STATUS, HTTP_BODY (status 000: no answer)
 http_get() {
@@ -59,7 +54,11 @@ metrics_well_formed() {
 
 receiver_start keyed --dedupe
 target_add api "http://127.0.0.1:$RECV_PORT_keyed/calls"
-relay_start one --admin-listen "127.0.0.1:$ADMIN_PORT" --poll-interval-ms 200 --reconnect-max-ms 500
+# Port 0: the kernel picks a free port, and the relay logs it.
+relay_start one --admin-listen "127.0.0.1:0" --poll-interval-ms 200 --reconnect-max-ms 500
+ADMIN_PORT=$(relay_admin_port one)
+[ -n "$ADMIN_PORT" ] || bail "the relay did not log its admin port"
+ADMIN="http://127.0.0.1:$ADMIN_PORT"
 
 # ---------------------------------------------------------------- health and readiness
 ok "healthz answers" wait_http 20 /healthz 200

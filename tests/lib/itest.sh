@@ -28,7 +28,7 @@ itest_cleanup() {
     for pid in "${ITEST_PIDS[@]}"; do
         kill -9 "$pid" 2>/dev/null
     done
-    [ -n "${T:-}" ] && pgcluster_stop "$T"
+    [ -n "${T:-}" ] && pgcluster_stop "$T/pg"
     if [ -n "${T:-}" ] && [ "$TAP_FAILED" = 0 ] && [ -z "${KEEP_TMP:-}" ]; then
         rm -rf "$T"
     elif [ -n "${T:-}" ]; then

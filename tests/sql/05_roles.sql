@@ -163,7 +163,10 @@ SELECT set_eq(
              ('outbox_operator', 'outcome'), ('outbox_operator', 'live_counts'),
              ('outbox_admin', 'enqueue'), ('outbox_admin', 'outcome'), ('outbox_admin', 'approve'),
              ('outbox_admin', 'reject'), ('outbox_admin', 'cancel'), ('outbox_admin', 'resolve'),
-             ('outbox_admin', 'live_counts'), ('outbox_admin', 'retry_now')$$,
+             ('outbox_admin', 'live_counts'), ('outbox_admin', 'retry_now'),
+             ('outbox_app', 'compensate'), ('outbox_app', 'cancel_run'), ('outbox_app', 'compensations'), ('outbox_app', 'links'),
+             ('outbox_operator', 'compensations'), ('outbox_operator', 'links'),
+             ('outbox_admin', 'compensate'), ('outbox_admin', 'cancel_run'), ('outbox_admin', 'compensations'), ('outbox_admin', 'links')$$,
     'EXECUTE matrix: each role reaches exactly its functions (SECURITY DEFINER internals reach nobody)');
 SELECT set_eq(
     $$SELECT r.rolname::text, c.relname::text, priv
@@ -180,7 +183,8 @@ SELECT set_eq(
              ('outbox_admin', 'attempts', 'SELECT'), ('outbox_admin', 'targets', 'SELECT'),
              ('outbox_admin', 'relays', 'SELECT'), ('outbox_admin', 'mismatches', 'SELECT'),
              ('outbox_admin', 'targets', 'INSERT'), ('outbox_admin', 'targets', 'UPDATE'),
-             ('outbox_admin', 'targets', 'DELETE')$$,
+             ('outbox_admin', 'targets', 'DELETE'),
+             ('outbox_operator', 'target_health', 'SELECT'), ('outbox_admin', 'target_health', 'SELECT')$$,
     'table matrix: the app has no table rights; relay reads targets; operator reads; admin also edits targets');
 SELECT set_eq(
     $$SELECT r.rolname::text FROM pg_roles r
