@@ -1,0 +1,301 @@
+#!/usr/bin/env python3
+"""tests/bench/report.py RAW.jsonl OUT.json — the bench's arithmetic and table.
+
+run.sh writes one JSON line per measurement (raw.jsonl); this turns them into
+figures (medians over rounds; ratios taken within one round, then their
+median), prints the table with each target and PASS/MISS, and writes the same
+figures, the raw measurements, versions and settings to OUT.json.
+Standard library only.
+"""
+import json
+import statistics
+import sys
+
+
+def load(path):
+    with open(path) as f:
+        return [json.loads(line) for line in f if line.strip()]
+
+
+def median(xs):
+    return statistics.median(xs) if xs else None
+
+
+def percentile(sorted_xs, p):
+    """Nearest-rank percentile of an already sorted list."""
+    if not sorted_xs:
+        return None
+    k = max(0, min(len(sorted_xs) - 1, int(round(p / 100.0 * len(sorted_xs) + 0.5)) - 1))
+    return sorted_xs[k]
+
+
+def trickle_latencies(rec):
+    commits = {}
+    with open(rec["commits"]) as f:
+        for line in f:
+            key, at, took = line.rstrip("\n").split("\t")
+            commits[key] = (int(at), int(took))
+    arrivals = {}
+    duplicates = 0
+    with open(rec["arrivals"]) as f:
+        for line in f:
+            key, at = line.rstrip("\n").split("\t")
+            if key in arrivals:
+                duplicates += 1
+                continue
+            arrivals[key] = int(at)
+    lat = sorted((arrivals[k] - c[0]) / 1000.0 for k, c in commits.items() if k in arrivals)
+    took = sorted(c[1] / 1000.0 for c in commits.values())
+    return {
+        "samples": len(lat),
+        "missing": len(commits) - len(lat),
+        "duplicate_arrivals": duplicates,
+        "p50_ms": percentile(lat, 50),
+        "p90_ms": percentile(lat, 90),
+        "p99_ms": percentile(lat, 99),
+        "max_ms": lat[-1] if lat else None,
+        "negative": sum(1 for x in lat if x < 0),
+        "enqueue_commit_p50_ms": percentile(took, 50),
+        "enqueue_commit_p99_ms": percentile(took, 99),
+    }
+
+
+def main():
+    raw = load(sys.argv[1])
+    out_path = sys.argv[2]
+    meta = next((r for r in raw if r["kind"] == "meta"), {})
+    end = next((r for r in raw if r["kind"] == "end"), {})
+    figures = []
+    only = [x for x in (meta.get("only") or "").split(",") if x]
+
+    def wanted(name):
+        return not only or name in only
+
+    def figure(scenario, name, value, unit, target=None, op=None, runs=None, note="", fmt="{:,.0f}"):
+        result = "n/a"
+        if value is None:
+            result = "BROKEN"
+        elif op == ">=":
+            result = "PASS" if value >= target else "MISS"
+        elif op == "<=":
+            result = "PASS" if value <= target else "MISS"
+        elif op is None:
+            result = "info"
+        figures.append({
+            "scenario": scenario, "figure": name, "value": value, "unit": unit,
+            "target": target, "target_op": op, "result": result,
+            "runs": runs or [], "note": note, "_fmt": fmt,
+        })
+
+    # ---------------------------------------------------------------- drains
+    drains = [r for r in raw if r["kind"] == "drain"]
+    by_round = {}
+    for r in drains:
+        r["rate"] = r["intents"] / r["wall_s"] if r["wall_s"] > 0 else 0.0
+        r["relay_cpu_us"] = (r["relay_user_s"] + r["relay_sys_s"]) * 1e6 / r["intents"]
+        r["pg_cpu_us"] = r["pg_cpu_s"] * 1e6 / r["intents"]
+        r["receiver_cpu_us"] = r["receiver_cpu_s"] * 1e6 / r["intents"]
+        r["all_cpu_us"] = r["relay_cpu_us"] + r["pg_cpu_us"] + r["receiver_cpu_us"]
+        by_round.setdefault(r["round"], {})[r["variant"]] = r
+    one = [r for r in drains if r["variant"] == "one"]
+    n_drain = one[0]["intents"] if one else meta.get("drain_intents", "?")
+    if wanted("drain"):
+        figure(f"drain {int(n_drain):,} intents, 1 relay", "intents/s (start to exit)",
+               median([r["rate"] for r in one]), "/s", 25000, ">=",
+               [round(r["rate"]) for r in one],
+               f"batch-size {meta.get('batch_size')}, max-in-flight {meta.get('max_in_flight')}")
+    ratios = [v["no_analyze"]["rate"] / v["one"]["rate"] for v in by_round.values()
+              if "no_analyze" in v and "one" in v]
+    if wanted("no_analyze"):
+        figure("drain before ANALYZE", "rate / rate after ANALYZE", median(ratios), "x",
+               0.9, ">=", [round(x, 3) for x in ratios], fmt="{:.2f}")
+        # CPU per intent is far less sensitive to a noisy machine than wall time.
+        cpu = [v["one"]["pg_cpu_us"] / v["no_analyze"]["pg_cpu_us"] for v in by_round.values()
+               if "no_analyze" in v and "one" in v and v["no_analyze"]["pg_cpu_us"] > 0]
+        if cpu:
+            figure("drain before ANALYZE", "PG CPU/intent after / before", median(cpu), "x",
+                   runs=[round(x, 3) for x in cpu],
+                   note="above 1: the un-analyzed drain costs PostgreSQL less CPU", fmt="{:.2f}")
+    if wanted("drain"):
+        figure("drain: relay CPU", "user+sys per intent", median([r["relay_cpu_us"] for r in one]),
+               "µs", 25, "<=", [round(r["relay_cpu_us"], 1) for r in one], fmt="{:.1f}")
+        figure("drain: relay+PG+receiver CPU", "user+sys per intent",
+               median([r["all_cpu_us"] for r in one]), "µs", 60, "<=",
+               [round(r["all_cpu_us"], 1) for r in one],
+               "PostgreSQL {:.1f} µs, receiver {:.1f} µs, relay {:.1f} µs (medians)".format(
+                   median([r["pg_cpu_us"] for r in one]),
+                   median([r["receiver_cpu_us"] for r in one]),
+                   median([r["relay_cpu_us"] for r in one])) if one else "", fmt="{:.1f}")
+    two = [v["two"]["rate"] / v["one"]["rate"] for v in by_round.values() if "two" in v and "one" in v]
+    if wanted("two_relays"):
+        tw = [r for r in drains if r["variant"] == "two"]
+        figure("drain: two relays vs one", "rate ratio", median(two), "x", None, None,
+               [round(x, 3) for x in two],
+               "two relays: {:,.0f}/s median; relay CPU {:.1f} µs, all CPU {:.1f} µs per intent".format(
+                   median([r["rate"] for r in tw]) or 0,
+                   median([r["relay_cpu_us"] for r in tw]) or 0,
+                   median([r["all_cpu_us"] for r in tw]) or 0) if tw else "",
+               fmt="{:.2f}")
+
+    # ---------------------------------------------------------------- trickle
+    trickles = [r for r in raw if r["kind"] == "trickle"]
+    for r in trickles:
+        r.update(trickle_latencies(r))
+        r["relay_cpu_us"] = r["relay_cpu_s"] * 1e6 / max(1, r["samples"])
+    if wanted("trickle") and not trickles:
+        figure("trickle 200/s, commit → arrival", "p50", None, "ms", 0.6, "<=")
+    if trickles:
+        note = "{} samples, {} missing; max {:.2f} ms; enqueue commit p50 {:.2f} ms".format(
+            sum(r["samples"] for r in trickles), sum(r["missing"] for r in trickles),
+            max(r["max_ms"] or 0 for r in trickles),
+            median([r["enqueue_commit_p50_ms"] for r in trickles]))
+        figure("trickle 200/s, commit → arrival", "p50", median([r["p50_ms"] for r in trickles]),
+               "ms", 0.6, "<=", [round(r["p50_ms"], 3) for r in trickles], note, fmt="{:.2f}")
+        figure("trickle 200/s, commit → arrival", "p99", median([r["p99_ms"] for r in trickles]),
+               "ms", 2.5, "<=", [round(r["p99_ms"], 3) for r in trickles], fmt="{:.2f}")
+
+    # ---------------------------------------------------------------- enqueue
+    pgb = [r for r in raw if r["kind"] == "pgbench"]
+    tps = {}
+    rounds = {}
+    for r in pgb:
+        tps.setdefault(r["variant"], []).append(r["tps"])
+        rounds.setdefault(r["round"], {})[r["variant"]] = r["tps"]
+
+    def ratio(a, b):
+        xs = [v[a] / v[b] for v in rounds.values() if a in v and b in v and v[b] > 0]
+        return median(xs), [round(x, 3) for x in xs]
+
+    if wanted("enqueue") and not pgb:
+        figure("enqueue: plain INSERT vs enqueue", "tx/s ratio plain/enqueue", None, "x", 1.3, "<=")
+    if pgb:
+        live = [r for r in pgb if r["variant"] == "enqueue_live_relay"]
+        for v in ("plain", "enqueue", "enqueue_idle_relay", "enqueue_live_relay", "enqueue_no_triggers"):
+            if v in tps:
+                note = ""
+                if v == "enqueue_live_relay" and live:
+                    note = "a relay draining meanwhile (it shares the CPU); its idle flag was up in {} of {} samples".format(
+                        sum(r.get("idle_samples", 0) for r in live), sum(r.get("idle_sampled", 0) for r in live))
+                figure("enqueue: pgbench 8 clients", f"{v} tx/s", median(tps[v]), "tx/s",
+                       runs=[round(x) for x in tps[v]], note=note)
+        m, xs = ratio("plain", "enqueue")
+        figure("enqueue: plain INSERT vs enqueue", "tx/s ratio plain/enqueue", m, "x", 1.3, "<=",
+               xs, "no relay idle: the trigger runs, no NOTIFY", fmt="{:.2f}")
+        m, xs = ratio("plain", "enqueue_idle_relay")
+        figure("enqueue with a relay idle", "tx/s ratio plain/enqueue", m, "x", runs=xs,
+               note="idle flag set: every enqueue NOTIFYs", fmt="{:.2f}")
+        m, xs = ratio("enqueue_no_triggers", "enqueue")
+        figure("enqueue: cost of the NOTIFY trigger", "tx/s ratio no-triggers/triggers", m, "x",
+               runs=xs, note="no relay idle", fmt="{:.2f}")
+        m, xs = ratio("enqueue", "enqueue_idle_relay")
+        figure("enqueue: cost of NOTIFY (relay idle)", "tx/s ratio none-idle/idle", m, "x",
+               runs=xs, fmt="{:.2f}")
+
+    # ---------------------------------------------------------------- memory
+    mem = [r for r in raw if r["kind"] == "memory"]
+    if wanted("memory") and not mem:
+        figure("memory: 1,000 deliveries in flight", "relay peak RSS (VmHWM)", None, "MiB", 32, "<=")
+    if mem:
+        figure("memory: 1,000 deliveries in flight", "relay peak RSS (VmHWM)",
+               median([r["vmhwm_kb"] / 1024.0 for r in mem]), "MiB", 32, "<=",
+               [round(r["vmhwm_kb"] / 1024.0, 1) for r in mem],
+               "up to {} rows seen in state in_flight (deliveries plus outcomes not yet recorded); wait4 maxrss {:.1f} MiB; the same relay with nothing "
+               "to deliver: {:.1f} MiB".format(
+                   max(r["max_in_flight_seen"] for r in mem),
+                   median([r["maxrss_kb"] / 1024.0 for r in mem]),
+                   median([r.get("idle_maxrss_kb", 0) / 1024.0 for r in mem])), fmt="{:.1f}")
+
+    # ---------------------------------------------------------------- history
+    hist = [r for r in raw if r["kind"] == "history"]
+    hrounds = {}
+    for r in hist:
+        r["rate"] = r["intents"] / r["wall_s"] if r["wall_s"] > 0 else 0.0
+        hrounds.setdefault(r["round"], {})[r["variant"]] = r
+    hr = [v["history"]["rate"] / v["empty"]["rate"] for v in hrounds.values()
+          if "history" in v and "empty" in v]
+    hcpu = [(v["empty"]["pg_cpu_s"] / v["empty"]["intents"]) / (v["history"]["pg_cpu_s"] / v["history"]["intents"])
+            for v in hrounds.values() if "history" in v and "empty" in v and v["history"]["pg_cpu_s"] > 0]
+    if wanted("history") and not hr:
+        figure("history: 2M terminal rows vs empty", "drain rate ratio", None, "x", 0.8, ">=")
+    if hr:
+        loads = [r for r in raw if r["kind"] == "history_load"]
+        figure("history: 2M terminal rows vs empty", "drain rate ratio", median(hr), "x", 0.8, ">=",
+               [round(x, 3) for x in hr],
+               "empty {:,.0f}/s, with history {:,.0f}/s{}".format(
+                   median([r["rate"] for r in hist if r["variant"] == "empty"]) or 0,
+                   median([r["rate"] for r in hist if r["variant"] == "history"]) or 0,
+                   "; intents {} MB, attempts {} MB".format(loads[0]["intents_mb"], loads[0]["attempts_mb"])
+                   if loads else ""), fmt="{:.2f}")
+        if hcpu:
+            figure("history: 2M terminal rows vs empty", "PG CPU/intent empty / history",
+                   median(hcpu), "x", runs=[round(x, 3) for x in hcpu],
+                   note="below 1: history makes PostgreSQL spend more CPU per intent", fmt="{:.2f}")
+
+    # ---------------------------------------------------------------- output
+    def fmt_value(f):
+        if f["value"] is None:
+            return "-"
+        return f["_fmt"].format(f["value"]) + ("" if f["unit"] in ("x", "/s", "tx/s") else " " + f["unit"])
+
+    def fmt_target(f):
+        if f["target_op"] is None:
+            return ""
+        t = f["_fmt"].format(f["target"]) if f["target"] >= 1 or f["unit"] == "x" else str(f["target"])
+        return "{} {}{}".format("≥" if f["target_op"] == ">=" else "≤", t,
+                                "" if f["unit"] in ("x", "/s", "tx/s") else " " + f["unit"])
+
+    rows = [(f["scenario"], f["figure"], fmt_value(f), fmt_target(f), f["result"]) for f in figures]
+    head = ("scenario", "figure", "value", "target", "result")
+    widths = [max(len(str(x[i])) for x in rows + [head]) for i in range(5)]
+    line = "  ".join("{:<%d}" % w for w in widths)
+    print()
+    print("outbox-relay bench — commit {} {}, PostgreSQL {}, libcurl {}, libuv {}, {} cores".format(
+        meta.get("git_commit", "?")[:12],
+        "(relay/ or migrations/ modified)" if meta.get("relay_or_migrations_modified") == "true" else "",
+        meta.get("postgresql"), meta.get("libcurl"), meta.get("libuv"), meta.get("cores")))
+    print(line.format(*head))
+    print(line.format(*("-" * w for w in widths)))
+    for r in rows:
+        print(line.format(*r))
+    print()
+    for f in figures:
+        detail = []
+        if f["runs"]:
+            detail.append("runs: " + ", ".join(str(x) for x in f["runs"]))
+        if f["note"]:
+            detail.append(f["note"])
+        if detail:
+            print("  {} / {}: {}".format(f["scenario"], f["figure"], "; ".join(detail)))
+    for r in trickles:
+        if r["negative"] or r["duplicate_arrivals"]:
+            print("  trickle round {}: {} negative latencies, {} duplicate arrivals".format(
+                r["round"], r["negative"], r["duplicate_arrivals"]))
+    print("  load average before/after: {} / {}; elapsed {} s".format(
+        meta.get("load_before"), end.get("load_after"), end.get("elapsed_s")))
+    if end.get("broken"):
+        print("  BROKEN: " + end["broken"])
+    print()
+
+    for f in figures:
+        f.pop("_fmt", None)
+    doc = {
+        "versions": {k: meta.get(k) for k in (
+            "git_commit", "relay_or_migrations_modified", "postgresql", "libcurl", "libuv",
+            "libpq", "kernel", "cpu", "cores")},
+        "settings": {k: meta.get(k) for k in (
+            "pg_settings", "relay_options", "batch_size", "max_in_flight", "runs", "other_runs",
+            "drain_intents", "history_rows", "history_intents", "payload", "receiver", "trickle",
+            "pgbench", "memory", "profiled", "only")},
+        "figures": figures,
+        "raw": raw,
+        "elapsed_s": end.get("elapsed_s"),
+        "broken": [b for b in (end.get("broken") or "").split("; ") if b],
+    }
+    with open(out_path, "w") as f:
+        json.dump(doc, f, indent=2, ensure_ascii=False)
+        f.write("\n")
+    print("figures written to " + out_path)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,707 @@
+#!/usr/bin/env bash
+# tests/bench/run.sh — `make bench`: throughput, latency, CPU and memory figures.
+#
+# Self-contained like the tests: its own PostgreSQL (production-like
+# durability: fsync, synchronous_commit and full_page_writes on), the -O2
+# relay and receiver from build/, and small C helpers built here into
+# build/bench/. Prints a table of figures against their targets and writes
+# the same figures, with versions and settings, to build/bench.json.
+#
+# Scenarios (see tests/bench/README.md for what each measures and why):
+#   drain        N intents already enqueued (ANALYZEd), one relay, until all succeeded
+#   no_analyze   the same drain right after the bulk load, before any ANALYZE
+#   two_relays   the same drain with two relays side by side
+#   cpu          relay / relay+PostgreSQL+receiver CPU per delivered intent (from drain)
+#   trickle      200 intents/s, one per transaction: commit → arrival at the receiver
+#   enqueue      pgbench: outbox.enqueue vs a plain INSERT (and NOTIFY / live-relay variants)
+#   memory       peak RSS of the relay with 1,000 deliveries in flight
+#   history      drain 50,000 with 2,000,000 terminal rows in the table vs an empty table
+#
+# Knobs (environment): BENCH_RUNS (drain rounds, default 5), BENCH_RUNS_OTHER
+# (rounds of the other scenarios, default 1), BENCH_DRAIN_INTENTS (100000),
+# BENCH_HISTORY_ROWS (2000000), BENCH_HISTORY_INTENTS (50000),
+# BENCH_TRICKLE_SECONDS (20), BENCH_PGBENCH_SECONDS (10), BENCH_BATCH_SIZE,
+# BENCH_MAX_IN_FLIGHT, BENCH_ONLY (comma list of scenarios to run),
+# BENCH_BUDGET_S (540: later drain rounds are skipped past it), KEEP_TMP=1.
+#
+# Exit status: 0 when every scenario produced its figures (a MISS against a
+# target is a finding, not a failure); 1 when the bench itself broke
+# (something did not start, a drain timed out or lost rows).
+# shellcheck disable=SC2154  # RECV_PORT_<name>/RECV_PID_<name> are set with printf -v
+set -uo pipefail
+ROOT=$(cd "$(dirname "$0")/../.." && pwd)
+cd "$ROOT" || exit 1
+. tests/lib/pgcluster.sh
+
+RUNS=${BENCH_RUNS:-5}
+OTHER_RUNS=${BENCH_RUNS_OTHER:-1}
+N_DRAIN=${BENCH_DRAIN_INTENTS:-100000}
+N_HISTORY_ROWS=${BENCH_HISTORY_ROWS:-2000000}
+N_HISTORY=${BENCH_HISTORY_INTENTS:-50000}
+TRICKLE_SECONDS=${BENCH_TRICKLE_SECONDS:-20}
+PGBENCH_SECONDS=${BENCH_PGBENCH_SECONDS:-10}
+BATCH_SIZE=${BENCH_BATCH_SIZE:-256}
+MAX_IN_FLIGHT=${BENCH_MAX_IN_FLIGHT:-1024}
+ONLY=${BENCH_ONLY:-}
+BUDGET_S=${BENCH_BUDGET_S:-540}
+N_MEMORY=2000
+MEMORY_IN_FLIGHT=1000
+
+# BENCH_PROFILE=1: load pg_stat_statements (track = all) and auto_explain
+# (plans of statements over BENCH_EXPLAIN_MS, default 20), and keep, per
+# drain, the top statements in the log directory. Costs a little: figures
+# from a profiled run are marked as such in build/bench.json.
+PROFILE=${BENCH_PROFILE:-}
+EXPLAIN_MS=${BENCH_EXPLAIN_MS:-20}
+
+RELAY=$ROOT/build/outbox-relay
+RECEIVER=$ROOT/build/test-receiver
+BIN=$ROOT/build/bench
+PGBIN=$(pgcluster_bindir) || exit 1
+PGBENCH=$PGBIN/pgbench
+PG_SETTINGS=(fsync=on synchronous_commit=on full_page_writes=on shared_buffers=256MB
+    max_wal_size=4GB checkpoint_timeout=30min maintenance_work_mem=256MB effective_cache_size=2GB)
+# --poll-interval-ms 100: with --exit-when-idle a relay exits only once no
+# row is in flight anywhere (next_due counts other relays' leases), and then
+# only at its next poll; at the default 2 s that lag would be counted as
+# drain time when two relays share a drain.
+if [ -n "$PROFILE" ]; then
+    # shellcheck disable=SC2054  # the comma belongs to the setting's value
+    PG_SETTINGS+=(shared_preload_libraries=pg_stat_statements,auto_explain pg_stat_statements.track=all
+        auto_explain.log_min_duration="$EXPLAIN_MS" auto_explain.log_nested_statements=on
+        auto_explain.log_analyze=on auto_explain.log_buffers=on auto_explain.log_timing=off
+        track_io_timing=on)
+    KEEP_TMP=1
+fi
+RELAY_OPTS=(--exit-when-idle --admin-listen "" --log-level warn --grace-ms 2000 --poll-interval-ms 100
+    --batch-size "$BATCH_SIZE" --max-in-flight "$MAX_IN_FLIGHT"
+    --max-in-flight-per-target "$MAX_IN_FLIGHT")
+
+B=$(mktemp -d /tmp/outbox-bench.XXXXXX)
+chmod 755 "$B"
+RAW=$B/raw.jsonl
+: >"$RAW"
+PIDS=()
+BROKEN=()
+STARTED_S=$SECONDS
+
+# ------------------------------------------------------------------ plumbing
+
+cleanup() {
+    local pid i
+    for pid in "${PIDS[@]}"; do
+        kill -TERM "$pid" 2>/dev/null
+    done
+    for pid in "${PIDS[@]}"; do
+        for i in 1 2 3 4 5 6 7 8 9 10; do
+            kill -0 "$pid" 2>/dev/null || break
+            sleep 0.2
+        done
+        kill -KILL "$pid" 2>/dev/null
+    done
+    pgcluster_stop "$B/pg"
+    if [ -n "${KEEP_TMP:-}" ] || [ ${#BROKEN[@]} -gt 0 ]; then
+        echo "bench: logs kept in $B" >&2
+    else
+        rm -rf "$B"
+    fi
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+say() { printf '== %s\n' "$*" >&2; }
+warn() { printf 'bench: %s\n' "$*" >&2; }
+want() { [ -z "$ONLY" ] || [[ ",$ONLY," == *",$1,"* ]]; }
+over_budget() { [ $((SECONDS - STARTED_S)) -gt "$BUDGET_S" ]; }
+broken() {
+    warn "BROKEN: $*"
+    BROKEN+=("$*")
+}
+forget_pid() {
+    local p keep=()
+    for p in "${PIDS[@]}"; do [ "$p" = "$1" ] || keep+=("$p"); done
+    PIDS=("${keep[@]}")
+}
+
+# q DB SQL → values as psql -tA prints them
+# q DB SQL [SQL...] → values as psql -tA prints them; each SQL is its own
+# -c (its own transaction: VACUUM and CREATE DATABASE need that).
+q() {
+    local db=$1 a args=()
+    shift
+    for a in "$@"; do args+=(-c "$a"); done
+    timeout 600 psql -X -q -tA -v ON_ERROR_STOP=1 -d "$db" "${args[@]}"
+}
+dburl() { echo "postgresql://postgres@127.0.0.1:$PGPORT/$1"; }
+
+# One JSON line of raw figures; python (report.py) does the arithmetic.
+# emit KEY=VALUE...: numbers and true/false unquoted, else quoted; emit_text
+# quotes everything (versions such as 15.18 are text).
+EMIT_TEXT=0
+emit_text() { EMIT_TEXT=1 emit "$@"; }
+emit() {
+    local kv k v out=""
+    for kv in "$@"; do
+        k=${kv%%=*}
+        v=${kv#*=}
+        if [ "$EMIT_TEXT" = 0 ] && { [[ $v =~ ^-?[0-9]+(\.[0-9]+)?$ ]] || [ "$v" = true ] || [ "$v" = false ]; }; then
+            out+="\"$k\":$v,"
+        else
+            v=${v//\\/\\\\}
+            out+="\"$k\":\"${v//\"/\\\"}\","
+        fi
+    done
+    echo "{${out%,}}" >>"$RAW"
+}
+
+# CPU seconds of the whole cluster: the postmaster (with its reaped
+# children's time: backends that exited during the window count there) plus
+# every live child. Ticks → seconds.
+CLK_TCK=$(getconf CLK_TCK)
+pg_cpu() {
+    local pm kids
+    pm=$(head -1 "$B/pg/data/postmaster.pid")
+    kids=$(ps -o pid= --ppid "$pm" 2>/dev/null)
+    {
+        awk '{print $14 + $15 + $16 + $17}' "/proc/$pm/stat"
+        for k in $kids; do awk '{print $14 + $15}' "/proc/$k/stat" 2>/dev/null; done
+    } | awk -v hz="$CLK_TCK" '{s += $1} END {printf "%.3f\n", s / hz}'
+}
+pg_children() {
+    ps -o pid= --ppid "$(head -1 "$B/pg/data/postmaster.pid")" 2>/dev/null | wc -l
+}
+proc_cpu() { # proc_cpu PID → seconds
+    awk -v hz="$CLK_TCK" '{printf "%.3f\n", ($14 + $15) / hz}' "/proc/$1/stat" 2>/dev/null || echo 0
+}
+# After a relay exits its backend exits too; wait until the postmaster has
+# reaped it so its CPU is in the postmaster's cutime/cstime.
+wait_backends() { # wait_backends BASELINE_COUNT
+    local i
+    for i in $(seq 1 40); do
+        [ "$(pg_children)" -le "$1" ] && return 0
+        sleep 0.05
+    done
+    return 0
+}
+
+# receiver_start NAME [options] → RECV_PORT_NAME, RECV_PID_NAME
+receiver_start() {
+    local name=$1 bin=$2 i port=""
+    shift 2
+    "$bin" "$@" >"$B/recv-$name.out" 2>"$B/recv-$name.err" &
+    local pid=$!
+    PIDS+=("$pid")
+    for i in $(seq 1 100); do
+        port=$(sed -n 's/^listening 127.0.0.1://p' "$B/recv-$name.out" 2>/dev/null)
+        [ -n "$port" ] && break
+        sleep 0.05
+    done
+    [ -n "$port" ] || { broken "receiver $name did not start"; return 1; }
+    printf -v "RECV_PORT_$name" '%s' "$port"
+    printf -v "RECV_PID_$name" '%s' "$pid"
+}
+receiver_stat() { # receiver_stat PORT FIELD
+    curl -s "http://127.0.0.1:$1/_stats" | sed -n "s/.*\"$2\":\([0-9]*\).*/\1/p"
+}
+
+# A fresh database from the migrated template (targets included).
+newdb() {
+    q postgres "DROP DATABASE IF EXISTS $1" >/dev/null 2>&1
+    q postgres "CREATE DATABASE $1 TEMPLATE bench_tmpl" >/dev/null || return 1
+    [ -z "$PROFILE" ] || q "$1" "CREATE EXTENSION IF NOT EXISTS pg_stat_statements" >/dev/null
+}
+# profile_dump DB LABEL: with BENCH_PROFILE, the statements that took the
+# time (nested ones included) since the last reset, then reset.
+profile_dump() {
+    [ -n "$PROFILE" ] || return 0
+    q "$1" "SELECT format('%8s calls %9s ms total %7s ms mean %8s rows %9s hit %7s dirtied  %s', calls,
+                round(total_exec_time::numeric, 1), round(mean_exec_time::numeric, 2), rows,
+                shared_blks_hit, shared_blks_dirtied, left(regexp_replace(query, '\s+', ' ', 'g'), 110))
+              FROM pg_stat_statements WHERE dbid = (SELECT oid FROM pg_database WHERE datname = current_database())
+             ORDER BY total_exec_time DESC LIMIT 25" >"$B/$2.statements.txt" 2>&1
+    q "$1" "SELECT pg_stat_statements_reset()" >/dev/null 2>&1
+}
+dropdb_quiet() { q postgres "DROP DATABASE IF EXISTS $1 WITH (FORCE)" >/dev/null 2>&1; }
+
+# enqueue_intents DB TARGET PREFIX N: N intents through outbox.enqueue, in two
+# sessions (both cores), one statement each: a bulk load as an application
+# would do it, rows exactly as enqueue makes them.
+PAYLOAD_SQL="jsonb_build_object('account', g % 1000, 'amount_cents', 2500 + g % 100,
+    'currency', 'EUR', 'reason', 'duplicate charge', 'run_id', 'bench-run', 'step', g)"
+enqueue_intents() {
+    local db=$1 target=$2 prefix=$3 n=$4 half=$(($4 / 2)) rc=0
+    q "$db" "SELECT count(*) FROM (SELECT outbox.enqueue('$prefix' || g, '$target', $PAYLOAD_SQL)
+             FROM generate_series(1, $half) g) x" >/dev/null &
+    local p1=$!
+    q "$db" "SELECT count(*) FROM (SELECT outbox.enqueue('$prefix' || g, '$target', $PAYLOAD_SQL)
+             FROM generate_series($half + 1, $n) g) x" >/dev/null &
+    local p2=$!
+    wait "$p1" || rc=1
+    wait "$p2" || rc=1
+    return $rc
+}
+
+# explain_claim_record DB OUT: the plans (EXPLAIN ANALYZE, BUFFERS, through
+# auto_explain so the statements inside the functions show) of one claim of
+# up to 256 rows and one record of their outcomes, each in its own
+# transaction as the relay issues them (the rows end up succeeded: use it on
+# a database that is dropped afterwards).
+explain_claim_record() {
+    timeout 120 psql -X -q -d "$1" -v ON_ERROR_STOP=1 >"$2" 2>&1 <<'SQL'
+LOAD 'auto_explain';
+SET auto_explain.log_min_duration = 0;
+SET auto_explain.log_nested_statements = on;
+SET auto_explain.log_analyze = on;
+SET auto_explain.log_buffers = on;
+SET client_min_messages = log;
+CREATE TEMP TABLE claimed AS
+    SELECT * FROM outbox.claim('bench-explain', '{bench}', '{256}', 256, 30000);
+SELECT outbox.record('bench-explain', array_agg(id), array_agg(attempt),
+       array_agg('succeeded'::outbox.intent_state), array_agg(0), array_agg(false),
+       array_agg('succeeded'::outbox.attempt_class), array_agg(true), array_agg(200),
+       array_agg(NULL::text), array_agg(3), array_agg('{"ok":true}'::text))
+  FROM claimed;
+SQL
+}
+
+# ------------------------------------------------------------------ drains
+
+# drain_once KIND ROUND N RELAYS DB_PREP: a fresh database, N intents, then
+# RELAYS relays with --exit-when-idle; time from their start to the last exit.
+drain_once() {
+    local kind=$1 round=$2 n=$3 relays=$4 prep=$5
+    local db="bench_${kind}_$round" i rc=0
+    newdb "$db" || { broken "$kind/$round: createdb"; return 1; }
+    if [ "$prep" = no_analyze ]; then
+        q "$db" "ALTER TABLE outbox.intents SET (autovacuum_enabled = false, toast.autovacuum_enabled = false)" \
+            "ALTER TABLE outbox.attempts SET (autovacuum_enabled = false, toast.autovacuum_enabled = false)" >/dev/null
+    fi
+    local t0=$EPOCHREALTIME
+    enqueue_intents "$db" bench "$kind:$round:" "$n" || { broken "$kind/$round: enqueue"; return 1; }
+    local load_s
+    load_s=$(awk -v a="$t0" -v b="$EPOCHREALTIME" 'BEGIN {printf "%.3f", b - a}')
+    [ "$prep" = analyze ] && q "$db" "ANALYZE outbox.intents" >/dev/null
+    q "$db" "CHECKPOINT" >/dev/null
+    profile_dump "$db" "$db.load"
+    local stats_before
+    stats_before=$(q "$db" "SELECT coalesce(last_analyze::text, last_autoanalyze::text, 'never')
+                              FROM pg_stat_user_tables WHERE relid = 'outbox.intents'::regclass")
+    curl -s -X POST "http://127.0.0.1:$RECV_PORT_main/_reset" >/dev/null
+
+    local base_children pg0 rcv0 pg1 rcv1
+    base_children=$(pg_children)
+    pg0=$(pg_cpu)
+    rcv0=$(proc_cpu "$RECV_PID_main")
+    local pids=() start=$EPOCHREALTIME
+    for i in $(seq 1 "$relays"); do
+        timeout -k 5 240 "$BIN/runstat" -o "$B/$db.relay$i.stat" -- \
+            "$RELAY" run --db "$(dburl "$db")" --relay-id "bench-$i" "${RELAY_OPTS[@]}" \
+            >"$B/$db.relay$i.log" 2>&1 &
+        pids+=($!)
+        PIDS+=($!)
+    done
+    for i in "${!pids[@]}"; do
+        wait "${pids[$i]}" || rc=$?
+        forget_pid "${pids[$i]}"
+    done
+    local end=$EPOCHREALTIME
+    wait_backends "$base_children"
+    pg1=$(pg_cpu)
+    rcv1=$(proc_cpu "$RECV_PID_main")
+    local wall relay_user=0 relay_sys=0 u s
+    wall=$(awk -v a="$start" -v b="$end" 'BEGIN {printf "%.3f", b - a}')
+    for i in $(seq 1 "$relays"); do
+        read -r _ u s _ _ <"$B/$db.relay$i.stat" || { u=0; s=0; }
+        relay_user=$(awk -v a="$relay_user" -v b="$u" 'BEGIN {print a + b}')
+        relay_sys=$(awk -v a="$relay_sys" -v b="$s" 'BEGIN {print a + b}')
+    done
+    profile_dump "$db" "$db.drain"
+    local succeeded deliveries last_record_s
+    succeeded=$(q "$db" "SELECT count(*) FROM outbox.intents WHERE state = 'succeeded'")
+    # Start to the last outcome written (record's now()): the drain without
+    # the relay's start-up and exit.
+    last_record_s=$(q "$db" "SELECT round((extract(epoch FROM max(at)) - $start)::numeric, 3) FROM outbox.attempts")
+    deliveries=$(receiver_stat "$RECV_PORT_main" deliveries_total)
+    if [ "$rc" != 0 ] || [ "$succeeded" != "$n" ]; then
+        broken "$kind/$round: relay exit $rc, $succeeded of $n succeeded (log: $B/$db.relay1.log)"
+        return 1
+    fi
+    emit kind=drain variant="$kind" round="$round" intents="$n" relays="$relays" wall_s="$wall" \
+        load_s="$load_s" relay_user_s="$relay_user" relay_sys_s="$relay_sys" \
+        pg_cpu_s="$(awk -v a="$pg0" -v b="$pg1" 'BEGIN {printf "%.3f", b - a}')" \
+        receiver_cpu_s="$(awk -v a="$rcv0" -v b="$rcv1" 'BEGIN {printf "%.3f", b - a}')" \
+        last_record_s="$last_record_s" succeeded="$succeeded" deliveries="${deliveries:-0}" \
+        stats_before_drain="$stats_before"
+    say "$kind round $round: $n intents in ${wall}s ($relays relay(s); load ${load_s}s)"
+    dropdb_quiet "$db"
+}
+
+scenario_drains() {
+    local r kinds
+    for r in $(seq 1 "$RUNS"); do
+        if [ "$r" -gt 1 ] && over_budget; then
+            warn "time budget used: skipping drain rounds $r..$RUNS"
+            break
+        fi
+        # Rotate the order so no variant always runs first (caches, drift).
+        case $((r % 3)) in
+        1) kinds="one no_analyze two" ;;
+        2) kinds="no_analyze two one" ;;
+        0) kinds="two one no_analyze" ;;
+        esac
+        for k in $kinds; do
+            case $k in
+            one) want drain && drain_once one "$r" "$N_DRAIN" 1 analyze ;;
+            no_analyze) want no_analyze && drain_once no_analyze "$r" "$N_DRAIN" 1 no_analyze ;;
+            two) want two_relays && drain_once two "$r" "$N_DRAIN" 2 analyze ;;
+            esac
+        done
+    done
+}
+
+# ------------------------------------------------------------------ trickle
+
+scenario_trickle() {
+    local r db
+    for r in $(seq 1 "$OTHER_RUNS"); do
+        db=bench_trickle_$r
+        newdb "$db" || { broken "trickle: createdb"; return 1; }
+        receiver_start stamp "$BIN/stamp_receiver" --out "$B/trickle-$r.arrivals" || return 1
+        q "$db" "INSERT INTO outbox.targets (name, url, max_in_flight)
+                 VALUES ('trickle', 'http://127.0.0.1:$RECV_PORT_stamp/trickle', 10000)" >/dev/null
+        # A long-running relay (no --exit-when-idle): idle, woken by NOTIFY.
+        "$RELAY" run --db "$(dburl "$db")" --relay-id bench-trickle --admin-listen "" \
+            --log-level warn --grace-ms 2000 >"$B/$db.relay.log" 2>&1 &
+        local relay_pid=$!
+        PIDS+=("$relay_pid")
+        local i idle=""
+        for i in $(seq 1 100); do
+            idle=$(q "$db" "SELECT idle FROM outbox.relays WHERE relay_id = 'bench-trickle'" 2>/dev/null)
+            [ "$idle" = t ] && break
+            sleep 0.1
+        done
+        [ "$idle" = t ] || { broken "trickle: the relay never said it is idle"; return 1; }
+        profile_dump "$db" "$db.setup"
+        local relay_cpu0 pg0
+        relay_cpu0=$(proc_cpu "$relay_pid")
+        pg0=$(pg_cpu)
+        PGDATABASE=$db timeout -k 5 $((TRICKLE_SECONDS + 60)) "$BIN/trickle" \
+            --out "$B/trickle-$r.commits" --seconds "$TRICKLE_SECONDS" --warmup 100 \
+            --target trickle --prefix "t$r:" 2>"$B/trickle-$r.err" ||
+            { broken "trickle: driver failed: $(cat "$B/trickle-$r.err")"; return 1; }
+        local total=$(((TRICKLE_SECONDS * 1000000 / 5000) + 100)) done_n=0
+        for i in $(seq 1 100); do
+            done_n=$(q "$db" "SELECT count(*) FROM outbox.intents WHERE state = 'succeeded'")
+            [ "$done_n" = "$total" ] && break
+            sleep 0.1
+        done
+        local relay_cpu1 pg1
+        relay_cpu1=$(proc_cpu "$relay_pid")
+        pg1=$(pg_cpu)
+        profile_dump "$db" "$db.trickle"
+        kill -TERM "$relay_pid" 2>/dev/null
+        wait "$relay_pid"
+        forget_pid "$relay_pid"
+        kill -TERM "$RECV_PID_stamp" 2>/dev/null
+        wait "$RECV_PID_stamp"
+        forget_pid "$RECV_PID_stamp"
+        [ "$done_n" = "$total" ] || { broken "trickle: $done_n of $total succeeded"; return 1; }
+        emit kind=trickle round="$r" commits="$B/trickle-$r.commits" \
+            arrivals="$B/trickle-$r.arrivals" seconds="$TRICKLE_SECONDS" rate_per_s=200 \
+            relay_cpu_s="$(awk -v a="$relay_cpu0" -v b="$relay_cpu1" 'BEGIN {printf "%.3f", b - a}')" \
+            pg_cpu_s="$(awk -v a="$pg0" -v b="$pg1" 'BEGIN {printf "%.3f", b - a}')" \
+            driver_note="$(cat "$B/trickle-$r.err")"
+        say "trickle round $r: $total intents at 200/s"
+        dropdb_quiet "$db"
+    done
+}
+
+# ------------------------------------------------------------------ enqueue cost
+
+scenario_enqueue() {
+    local db=bench_enqueue r v
+    newdb "$db" || { broken "enqueue: createdb"; return 1; }
+    # Same columns, defaults, CHECKs and indexes; no trigger, no FK, no function.
+    q "$db" "CREATE TABLE public.plain_intents (LIKE outbox.intents INCLUDING ALL)" >/dev/null
+    local payload="jsonb_build_object('account', :n::int % 1000, 'amount_cents', 2500,
+        'currency', 'EUR', 'reason', 'duplicate charge', 'client', :client_id::int, 'step', :n::int)"
+    cat >"$B/enqueue.sql" <<SQL
+\\set n :n + 1
+SELECT outbox.enqueue('e' || :client_id::text || ':' || :n::text, 'bench', $payload);
+SQL
+    cat >"$B/plain.sql" <<SQL
+\\set n :n + 1
+INSERT INTO public.plain_intents (key, target, payload, fingerprint)
+SELECT 'p' || :client_id::text || ':' || :n::text, 'bench', p, sha256(convert_to(p::text, 'UTF8'))
+  FROM (SELECT $payload AS p) s;
+SQL
+    for r in $(seq 1 "$OTHER_RUNS"); do
+        # Order within a round: each variant right after a checkpoint on an
+        # empty table; the trigger-less variant last (it drops the triggers).
+        for v in plain enqueue enqueue_idle_relay enqueue_live_relay enqueue_no_triggers; do
+            q "$db" "TRUNCATE outbox.intents, public.plain_intents CASCADE" "DELETE FROM outbox.relays" >/dev/null 2>&1
+            local script=$B/enqueue.sql
+            case $v in
+            plain) script=$B/plain.sql ;;
+            enqueue_idle_relay)
+                # What a relay does before it sleeps: every enqueue now NOTIFYs.
+                q "$db" "INSERT INTO outbox.relays (relay_id, idle) VALUES ('bench-idle', true)" >/dev/null ;;
+            enqueue_no_triggers)
+                q "$db" "DROP TRIGGER IF EXISTS intents_notify_insert ON outbox.intents" \
+                    "DROP TRIGGER IF EXISTS intents_notify_update ON outbox.intents" >/dev/null ;;
+            esac
+            q "$db" "VACUUM ANALYZE" "CHECKPOINT" >/dev/null 2>&1
+            profile_dump "$db" "$db.setup"
+            # enqueue_live_relay: a real relay (default options) drains while
+            # pgbench enqueues; sampled every 100 ms, how often its idle flag
+            # is up (then every enqueue NOTIFYs). It also competes for the CPU.
+            local live_pid="" idle_samples=0 samples=0 sampler=""
+            if [ "$v" = enqueue_live_relay ]; then
+                "$RELAY" run --db "$(dburl "$db")" --relay-id bench-live --admin-listen "" \
+                    --log-level warn --grace-ms 2000 >"$B/$db.live-relay.log" 2>&1 &
+                live_pid=$!
+                PIDS+=("$live_pid")
+                sleep 1
+                (
+                    end=$((SECONDS + PGBENCH_SECONDS))
+                    while [ $SECONDS -lt "$end" ]; do
+                        q "$db" "SELECT coalesce(bool_or(idle), false) FROM outbox.relays" 2>/dev/null
+                        sleep 0.1
+                    done
+                ) >"$B/$db.idle-samples" &
+                sampler=$!
+            fi
+            local pg0 pg1 out tps txs
+            pg0=$(pg_cpu)
+            out=$(PGDATABASE=$db timeout -k 5 $((PGBENCH_SECONDS + 60)) "$PGBENCH" -n -c 8 -j 2 \
+                -T "$PGBENCH_SECONDS" -M prepared -D n=0 -f "$script" 2>&1)
+            pg1=$(pg_cpu)
+            if [ -n "$live_pid" ]; then
+                wait "$sampler"
+                kill -TERM "$live_pid" 2>/dev/null
+                wait "$live_pid"
+                forget_pid "$live_pid"
+                samples=$(grep -c . "$B/$db.idle-samples")
+                idle_samples=$(grep -c '^t$' "$B/$db.idle-samples")
+            fi
+            echo "$out" >"$B/pgbench-$v-$r.log"
+            profile_dump "$db" "$db.$v.$r"
+            tps=$(sed -n 's/^tps = \([0-9.]*\) (without initial connection time)/\1/p' <<<"$out")
+            txs=$(sed -n 's/^number of transactions actually processed: \([0-9]*\).*/\1/p' <<<"$out")
+            [ -n "$tps" ] || { broken "enqueue: pgbench $v: $(tail -3 <<<"$out")"; return 1; }
+            emit kind=pgbench variant="$v" round="$r" tps="$tps" transactions="${txs:-0}" \
+                clients=8 threads=2 seconds="$PGBENCH_SECONDS" idle_samples="$idle_samples" \
+                idle_sampled="$samples" \
+                pg_cpu_s="$(awk -v a="$pg0" -v b="$pg1" 'BEGIN {printf "%.3f", b - a}')"
+            say "enqueue round $r: $v $tps tx/s"
+        done
+        # Put the triggers back for the next round.
+        if [ "$r" -lt "$OTHER_RUNS" ]; then
+            dropdb_quiet "$db"
+            newdb "$db"
+            q "$db" "CREATE TABLE public.plain_intents (LIKE outbox.intents INCLUDING ALL)" >/dev/null
+        fi
+    done
+    dropdb_quiet "$db"
+}
+
+# ------------------------------------------------------------------ memory
+
+scenario_memory() {
+    local r db
+    receiver_start slow "$RECEIVER" --delay-ms 2000 || return 1
+    for r in $(seq 1 "$OTHER_RUNS"); do
+        db=bench_memory_$r
+        newdb "$db" || { broken "memory: createdb"; return 1; }
+        q "$db" "INSERT INTO outbox.targets (name, url, max_in_flight, timeout_ms)
+                 VALUES ('slow', 'http://127.0.0.1:$RECV_PORT_slow/slow', $MEMORY_IN_FLIGHT, 30000)" >/dev/null
+        # Baseline: the same relay with nothing to deliver (libraries, TLS init, buffers).
+        timeout -k 5 60 "$BIN/runstat" -o "$B/$db.idle.stat" -- \
+            "$RELAY" run --db "$(dburl "$db")" --relay-id bench-mem-idle --exit-when-idle \
+            --admin-listen "" --log-level warn >"$B/$db.idle.log" 2>&1
+        local idle_rss=0
+        read -r _ _ _ idle_rss _ <"$B/$db.idle.stat"
+        enqueue_intents "$db" slow "mem:$r:" "$N_MEMORY" || { broken "memory: enqueue"; return 1; }
+        q "$db" "ANALYZE outbox.intents" >/dev/null
+        rm -f "$B/$db.pid"
+        timeout -k 5 120 "$BIN/runstat" -o "$B/$db.stat" -p "$B/$db.pid" -- \
+            "$RELAY" run --db "$(dburl "$db")" --relay-id bench-mem --exit-when-idle \
+            --admin-listen "" --log-level warn --grace-ms 2000 --batch-size "$BATCH_SIZE" \
+            --max-in-flight "$MEMORY_IN_FLIGHT" --max-in-flight-per-target "$MEMORY_IN_FLIGHT" \
+            >"$B/$db.relay.log" 2>&1 &
+        local wrapper=$!
+        PIDS+=("$wrapper")
+        local relay_pid="" hwm=0 h max_flight=0 f i
+        for i in $(seq 1 100); do
+            [ -s "$B/$db.pid" ] && { relay_pid=$(cat "$B/$db.pid"); break; }
+            sleep 0.02
+        done
+        # Poll while it runs: VmHWM (monotone, so the last read is the peak)
+        # and how many rows are in flight (to show the 1,000 were reached).
+        while kill -0 "$wrapper" 2>/dev/null; do
+            h=$(awk '/^VmHWM:/ {print $2}' "/proc/$relay_pid/status" 2>/dev/null)
+            [ -n "$h" ] && [ "$h" -gt "$hwm" ] && hwm=$h
+            f=$(q "$db" "SELECT count(*) FROM outbox.intents WHERE state = 'in_flight'" 2>/dev/null)
+            [ -n "$f" ] && [ "$f" -gt "$max_flight" ] && max_flight=$f
+            sleep 0.1
+        done
+        local rc=0
+        wait "$wrapper" || rc=$?
+        forget_pid "$wrapper"
+        local wall maxrss succeeded
+        read -r wall _ _ maxrss _ <"$B/$db.stat"
+        succeeded=$(q "$db" "SELECT count(*) FROM outbox.intents WHERE state = 'succeeded'")
+        if [ "$rc" != 0 ] || [ "$succeeded" != "$N_MEMORY" ]; then
+            broken "memory: relay exit $rc, $succeeded of $N_MEMORY succeeded"
+            return 1
+        fi
+        emit kind=memory round="$r" intents="$N_MEMORY" vmhwm_kb="$hwm" maxrss_kb="$maxrss" \
+            max_in_flight_seen="$max_flight" wall_s="$wall" receiver_delay_ms=2000 \
+            idle_maxrss_kb="$idle_rss"
+        say "memory round $r: VmHWM ${hwm} kB, up to $max_flight in flight"
+        dropdb_quiet "$db"
+    done
+    kill -TERM "$RECV_PID_slow" 2>/dev/null
+    wait "$RECV_PID_slow"
+    forget_pid "$RECV_PID_slow"
+}
+
+# ------------------------------------------------------------------ history
+
+# history_drain DB KIND ROUND: N_HISTORY intents, ANALYZE, one relay.
+history_drain() {
+    local db=$1 kind=$2 r=$3 rc=0
+    enqueue_intents "$db" bench "h$kind:$r:" "$N_HISTORY" || { broken "history: enqueue"; return 1; }
+    q "$db" "ANALYZE outbox.intents" "ANALYZE outbox.attempts" "CHECKPOINT" >/dev/null
+    profile_dump "$db" "$db.load"
+    curl -s -X POST "http://127.0.0.1:$RECV_PORT_main/_reset" >/dev/null
+    local base_children pg0 pg1
+    base_children=$(pg_children)
+    pg0=$(pg_cpu)
+    timeout -k 5 240 "$BIN/runstat" -o "$B/$db.stat" -- \
+        "$RELAY" run --db "$(dburl "$db")" --relay-id bench-hist "${RELAY_OPTS[@]}" \
+        >"$B/$db.relay.log" 2>&1 &
+    local wrapper=$!
+    PIDS+=("$wrapper")
+    wait "$wrapper" || rc=$?
+    forget_pid "$wrapper"
+    wait_backends "$base_children"
+    pg1=$(pg_cpu)
+    profile_dump "$db" "$db.drain"
+    local wall user sys succeeded
+    read -r wall user sys _ _ <"$B/$db.stat"
+    succeeded=$(q "$db" "SELECT count(*) FROM outbox.intents WHERE state = 'succeeded' AND key LIKE 'h$kind:%'")
+    if [ "$rc" != 0 ] || [ "$succeeded" != "$N_HISTORY" ]; then
+        broken "history/$kind: relay exit $rc, $succeeded of $N_HISTORY succeeded"
+        return 1
+    fi
+    emit kind=history variant="$kind" round="$r" intents="$N_HISTORY" wall_s="$wall" \
+        relay_user_s="$user" relay_sys_s="$sys" history_rows="$([ "$kind" = history ] && echo "$N_HISTORY_ROWS" || echo 0)" \
+        pg_cpu_s="$(awk -v a="$pg0" -v b="$pg1" 'BEGIN {printf "%.3f", b - a}')"
+    say "history round $r: $kind: $N_HISTORY intents in ${wall}s"
+}
+
+scenario_history() {
+    local r t0
+    for r in $(seq 1 "$OTHER_RUNS"); do
+        newdb bench_hist_full || { broken "history: createdb"; return 1; }
+        t0=$SECONDS
+        # Terminal history as years of traffic leave it: succeeded intents,
+        # one attempts row each, written long ago; then VACUUM ANALYZE.
+        q bench_hist_full "
+          INSERT INTO outbox.intents (key, target, payload, fingerprint, state, attempts,
+                 first_attempt_at, response_status, response_body, created_at, updated_at,
+                 next_attempt_at)
+          SELECT 'old:' || g, 'bench', p, sha256(convert_to(p::text, 'UTF8')), 'succeeded', 1,
+                 ts, 200, '{\"ok\":true}', ts, ts, ts
+            FROM (SELECT g, $PAYLOAD_SQL AS p,
+                         now() - interval '30 days' + g * interval '1 second' AS ts
+                    FROM generate_series(1, $N_HISTORY_ROWS) g) s;
+          INSERT INTO outbox.attempts (intent_id, attempt, relay, class, request_sent,
+                 http_status, latency_ms, response_body, at)
+          SELECT id, 1, 'old-relay', 'succeeded', true, 200, 3, '{\"ok\":true}', updated_at
+            FROM outbox.intents;" >/dev/null || { broken "history: bulk insert"; return 1; }
+        q bench_hist_full "VACUUM ANALYZE outbox.intents" "VACUUM ANALYZE outbox.attempts" "CHECKPOINT" >/dev/null
+        local load_s=$((SECONDS - t0))
+        say "history round $r: $N_HISTORY_ROWS terminal rows loaded in ${load_s}s"
+        newdb bench_hist_empty || { broken "history: createdb"; return 1; }
+        history_drain bench_hist_empty empty "$r" || return 1
+        history_drain bench_hist_full history "$r" || return 1
+        if [ "$r" = 1 ]; then
+            # Plans on the big table (1,000 pending rows added to claim from).
+            enqueue_intents bench_hist_full bench "hexplain:" 1000 &&
+                q bench_hist_full "ANALYZE outbox.intents" >/dev/null &&
+                explain_claim_record bench_hist_full "$BIN/explain-history.txt"
+            # Plans on a freshly bulk-loaded table that was never analyzed.
+            newdb bench_explain_fresh &&
+                q bench_explain_fresh "ALTER TABLE outbox.intents SET (autovacuum_enabled = false)" >/dev/null &&
+                enqueue_intents bench_explain_fresh bench "fresh:" "$N_DRAIN" &&
+                explain_claim_record bench_explain_fresh "$BIN/explain-fresh-no-analyze.txt"
+            dropdb_quiet bench_explain_fresh
+        fi
+        emit kind=history_load round="$r" rows="$N_HISTORY_ROWS" load_s="$load_s" \
+            intents_mb="$(q bench_hist_full "SELECT pg_total_relation_size('outbox.intents') / 1048576")" \
+            attempts_mb="$(q bench_hist_full "SELECT pg_total_relation_size('outbox.attempts') / 1048576")"
+        dropdb_quiet bench_hist_empty
+        dropdb_quiet bench_hist_full
+    done
+}
+
+# ------------------------------------------------------------------ main
+
+say "building helpers into build/bench/"
+for f in "$RELAY" "$RECEIVER"; do
+    [ -x "$f" ] || { echo "bench: $f is missing; run 'make bench'" >&2; exit 1; }
+done
+for tool in pkg-config python3 curl cc; do
+    command -v "$tool" >/dev/null || { echo "bench: needs $tool" >&2; exit 1; }
+done
+[ -x "$PGBENCH" ] || { echo "bench: $PGBENCH is missing (postgresql-contrib)" >&2; exit 1; }
+mkdir -p "$BIN"
+CFLAGS_BENCH=(-std=c11 -D_GNU_SOURCE -O2 -g -Wall -Wextra -Werror -Wno-unused-parameter)
+read -r -a PKG_FLAGS <<<"$(pkg-config --cflags --libs libpq libuv)"
+for p in runstat trickle stamp_receiver; do
+    cc "${CFLAGS_BENCH[@]}" "tests/bench/$p.c" -o "$BIN/$p" "${PKG_FLAGS[@]}" -lhttp_parser ||
+        { echo "bench: cannot build $p" >&2; exit 1; }
+done
+
+say "PostgreSQL in $B/pg (${PG_SETTINGS[*]})"
+pgcluster_start "$B/pg" "${PG_SETTINGS[@]}" || { BROKEN+=("postgres"); exit 1; }
+q postgres "CREATE DATABASE bench_tmpl" >/dev/null
+"$RELAY" migrate --db "$(dburl bench_tmpl)" --migrations-dir "$ROOT/migrations" >"$B/migrate.log" 2>&1 ||
+    { cat "$B/migrate.log" >&2; BROKEN+=("migrate"); exit 1; }
+receiver_start main "$RECEIVER" || exit 1
+q bench_tmpl "INSERT INTO outbox.targets (name, url, max_in_flight)
+              VALUES ('bench', 'http://127.0.0.1:$RECV_PORT_main/deliveries', 100000)" >/dev/null
+
+git_commit=$(git -C "$ROOT" rev-parse HEAD 2>/dev/null || echo unknown)
+git_dirty=$([ -n "$(git -C "$ROOT" status --porcelain -- relay migrations 2>/dev/null)" ] && echo true || echo false)
+emit_text kind=meta git_commit="$git_commit" relay_or_migrations_modified="$git_dirty" \
+    postgresql="$(q postgres "SHOW server_version")" \
+    libcurl="$(pkg-config --modversion libcurl)" libuv="$(pkg-config --modversion libuv)" \
+    libpq="$(pkg-config --modversion libpq)" kernel="$(uname -r)" cores="$(nproc)" \
+    cpu="$(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo | head -1)" \
+    pg_settings="${PG_SETTINGS[*]} (pgcluster defaults: max_connections=200, listen 127.0.0.1)" \
+    profiled="${PROFILE:-no}" relay_options="$(printf '%q ' "${RELAY_OPTS[@]}")" batch_size="$BATCH_SIZE" max_in_flight="$MAX_IN_FLIGHT" \
+    only="$ONLY" runs="$RUNS" other_runs="$OTHER_RUNS" drain_intents="$N_DRAIN" \
+    history_rows="$N_HISTORY_ROWS" history_intents="$N_HISTORY" \
+    payload="$(q postgres "SELECT (jsonb_build_object('account', 1 % 1000, 'amount_cents', 2501,
+        'currency', 'EUR', 'reason', 'duplicate charge', 'run_id', 'bench-run', 'step', 1))::text")" \
+    receiver="build/test-receiver (no --dedupe), one keep-alive HTTP/1.1 endpoint" \
+    trickle="one outbox.enqueue per transaction every 5 ms for ${TRICKLE_SECONDS} s (+100 warm-up); relay with default options, idle and woken by NOTIFY; arrival = first read of the request at tests/bench/stamp_receiver" \
+    pgbench="-n -c 8 -j 2 -T $PGBENCH_SECONDS -M prepared; each variant on an emptied table right after VACUUM ANALYZE + CHECKPOINT" \
+    memory="$N_MEMORY intents, receiver --delay-ms 2000, relay --max-in-flight $MEMORY_IN_FLIGHT --max-in-flight-per-target $MEMORY_IN_FLIGHT, target max_in_flight $MEMORY_IN_FLIGHT" \
+    load_before="$(cut -d' ' -f1-3 /proc/loadavg)"
+
+want drain || want no_analyze || want two_relays && scenario_drains
+want trickle && { scenario_trickle || true; }
+want enqueue && { scenario_enqueue || true; }
+want memory && { scenario_memory || true; }
+want history && { scenario_history || true; }
+broken_text=""
+[ ${#BROKEN[@]} -gt 0 ] && broken_text=$(printf '%s; ' "${BROKEN[@]}")
+emit kind=end elapsed_s=$((SECONDS - STARTED_S)) load_after="$(cut -d' ' -f1-3 /proc/loadavg)" \
+    broken="$broken_text"
+
+python3 tests/bench/report.py "$RAW" "$ROOT/build/bench.json" || BROKEN+=("report")
+[ ${#BROKEN[@]} -eq 0 ]
