@@ -138,7 +138,9 @@ COMMENT ON VIEW outbox.stuck IS 'Keys that need a look: in flight past the lease
 -- rows, not the history of terminal ones.
 CREATE FUNCTION outbox.live_counts()
 RETURNS TABLE (state outbox.intent_state, intents bigint, oldest_due_age_s double precision)
-LANGUAGE sql STABLE SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+LANGUAGE plpgsql STABLE SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+BEGIN
+    RETURN QUERY
     SELECT 'pending'::outbox.intent_state, count(*),
            coalesce(extract(epoch FROM now() - min(next_attempt_at) FILTER (WHERE next_attempt_at <= now()))::float8, 0)
       FROM outbox.intents WHERE state = 'pending'
@@ -148,4 +150,5 @@ LANGUAGE sql STABLE SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
     SELECT 'unknown', count(*), NULL FROM outbox.intents WHERE state = 'unknown'
     UNION ALL
     SELECT 'awaiting_approval', count(*), NULL FROM outbox.intents WHERE state = 'awaiting_approval';
+END
 $$;

@@ -28,6 +28,34 @@
 #include <time.h>
 #include <uv.h>
 
+/* Easy handles are reused (curl_easy_reset between uses): creating and
+ * cleaning one per delivery was 9 % of the relay's CPU in the drain profile.
+ * The pool lives for the process; delivery_pool_drain() empties it. */
+#define EASY_POOL_MAX 1024
+static CURL *easy_pool[EASY_POOL_MAX];
+static size_t easy_pool_count;
+
+static CURL *easy_take(void)
+{
+    return easy_pool_count > 0 ? easy_pool[--easy_pool_count] : curl_easy_init();
+}
+
+static void easy_give_back(CURL *easy)
+{
+    if (easy_pool_count < EASY_POOL_MAX) {
+        curl_easy_reset(easy);
+        easy_pool[easy_pool_count++] = easy;
+    } else {
+        curl_easy_cleanup(easy);
+    }
+}
+
+void delivery_pool_drain(void)
+{
+    while (easy_pool_count > 0)
+        curl_easy_cleanup(easy_pool[--easy_pool_count]);
+}
+
 static size_t on_body(char *data, size_t size, size_t nmemb, void *userp)
 {
     struct delivery *d = userp;
@@ -105,7 +133,7 @@ struct delivery *delivery_new(struct target *target, int64_t intent_id, const ch
     d->retry_after_ms = -1;
     strbuf_init(&d->body);
 
-    d->easy = curl_easy_init();
+    d->easy = easy_take();
     if (d->easy == NULL) {
         delivery_free(d);
         return NULL;
@@ -168,7 +196,7 @@ struct delivery *delivery_new_status_check(struct target *target, int64_t intent
     d->retry_after_ms = -1;
     strbuf_init(&d->body);
     char *url = status_url_for_key(target->status_url, key);
-    d->easy = curl_easy_init();
+    d->easy = easy_take();
     if (d->easy == NULL || url == NULL) {
         free(url);
         delivery_free(d);
@@ -223,7 +251,7 @@ void delivery_free(struct delivery *d)
     if (d == NULL)
         return;
     if (d->easy)
-        curl_easy_cleanup(d->easy);
+        easy_give_back(d->easy);
     curl_slist_free_all(d->headers);
     strbuf_free(&d->body);
     free(d->key);

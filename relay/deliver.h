@@ -66,6 +66,9 @@ char *status_url_for_key(const char *template_url, const char *key);
 /* After the transfer ended with result (or was aborted: aborted = true). */
 void delivery_report(struct delivery *d, CURLcode result, bool aborted,
                      struct delivery_report *report);
+/* Gives the easy handle back to the pool and frees the rest. */
 void delivery_free(struct delivery *d);
+/* Cleans up the pooled easy handles (at exit, before curl_global_cleanup). */
+void delivery_pool_drain(void);
 
 #endif

@@ -117,8 +117,9 @@ struct relay {
 
     bool claim_running;
     bool claim_again;
-    bool more_due;   /* the last claim was limited by capacity, not by due rows */
-    bool idle_in_db; /* outbox.relays says we are idle (enqueues notify us) */
+    bool more_due;    /* the last claim was limited by capacity, not by due rows */
+    bool idle_in_db;  /* outbox.relays says we are idle (enqueues notify us) */
+    bool idle_wanted; /* the last wish; idle_in_db follows it */
     bool idle_change_running;
     bool next_due_running;
     bool take_over_running;
@@ -362,6 +363,8 @@ static void relay_start_delivery(struct relay *r, struct target *t, int64_t id, 
 
 /* ---------------------------------------------------------------- idle flag */
 
+static void relay_set_idle(struct relay *r, bool idle);
+
 static void on_idle_changed(void *data, PGresult *res, const char *error)
 {
     struct relay *r = data;
@@ -370,12 +373,19 @@ static void on_idle_changed(void *data, PGresult *res, const char *error)
         log_event(LOG_WARN, "heartbeat_failed", "error", json_string(error), NULL);
         return;
     }
+    if (r->idle_wanted != r->idle_in_db) {
+        relay_set_idle(r, r->idle_wanted); /* changed its mind while this one ran */
+        return;
+    }
     if (r->idle_in_db)
         relay_maybe_claim(r); /* the lost wake-up: look once more after raising the flag */
 }
 
+/* Tell the database whether enqueues should NOTIFY us. One change on the wire
+ * at a time; the last wish wins. */
 static void relay_set_idle(struct relay *r, bool idle)
 {
+    r->idle_wanted = idle;
     if (r->idle_in_db == idle || r->idle_change_running || !pg_conn_ready(r->pg))
         return;
     const char *params[2] = {r->cfg->relay_id, idle ? "true" : "false"};
@@ -571,11 +581,18 @@ static void on_claimed(void *data, PGresult *res, const char *error)
     if (rows > 0 && r->in_flight >= r->cfg->max_in_flight)
         full = true;
     r->more_due = full;
-    if (full) {
+    /* Idle (wanting a NOTIFY) when nothing is due and nothing is in flight;
+     * busy as soon as a claim finds more than one row: enqueues then arrive
+     * faster than wake-ups, the relay claims again as deliveries complete,
+     * and a flag left up would make every enqueue pay for NOTIFY (the bench
+     * measured 1.8x fewer enqueues per second). One row at a time (a
+     * trickle) keeps the flag up and saves two heartbeats per intent. */
+    if (rows > 1)
         relay_set_idle(r, false);
+    if (full) {
         relay_maybe_claim(r);
     } else {
-        if (!r->idle_in_db)
+        if (rows == 0 && r->in_flight == 0 && !r->idle_in_db)
             relay_set_idle(r, true); /* claims once more when the flag is up */
         if (r->claim_again) {
             r->claim_again = false;
@@ -1326,6 +1343,7 @@ int relay_run(const struct config *cfg)
     free(r->deferrals.attempts);
     for (int i = 0; i < 12; i++)
         strbuf_free(&r->arrays[i]);
+    delivery_pool_drain();
     curl_global_cleanup();
     free(r);
     return exit_code;
