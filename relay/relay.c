@@ -206,6 +206,18 @@ static bool relay_has_work(const struct relay *r)
            r->releases.count > 0 || r->releasing || r->deferrals.count > 0 || r->deferring;
 }
 
+/* A claimed row that was never sent: back to pending with its attempt number
+ * restored, by the next release statement. */
+static void relay_release_later(struct relay *r, int64_t intent_id, int attempt)
+{
+    struct release_list *l = &r->releases;
+    l->ids = realloc(l->ids, (l->count + 1) * sizeof(int64_t));
+    l->attempts = realloc(l->attempts, (l->count + 1) * sizeof(int));
+    l->ids[l->count] = intent_id;
+    l->attempts[l->count] = attempt;
+    l->count++;
+}
+
 /* ---------------------------------------------------------------- deliveries */
 
 static void relay_push_outcome(struct relay *r, struct target *t, int64_t intent_id, int attempt,
@@ -261,11 +273,7 @@ static void relay_conclude(struct relay *r, struct delivery *d, CURLcode result,
 
     if (aborted && !report.sent) {
         /* Never left this host: give the row back untouched. */
-        r->releases.ids = realloc(r->releases.ids, (r->releases.count + 1) * sizeof(int64_t));
-        r->releases.attempts = realloc(r->releases.attempts, (r->releases.count + 1) * sizeof(int));
-        r->releases.ids[r->releases.count] = d->intent_id;
-        r->releases.attempts[r->releases.count] = d->attempt;
-        r->releases.count++;
+        relay_release_later(r, d->intent_id, d->attempt);
         delivery_free(d);
         return;
     }
@@ -495,6 +503,12 @@ static void on_unknown_claimed(void *data, PGresult *res, const char *error)
     r->reconcile_running = false;
     if (error) {
         log_event(LOG_WARN, "reconcile_claim_failed", "error", json_string(error), NULL);
+        if (r->stopping)
+            relay_check_shutdown(r);
+        return;
+    }
+    if (r->stopping) {
+        relay_check_shutdown(r); /* the leases lapse; another pass asks again */
         return;
     }
     int rows = PQntuples(res);
@@ -537,9 +551,20 @@ static void on_claimed(void *data, PGresult *res, const char *error)
     metrics_histogram_observe(&r->claim_seconds, (double)(uv_hrtime() - r->claim_started_ns) / 1e9);
     if (error) {
         log_event(LOG_WARN, "claim_failed", "error", json_string(error), NULL);
+        if (r->stopping)
+            relay_check_shutdown(r);
         return;
     }
     int rows = PQntuples(res);
+    if (r->stopping) {
+        /* A claim that was on the wire when the signal came: give its rows
+         * back unsent, and let the shutdown go on (it waited for this claim). */
+        for (int i = 0; i < rows; i++)
+            relay_release_later(r, strtoll(PQgetvalue(res, i, 0), NULL, 10),
+                                (int)strtol(PQgetvalue(res, i, 4), NULL, 10));
+        relay_check_shutdown(r);
+        return;
+    }
     for (int i = 0; i < rows; i++) {
         const char *target_name = PQgetvalue(res, i, 2);
         struct target *t = targets_find(&r->targets, target_name);
@@ -547,11 +572,7 @@ static void on_claimed(void *data, PGresult *res, const char *error)
         int attempt = (int)strtol(PQgetvalue(res, i, 4), NULL, 10);
         if (t == NULL) {
             /* Cannot happen: claim only names targets we know. Give it back. */
-            r->releases.ids = realloc(r->releases.ids, (r->releases.count + 1) * sizeof(int64_t));
-            r->releases.attempts =
-                realloc(r->releases.attempts, (r->releases.count + 1) * sizeof(int));
-            r->releases.ids[r->releases.count] = id;
-            r->releases.attempts[r->releases.count++] = attempt;
+            relay_release_later(r, id, attempt);
             continue;
         }
         bool ambiguous = PQgetvalue(res, i, 5)[0] == 't';
@@ -798,6 +819,8 @@ static void on_taken_over(void *data, PGresult *res, const char *error)
     r->take_over_running = false;
     if (error) {
         log_event(LOG_WARN, "take_over_failed", "error", json_string(error), NULL);
+        if (r->stopping)
+            relay_check_shutdown(r);
         return;
     }
     int rows = PQntuples(res);
@@ -831,6 +854,8 @@ static void on_taken_over(void *data, PGresult *res, const char *error)
     }
     r->taken_over += (uint64_t)rows;
     relay_flush(r); /* a full batch continues at the next poll tick */
+    if (r->stopping)
+        relay_check_shutdown(r);
 }
 
 static void relay_take_over_expired(struct relay *r)
@@ -1169,7 +1194,7 @@ static void relay_check_shutdown(struct relay *r)
     relay_flush(r);
     relay_send_releases(r);
     relay_send_deferrals(r);
-    if (relay_has_work(r) || r->claim_running)
+    if (relay_has_work(r) || r->claim_running || r->take_over_running || r->reconcile_running)
         return; /* wait for the database (bounded by the shutdown timer) */
     if (r->farewell_sent)
         return;
