@@ -74,6 +74,10 @@ struct pg_conn {
     void *closed_data;
 };
 
+static const char *pg_name(const pg_conn_t *pg)
+{
+    return pg->events.name ? pg->events.name : "main";
+}
 static void pg_connection_lost(pg_conn_t *pg, const char *reason);
 static void pg_send_next(pg_conn_t *pg);
 
@@ -220,7 +224,8 @@ static void pg_connect_start(pg_conn_t *pg)
     }
     if (PQstatus(pg->conn) == CONNECTION_BAD) {
         set_reason(pg, PQerrorMessage(pg->conn));
-        log_event(LOG_WARN, "db_connect_failed", "reason", json_string(pg->reason), NULL);
+        log_event(LOG_WARN, "db_connect_failed", "connection", json_string(pg_name(pg)), "reason",
+                  json_string(pg->reason), NULL);
         PQfinish(pg->conn);
         pg->conn = NULL;
         pg_schedule_reconnect(pg);
@@ -358,7 +363,7 @@ static void pg_query_done(pg_conn_t *pg)
     if (q->kind != QUERY_PREPARED && error != NULL) {
         /* LISTEN or a prepare failed: the schema is missing or wrong. Log,
          * and retry the whole connection later rather than run half-set-up. */
-        log_event(LOG_ERROR, "db_setup_failed", "statement",
+        log_event(LOG_ERROR, "db_setup_failed", "connection", json_string(pg_name(pg)), "statement",
                   json_string(q->statement ? q->statement : "listen"), "error", json_string(error),
                   NULL);
         char reason[300];
@@ -377,7 +382,7 @@ static void pg_query_done(pg_conn_t *pg)
     if (pg->state == PG_SETUP && (pg->head == NULL || pg->head->kind == QUERY_PREPARED)) {
         pg->state = PG_READY;
         *pg->reason = '\0';
-        log_event(LOG_INFO, "db_ready", NULL);
+        log_event(LOG_INFO, "db_ready", "connection", json_string(pg_name(pg)), NULL);
         if (pg->events.on_ready)
             pg->events.on_ready(pg->events.data);
     }
@@ -464,7 +469,8 @@ static void pg_connection_lost(pg_conn_t *pg, const char *reason)
     bool was_ready = pg->state == PG_READY || pg->state == PG_SETUP;
     set_reason(pg, reason && *reason ? reason : "connection lost");
     log_event(was_ready ? LOG_WARN : LOG_INFO, was_ready ? "db_lost" : "db_connect_failed",
-              "reason", json_string(pg->reason), "retry_ms", json_integer(pg->backoff_ms), NULL);
+              "connection", json_string(pg_name(pg)), "reason", json_string(pg->reason), "retry_ms",
+              json_integer(pg->backoff_ms), NULL);
     uv_timer_stop(&pg->timer);
     pg_drop_connection(pg);
     pg->state = PG_IDLE;

@@ -29,6 +29,7 @@ struct pg_statement {
 };
 
 struct pg_events {
+    const char *name; /* for logs: which of the owner's connections ("main", "record") */
     void *data;
     void (*on_ready)(void *data);                    /* connected, LISTENing, statements prepared */
     void (*on_lost)(void *data, const char *reason); /* connection lost; reconnecting */

@@ -21,6 +21,15 @@
  * the buffer simply waits: in-flight HTTP carries on, and after reconnecting
  * everything is written, fenced by (lease owner, attempt number).
  *
+ * Two connections: records go over a connection of their own, everything
+ * else (claims, leases, take-over, the LISTEN) over the main one. A record
+ * is the heaviest statement the relay sends; on one connection the next
+ * claim queued behind it and PostgreSQL worked one statement at a time.
+ * Apart, a claim and a record run side by side in two backends (the drain
+ * bench measured the difference; see tests/bench/README.md). They never
+ * touch the same rows: a claim takes pending rows, a record writes rows this
+ * relay holds in flight, each fenced in SQL.
+ *
  * Leases: renewed on a timer for every row this relay is delivering; rows
  * whose lease expired (their relay died) are taken over and decided as an
  * ambiguous attempt, exactly as if the request had timed out.
@@ -92,7 +101,8 @@ struct release_list {
 struct relay {
     uv_loop_t loop;
     const struct config *cfg;
-    pg_conn_t *pg;
+    pg_conn_t *pg;     /* claims, leases, take-over, LISTEN, admin lookups */
+    pg_conn_t *pg_rec; /* outbox.record only */
     http_client_t *http;
     struct target_set targets;
     bool targets_loaded;
@@ -686,7 +696,7 @@ static const char *state_sql_name(enum intent_state s)
 static void on_recorded(void *data, PGresult *res, const char *error)
 {
     struct relay *r = data;
-    if (error && pg_conn_ready(r->pg) && ++r->record_sql_failures >= RECORD_SQL_FAILURES_MAX) {
+    if (error && pg_conn_ready(r->pg_rec) && ++r->record_sql_failures >= RECORD_SQL_FAILURES_MAX) {
         /* The database refuses this batch (not a lost connection). Rather than
          * retry it forever, drop it: its rows stay in_flight under our lease,
          * which is no longer renewed, so a relay takes them over as ambiguous.
@@ -732,7 +742,7 @@ static void on_recorded(void *data, PGresult *res, const char *error)
 
 static void relay_flush(struct relay *r)
 {
-    if (r->recording.count > 0 || r->buffered.count == 0 || !pg_conn_ready(r->pg))
+    if (r->recording.count > 0 || r->buffered.count == 0 || !pg_conn_ready(r->pg_rec))
         return;
     struct outcome_list tmp = r->recording;
     r->recording = r->buffered;
@@ -769,7 +779,7 @@ static void relay_flush(struct relay *r)
         pgarray_end(&a[i]);
         params[i] = a[i].data;
     }
-    if (!pg_query(r->pg, STMT_RECORD, 12, params, on_recorded, r)) {
+    if (!pg_query(r->pg_rec, STMT_RECORD, 12, params, on_recorded, r)) {
         /* Not connected after all: swap back, wait for reconnect. */
         tmp = r->buffered;
         r->buffered = r->recording;
@@ -980,6 +990,15 @@ static void on_db_ready(void *data)
         relay_maybe_claim(r);
 }
 
+/* The record connection is (back) up: write what waited. */
+static void on_record_db_ready(void *data)
+{
+    struct relay *r = data;
+    relay_flush(r);
+    if (r->stopping)
+        relay_check_shutdown(r);
+}
+
 static void on_db_lost(void *data, const char *reason)
 {
     struct relay *r = data;
@@ -1033,6 +1052,11 @@ static const char *relay_ready_reason(void *data)
     if (!pg_conn_ready(r->pg)) {
         snprintf(r->ready_reason, sizeof(r->ready_reason), "database not connected: %s",
                  pg_conn_status_reason(r->pg));
+        return r->ready_reason;
+    }
+    if (!pg_conn_ready(r->pg_rec)) {
+        snprintf(r->ready_reason, sizeof(r->ready_reason), "record connection not connected: %s",
+                 pg_conn_status_reason(r->pg_rec));
         return r->ready_reason;
     }
     return r->targets_loaded ? "" : "targets not loaded yet";
@@ -1123,11 +1147,12 @@ static void relay_write_metrics(void *data, struct strbuf *out)
                   METRICS_NO_LABELS, (double)(r->buffered.count + r->recording.count));
     metrics_gauge(out, "outbox_ready", "1 while the relay is ready (database connected).",
                   METRICS_NO_LABELS, *relay_ready_reason(r) == '\0' ? 1 : 0);
-    metrics_gauge(out, "outbox_db_connected", "1 while the database connection is ready.",
-                  METRICS_NO_LABELS, pg_conn_ready(r->pg) ? 1 : 0);
+    metrics_gauge(out, "outbox_db_connected",
+                  "1 while both database connections (main and record) are ready.",
+                  METRICS_NO_LABELS, pg_conn_ready(r->pg) && pg_conn_ready(r->pg_rec) ? 1 : 0);
     metrics_counter(out, "outbox_db_reconnects_total",
                     "Database connections lost or failed (each followed by a reconnect).",
-                    METRICS_NO_LABELS, pg_conn_reconnects(r->pg));
+                    METRICS_NO_LABELS, pg_conn_reconnects(r->pg) + pg_conn_reconnects(r->pg_rec));
 }
 
 struct intent_lookup {
@@ -1237,7 +1262,9 @@ static void on_shutdown_timer(uv_timer_t *timer)
     log_event(LOG_ERROR, "shutdown_unrecorded", "outcomes",
               json_integer((json_int_t)(r->buffered.count + r->recording.count)), "releases",
               json_integer((json_int_t)r->releases.count), "reason",
-              json_string(pg_conn_status_reason(r->pg)), NULL);
+              json_string(pg_conn_ready(r->pg_rec) ? pg_conn_status_reason(r->pg)
+                                                   : pg_conn_status_reason(r->pg_rec)),
+              NULL);
     r->exit_code = 1;
     relay_close(r);
 }
@@ -1283,6 +1310,7 @@ static void relay_close(struct relay *r)
     uv_close((uv_handle_t *)&r->sigterm, NULL);
     uv_close((uv_handle_t *)&r->sigint, NULL);
     pg_conn_close(r->pg, on_pg_closed, r);
+    pg_conn_close(r->pg_rec, on_pg_closed, r);
     http_client_close(r->http, on_http_closed, r);
 }
 
@@ -1300,10 +1328,17 @@ int relay_run(const struct config *cfg)
     curl_global_init(CURL_GLOBAL_DEFAULT);
 
     r->http = http_client_new(&r->loop, on_delivery_done);
-    struct pg_events events = {
-        .data = r, .on_ready = on_db_ready, .on_lost = on_db_lost, .on_notify = on_db_notify};
+    struct pg_events events = {.name = "main",
+                               .data = r,
+                               .on_ready = on_db_ready,
+                               .on_lost = on_db_lost,
+                               .on_notify = on_db_notify};
     r->pg = pg_conn_new(&r->loop, cfg->db, relay_statements, RELAY_STATEMENT_COUNT, SQL_CHANNEL,
                         cfg->connect_timeout_ms, cfg->reconnect_max_ms, events);
+    struct pg_events record_events = {
+        .name = "record", .data = r, .on_ready = on_record_db_ready, .on_lost = on_db_lost};
+    r->pg_rec = pg_conn_new(&r->loop, cfg->db, relay_statements, RELAY_STATEMENT_COUNT, NULL,
+                            cfg->connect_timeout_ms, cfg->reconnect_max_ms, record_events);
 
     uv_timer_init(&r->loop, &r->poll_timer);
     uv_timer_init(&r->loop, &r->maintenance_timer);
@@ -1347,8 +1382,10 @@ int relay_run(const struct config *cfg)
             relay_close(r);
         }
     }
-    if (started)
+    if (started) {
         pg_conn_start(r->pg);
+        pg_conn_start(r->pg_rec);
+    }
     uv_run(&r->loop, UV_RUN_DEFAULT);
 
     int rc = uv_loop_close(&r->loop);

@@ -15,7 +15,8 @@ ok "PostgreSQL is back" wait_for 30 "SELECT 1" 1
 ok "every intent recorded succeeded" wait_for 120 \
     "SELECT count(*) FROM outbox.intents WHERE state = 'succeeded'" 10000
 ok "relay noticed the loss" grep -q '"event":"db_lost"' "$T/relay-one.log"
-is "$(grep -c '"event":"db_ready"' "$T/relay-one.log")" 2 "relay reconnected once"
+is "$(grep '"event":"db_ready"' "$T/relay-one.log" | grep -c '"connection":"main"')" 2 "main connection reconnected once"
+is "$(grep '"event":"db_ready"' "$T/relay-one.log" | grep -c '"connection":"record"')" 2 "record connection reconnected once"
 ok "relay process still running" kill -0 "$RELAY_PID_one"
 is "$(receiver_stat plain effects_total)" 10000 "10,000 effects"
 is "$(receiver_stat plain deliveries_total)" 10000 "no delivery twice"
