@@ -7,7 +7,7 @@
 --   the NOTIFY trigger                        -> outbox_intents only while a live relay says it is idle
 --                                                and the statement left a row pending and due; at
 --                                                commit, once per transaction
-SELECT plan(43);
+SELECT plan(45);
 
 -- ---------------------------------------------------------------------------
 -- helpers
@@ -229,6 +229,15 @@ SELECT dblink_exec('w', 'SET ROLE outbox_app') \g /dev/null
 SELECT pg_temp.q('w', $$SELECT outbox.enqueue('n10', 't1', '{}')$$) \g /dev/null
 SELECT cmp_ok(pg_temp.notes('l', 5), '>=', 1, 'an enqueue by outbox_app notifies too (the trigger needs no table rights)');
 SELECT dblink_exec('w', 'RESET ROLE') \g /dev/null
+
+-- Rows written without enqueue (the table owner's backfill): the statement
+-- trigger wakes an idle relay for a row due now, not for one due later.
+SELECT dblink_exec('w', $$INSERT INTO outbox.intents (key, target, payload, fingerprint)
+                          VALUES ('raw1', 't1', '{}', '\x00')$$) \g /dev/null
+SELECT cmp_ok(pg_temp.notes('l', 5), '>=', 1, 'a raw INSERT of a due row notifies an idle relay (statement trigger)');
+SELECT dblink_exec('w', $$INSERT INTO outbox.intents (key, target, payload, fingerprint, next_attempt_at)
+                          VALUES ('raw2', 't1', '{}', '\x00', now() + interval '1 hour')$$) \g /dev/null
+SELECT is(pg_temp.notes('l', 0.4), 0, 'a raw INSERT of a row due later does not notify');
 
 SELECT dblink_disconnect(name) FROM conn \g /dev/null
 SELECT * FROM finish();
