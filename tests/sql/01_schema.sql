@@ -3,7 +3,7 @@
 -- enum values, the indexes the claim path and the views rely on, the
 -- statement-level NOTIFY trigger, and the functions' signatures.
 BEGIN;
-SELECT plan(103);
+SELECT plan(105);
 
 SELECT has_schema('outbox');
 SELECT has_table('outbox', 'targets', 'outbox.targets exists');
@@ -63,15 +63,25 @@ SELECT col_type_is('outbox', 'intents', c, t, format('intents.%s is %s', c, t))
                ('fingerprint', 'bytea'), ('mismatches', 'integer')) AS v(c, t);
 SELECT col_not_null('outbox', 'intents', 'key', 'intents.key is required');
 SELECT col_is_unique('outbox', 'intents', 'key', 'intents.key is unique: one row per key');
-SELECT fk_ok('outbox', 'intents', 'target', 'outbox', 'targets', 'name');
 SELECT col_default_is('outbox', 'intents', 'state', 'pending', 'intents.state defaults to pending');
 SELECT col_default_is('outbox', 'intents', 'attempts', 0, 'intents.attempts defaults to 0');
 SELECT throws_ok($$INSERT INTO outbox.intents (key, target, payload, fingerprint, state)
                    VALUES ('noleases', 'dflt', '{}', '\x00', 'in_flight')$$,
                  '23514', NULL, 'an in_flight row must have a lease owner and expiry');
-SELECT throws_ok($$INSERT INTO outbox.intents (key, target, payload, fingerprint)
-                   VALUES ('orphan', 'no-such-target', '{}', '\x00')$$,
-                 '23503', NULL, 'an intent names a registered target');
+-- intents.target: outbox.enqueue refuses unknown targets (02_enqueue); since
+-- 0008 a guard on targets (not a foreign key: no share lock on the target row
+-- per enqueue) keeps a named target from being deleted or renamed.
+INSERT INTO outbox.targets (name, url) VALUES ('named-t', 'https://named.test/hook'), ('free-t', 'https://free.test/hook');
+SELECT outbox.enqueue('named-1', 'named-t', '{}') \g /dev/null
+SELECT throws_ok($$DELETE FROM outbox.targets WHERE name = 'named-t'$$, '23503',
+                 'outbox.targets: target ''named-t'' is named by intents; disable it instead (enabled = false)',
+                 'a target that intents name cannot be deleted');
+SELECT throws_ok($$UPDATE outbox.targets SET name = 'renamed-t' WHERE name = 'named-t'$$, '23503',
+                 'outbox.targets: target ''named-t'' is named by intents; disable it instead (enabled = false)',
+                 'nor renamed');
+SELECT lives_ok($$UPDATE outbox.targets SET enabled = false, url = 'https://named2.test/hook' WHERE name = 'named-t'$$,
+                'its other columns can change');
+SELECT lives_ok($$DELETE FROM outbox.targets WHERE name = 'free-t'$$, 'a target no intent names can be deleted');
 
 -- enums: every state and attempt class
 SELECT enum_has_labels('outbox', 'intent_state',
