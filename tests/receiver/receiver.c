@@ -178,7 +178,11 @@ struct key_state {
     int stored_status; /* 0 = never acted on */
     char *stored_body;
     size_t stored_body_length;
-    char *last_headers_json; /* serialized JSON object, names lower-cased */
+    /* Header bytes of the last delivery, packed as they arrived (see
+     * pack_headers); turned into JSON only when /_requests/{key} asks. */
+    char *last_headers;
+    size_t last_headers_capacity;
+    size_t last_header_count;
     char *last_body;
     size_t last_body_length;
     size_t key_length;
@@ -220,7 +224,7 @@ static void key_table_free(struct key_table *table)
     while (entry) {
         struct key_state *next = entry->order_next;
         free(entry->stored_body);
-        free(entry->last_headers_json);
+        free(entry->last_headers);
         free(entry->last_body);
         free(entry);
         entry = next;
@@ -692,12 +696,34 @@ static void send_response(struct connection *connection, int status, const char 
     if (head_length < 0 || (size_t)head_length >= sizeof head)
         abort();
     size_t sent_body_length = is_head ? 0 : body_length;
-    struct write_request *write =
-        write_request_new(connection, (size_t)head_length + sent_body_length,
-                          keep_alive ? AFTER_WRITE_KEEP_ALIVE : AFTER_WRITE_CLOSE);
-    memcpy(write->data, head, (size_t)head_length);
-    if (sent_body_length)
-        memcpy(write->data + head_length, body, sent_body_length);
+    size_t length = (size_t)head_length + sent_body_length;
+    size_t written = 0;
+    if (keep_alive && delay_ms == 0) {
+        /*
+         * The socket nearly always takes the whole answer at once.  Writing
+         * it here instead of queueing a uv_write saves the copy and libuv's
+         * epoll_ctl after each completed queued write.  busy stays false, so
+         * connection_drive (the only caller on this path) goes on with the
+         * next request.  Whatever the socket did not take is queued below,
+         * and uv_try_write fails while earlier writes are still queued.
+         */
+        uv_buf_t buffers[2] = {uv_buf_init(head, (unsigned int)head_length),
+                               uv_buf_init((char *)body, (unsigned int)sent_body_length)};
+        int result =
+            uv_try_write((uv_stream_t *)&connection->tcp, buffers, sent_body_length ? 2 : 1);
+        if (result > 0)
+            written = (size_t)result;
+        if (written == length)
+            return;
+    }
+    struct write_request *write = write_request_new(
+        connection, length - written, keep_alive ? AFTER_WRITE_KEEP_ALIVE : AFTER_WRITE_CLOSE);
+    size_t head_rest = written < (size_t)head_length ? (size_t)head_length - written : 0;
+    size_t body_skip = written - ((size_t)head_length - head_rest);
+    if (head_rest)
+        memcpy(write->data, head + head_length - head_rest, head_rest);
+    if (sent_body_length > body_skip)
+        memcpy(write->data + head_rest, body + body_skip, sent_body_length - body_skip);
     connection->busy = true;
     if (delay_ms > 0) {
         connection->delayed_response = write;
@@ -746,20 +772,67 @@ static const struct header *find_header(const struct connection *connection, con
     return NULL;
 }
 
-/* {"lower-case-name":"value",...}; repeated names are joined with ", ". */
-static char *serialize_headers(const struct connection *connection)
+/*
+ * Every delivery keeps its headers for /_requests/{key}, which is rarely
+ * asked, so they are kept as one packed copy and serialized only on demand:
+ * per header its name length and value length (uint32_t each, native byte
+ * order, unaligned), then the name bytes and the value bytes.
+ */
+_Static_assert(MAX_HEADER_PART_BYTES <= UINT32_MAX, "header part lengths fit in 32 bits");
+#define PACKED_LENGTHS_BYTES (2 * sizeof(uint32_t))
+
+static void pack_headers(const struct connection *connection, struct key_state *entry)
 {
-    json_t *object = json_object();
+    size_t length = 0;
     for (size_t i = 0; i < connection->header_count; i++) {
         const struct header *header = &connection->headers[i];
-        char *name = copy_bytes(header->name.data, header->name.length);
+        length += PACKED_LENGTHS_BYTES + header->name.length + header->value.length;
+    }
+    if (length > entry->last_headers_capacity) {
+        free(entry->last_headers);
+        entry->last_headers = checked_malloc(length);
+        entry->last_headers_capacity = length;
+    }
+    char *out = entry->last_headers;
+    for (size_t i = 0; i < connection->header_count; i++) {
+        const struct header *header = &connection->headers[i];
+        uint32_t lengths[2] = {(uint32_t)header->name.length, (uint32_t)header->value.length};
+        memcpy(out, lengths, sizeof lengths);
+        out += sizeof lengths;
+        if (header->name.length)
+            memcpy(out, header->name.data, header->name.length);
+        out += header->name.length;
+        if (header->value.length)
+            memcpy(out, header->value.data, header->value.length);
+        out += header->value.length;
+    }
+    entry->last_header_count = connection->header_count;
+}
+
+/* {"lower-case-name":"value",...}; repeated names are joined with ", ". */
+static char *serialize_headers(const struct key_state *entry)
+{
+    json_t *object = json_object();
+    const char *in = entry->last_headers;
+    for (size_t i = 0; i < entry->last_header_count; i++) {
+        uint32_t lengths[2];
+        memcpy(lengths, in, sizeof lengths);
+        in += sizeof lengths;
+        const char *header_name = in;
+        size_t name_length = lengths[0];
+        in += name_length;
+        const char *header_value = in;
+        size_t value_length = lengths[1];
+        in += value_length;
+
+        char *name = copy_bytes(header_name, name_length);
         if (!name)
             continue;
-        for (size_t j = 0; j < header->name.length; j++) {
+        for (size_t j = 0; j < name_length; j++) {
             if (name[j] >= 'A' && name[j] <= 'Z')
                 name[j] = (char)(name[j] - 'A' + 'a');
         }
-        json_t *existing = json_object_getn(object, name, header->name.length);
+        json_t *existing = json_object_getn(object, name, name_length);
         json_t *value;
         if (existing && json_is_string(existing)) {
             struct byte_buffer joined = {0};
@@ -767,18 +840,16 @@ static char *serialize_headers(const struct connection *connection)
             size_t previous_length = json_string_length(existing);
             if (byte_buffer_append(&joined, previous, previous_length, SIZE_MAX) == 0 &&
                 byte_buffer_append(&joined, ", ", 2, SIZE_MAX) == 0 &&
-                byte_buffer_append(&joined, header->value.data, header->value.length, SIZE_MAX) ==
-                    0)
+                byte_buffer_append(&joined, header_value, value_length, SIZE_MAX) == 0)
                 value = json_string_lossy(joined.data, joined.length);
             else
                 value = json_incref(existing);
             byte_buffer_free(&joined);
         } else {
-            value = json_string_lossy(header->value.data ? header->value.data : "",
-                                      header->value.length);
+            value = json_string_lossy(header_value, value_length);
         }
         if (value)
-            json_object_set_lossy(object, name, header->name.length, value);
+            json_object_set_lossy(object, name, name_length, value);
         free(name);
     }
     char *text = json_dump_compact(object);
@@ -831,6 +902,17 @@ static bool body_reference(const struct byte_buffer *body, char *out, size_t siz
 /* Deliveries                                                                */
 /* ------------------------------------------------------------------------ */
 
+/* True when JSON writes these bytes as they are: printable ASCII but '"' and '\\'. */
+static bool is_plain_json_text(const char *bytes, size_t length)
+{
+    for (size_t i = 0; i < length; i++) {
+        unsigned char byte = (unsigned char)bytes[i];
+        if (byte < 0x20 || byte > 0x7e || byte == '"' || byte == '\\')
+            return false;
+    }
+    return true;
+}
+
 /*
  * The side effect.  With --dedupe a key that was acted on before is answered
  * from its stored response instead.
@@ -848,14 +930,27 @@ static void act_on_delivery(struct receiver *receiver, struct key_state *entry)
     else if (entry->effects == 2)
         receiver->stats.keys_with_duplicate_effects++;
 
-    json_t *key = json_string_lossy(entry->key, entry->key_length);
-    json_t *answer = json_pack("{s:b,s:o,s:I}", "ok", 1, "key", key ? key : json_string(""),
-                               "effect", (json_int_t)entry->effects);
     free(entry->stored_body);
-    entry->stored_body = json_dump_compact(answer);
-    entry->stored_body_length = strlen(entry->stored_body);
+    if (is_plain_json_text(entry->key, entry->key_length)) {
+        /* Most keys need no escaping: the bytes json_dump_compact() gives for
+         * the object below, without building it. */
+        size_t size = entry->key_length + 64;
+        entry->stored_body = checked_malloc(size);
+        int length = snprintf(entry->stored_body, size,
+                              "{\"ok\":true,\"key\":\"%.*s\",\"effect\":%" JSON_INTEGER_FORMAT "}",
+                              (int)entry->key_length, entry->key, (json_int_t)entry->effects);
+        if (length < 0 || (size_t)length >= size)
+            abort();
+        entry->stored_body_length = (size_t)length;
+    } else {
+        json_t *key = json_string_lossy(entry->key, entry->key_length);
+        json_t *answer = json_pack("{s:b,s:o,s:I}", "ok", 1, "key", key ? key : json_string(""),
+                                   "effect", (json_int_t)entry->effects);
+        entry->stored_body = json_dump_compact(answer);
+        entry->stored_body_length = strlen(entry->stored_body);
+        json_decref(answer);
+    }
     entry->stored_status = 200;
-    json_decref(answer);
 }
 
 static void send_stored_response(struct connection *connection, const struct key_state *entry,
@@ -891,8 +986,7 @@ static void handle_delivery(struct connection *connection)
 
     struct key_state *entry = key_table_get_or_create(&receiver->keys, key, key_length);
     entry->deliveries++;
-    free(entry->last_headers_json);
-    entry->last_headers_json = serialize_headers(connection);
+    pack_headers(connection, entry);
     free(entry->last_body);
     entry->last_body = copy_bytes(connection->body.data, connection->body.length);
     entry->last_body_length = entry->last_body ? connection->body.length : 0;
@@ -1024,8 +1118,10 @@ static void handle_request_lookup(struct connection *connection, const char *enc
         send_error(connection, 404, "not found");
         return;
     }
-    json_t *headers =
-        entry->last_headers_json ? json_loads(entry->last_headers_json, 0, NULL) : NULL;
+    /* Through the text, as when it was serialized at delivery time. */
+    char *headers_text = serialize_headers(entry);
+    json_t *headers = json_loads(headers_text, 0, NULL);
+    free(headers_text);
     json_t *last_body =
         json_string_lossy(entry->last_body ? entry->last_body : "", entry->last_body_length);
     json_t *body =
