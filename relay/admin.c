@@ -483,7 +483,7 @@ static void conn_reject(struct admin_conn *conn, int status, const char *message
 {
     conn->keep_alive = false;
     log_event(LOG_DEBUG, "admin_request_rejected", "status", json_integer(status), "reason",
-              json_string(message), NULL);
+              json_string(message), LOG_END);
     conn_respond_error(conn, status, NULL, message);
 }
 
@@ -900,7 +900,7 @@ static void on_conn_timer(uv_timer_t *timer)
     }
     if (conn->phase == PHASE_READING || conn->phase == PHASE_WRITING)
         log_event(LOG_DEBUG, "admin_connection_timeout", "phase",
-                  json_string(conn->phase == PHASE_READING ? "reading" : "writing"), NULL);
+                  json_string(conn->phase == PHASE_READING ? "reading" : "writing"), LOG_END);
     conn_close(conn);
 }
 
@@ -916,14 +916,15 @@ static void server_note_refused(admin_server_t *s)
     s->refused_logged_ms = now;
     log_event(LOG_WARN, "admin_connections_refused", "max_connections",
               json_integer(s->max_connections), "refused_total",
-              json_integer((json_int_t)s->refused_total), NULL);
+              json_integer((json_int_t)s->refused_total), LOG_END);
 }
 
 static void on_connection(uv_stream_t *listener, int status)
 {
     admin_server_t *s = listener->data;
     if (status < 0) {
-        log_event(LOG_WARN, "admin_accept_failed", "error", json_string(uv_strerror(status)), NULL);
+        log_event(LOG_WARN, "admin_accept_failed", "error", json_string(uv_strerror(status)),
+                  LOG_END);
         return;
     }
     struct admin_conn *conn = calloc(1, sizeof(*conn));
@@ -1015,7 +1016,7 @@ admin_server_t *admin_start(uv_loop_t *loop, const char *listen, struct admin_ho
         problem = "max_connections must be at least 1 and max_request_bytes at least 64";
     if (problem) {
         log_event(LOG_ERROR, "admin_listen_failed", "listen", json_string(listen ? listen : ""),
-                  "error", json_string(problem), NULL);
+                  "error", json_string(problem), LOG_END);
         return NULL;
     }
     admin_server_t *s = calloc(1, sizeof(*s));
@@ -1039,7 +1040,7 @@ admin_server_t *admin_start(uv_loop_t *loop, const char *listen, struct admin_ho
         rc = uv_tcp_getsockname(&s->listener, (struct sockaddr *)&bound, &bound_len);
     if (rc != 0) {
         log_event(LOG_ERROR, "admin_listen_failed", "listen", json_string(listen), "error",
-                  json_string(uv_strerror(rc)), NULL);
+                  json_string(uv_strerror(rc)), LOG_END);
         s->closing = true;
         uv_close((uv_handle_t *)&s->listener, on_listener_closed); /* frees s */
         return NULL;
@@ -1047,7 +1048,7 @@ admin_server_t *admin_start(uv_loop_t *loop, const char *listen, struct admin_ho
     s->port = ntohs(bound.ss_family == AF_INET6 ? ((struct sockaddr_in6 *)&bound)->sin6_port
                                                 : ((struct sockaddr_in *)&bound)->sin_port);
     log_event(LOG_INFO, "admin_listening", "listen", json_string(listen), "port",
-              json_integer(s->port), "max_connections", json_integer(max_connections), NULL);
+              json_integer(s->port), "max_connections", json_integer(max_connections), LOG_END);
     return s;
 }
 

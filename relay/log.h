@@ -3,8 +3,8 @@
  *
  * Every line is an event name plus fields, never prose:
  *   {"time":"2026-11-29T12:00:00.123Z","level":"info","event":"delivered","key":"r1:s1",...}
- * Fields are passed as (name, json_t *) pairs ending with NULL; the logger
- * takes the references. Callers never log a secret or a full payload.
+ * Fields are passed as (name, json_t *) pairs ending with LOG_END; the
+ * logger takes the references. Callers never log a secret or a full payload.
  */
 #ifndef OUTBOX_LOG_H
 #define OUTBOX_LOG_H
@@ -19,7 +19,11 @@ bool log_level_parse(const char *name, log_level_t *out);
 void log_set_level(log_level_t level);
 bool log_enabled(log_level_t level);
 
-/* log_event(LOG_INFO, "relay_started", "relay", json_string(id), NULL) */
+/* The end of a log_event argument list: a typed null pointer (a bare NULL
+ * may be an int 0 in a variadic call, which is undefined behaviour). */
+#define LOG_END ((const char *)0)
+
+/* log_event(LOG_INFO, "relay_started", "relay", json_string(id), LOG_END) */
 void log_event(log_level_t level, const char *event, ...);
 
 #endif

@@ -225,7 +225,7 @@ static void pg_connect_start(pg_conn_t *pg)
     if (PQstatus(pg->conn) == CONNECTION_BAD) {
         set_reason(pg, PQerrorMessage(pg->conn));
         log_event(LOG_WARN, "db_connect_failed", "connection", json_string(pg_name(pg)), "reason",
-                  json_string(pg->reason), NULL);
+                  json_string(pg->reason), LOG_END);
         PQfinish(pg->conn);
         pg->conn = NULL;
         pg_schedule_reconnect(pg);
@@ -247,7 +247,7 @@ static void pg_notice(void *arg, const char *message)
     size_t len = strlen(text);
     if (len && text[len - 1] == '\n')
         text[len - 1] = '\0';
-    log_event(LOG_DEBUG, "db_notice", "message", json_string(text), NULL);
+    log_event(LOG_DEBUG, "db_notice", "message", json_string(text), LOG_END);
 }
 
 /* Connected: non-blocking mode, then LISTEN and prepares before READY. */
@@ -365,7 +365,7 @@ static void pg_query_done(pg_conn_t *pg)
          * and retry the whole connection later rather than run half-set-up. */
         log_event(LOG_ERROR, "db_setup_failed", "connection", json_string(pg_name(pg)), "statement",
                   json_string(q->statement ? q->statement : "listen"), "error", json_string(error),
-                  NULL);
+                  LOG_END);
         char reason[300];
         snprintf(reason, sizeof(reason), "setup failed: %s", error);
         free(error);
@@ -382,7 +382,7 @@ static void pg_query_done(pg_conn_t *pg)
     if (pg->state == PG_SETUP && (pg->head == NULL || pg->head->kind == QUERY_PREPARED)) {
         pg->state = PG_READY;
         *pg->reason = '\0';
-        log_event(LOG_INFO, "db_ready", "connection", json_string(pg_name(pg)), NULL);
+        log_event(LOG_INFO, "db_ready", "connection", json_string(pg_name(pg)), LOG_END);
         if (pg->events.on_ready)
             pg->events.on_ready(pg->events.data);
     }
@@ -470,7 +470,7 @@ static void pg_connection_lost(pg_conn_t *pg, const char *reason)
     set_reason(pg, reason && *reason ? reason : "connection lost");
     log_event(was_ready ? LOG_WARN : LOG_INFO, was_ready ? "db_lost" : "db_connect_failed",
               "connection", json_string(pg_name(pg)), "reason", json_string(pg->reason), "retry_ms",
-              json_integer(pg->backoff_ms), NULL);
+              json_integer(pg->backoff_ms), LOG_END);
     uv_timer_stop(&pg->timer);
     pg_drop_connection(pg);
     pg->state = PG_IDLE;

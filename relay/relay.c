@@ -333,7 +333,7 @@ static void relay_conclude(struct relay *r, struct delivery *d, CURLcode result,
               "http_status", report.http_status ? json_integer(report.http_status) : json_null(),
               "state", json_string(outcome_state_name(dec.next_state)), "latency_ms",
               json_integer(report.latency_ms), "error",
-              *report.error ? json_string(report.error) : json_null(), NULL);
+              *report.error ? json_string(report.error) : json_null(), LOG_END);
     delivery_free(d);
 }
 
@@ -359,7 +359,7 @@ static void relay_start_delivery(struct relay *r, struct target *t, int64_t id, 
                 : delivery_new_status_check(t, id, key, attempt, first_attempt_ms,
                                             (size_t)r->cfg->max_response_bytes);
     if (d == NULL) {
-        log_event(LOG_ERROR, "delivery_setup_failed", "key", json_string(key), NULL);
+        log_event(LOG_ERROR, "delivery_setup_failed", "key", json_string(key), LOG_END);
         return; /* the lease expires and another pass takes it over */
     }
     if (d->kind == DELIVERY_SEND) {
@@ -388,7 +388,7 @@ static void on_idle_changed(void *data, PGresult *res, const char *error)
     struct relay *r = data;
     r->idle_change_running = false;
     if (error) {
-        log_event(LOG_WARN, "heartbeat_failed", "error", json_string(error), NULL);
+        log_event(LOG_WARN, "heartbeat_failed", "error", json_string(error), LOG_END);
         return;
     }
     if (r->idle_wanted != r->idle_in_db) {
@@ -427,7 +427,7 @@ static void on_next_due(void *data, PGresult *res, const char *error)
     bool none = PQntuples(res) == 0 || PQgetisnull(res, 0, 0);
     if (none) {
         if (r->cfg->exit_when_idle && !relay_has_work(r) && !r->claim_running) {
-            log_event(LOG_INFO, "idle_exit", NULL);
+            log_event(LOG_INFO, "idle_exit", LOG_END);
             r->stopping = true;
             relay_check_shutdown(r);
         }
@@ -460,7 +460,7 @@ static void relay_defer(struct relay *r, struct target *t, int64_t id, int attem
     l->count++;
     if (t->budget_exhausted++ % 100 == 0)
         log_event(LOG_WARN, "retry_budget_exhausted", "target", json_string(t->name),
-                  "deferred_so_far", json_integer((json_int_t)t->budget_exhausted), NULL);
+                  "deferred_so_far", json_integer((json_int_t)t->budget_exhausted), LOG_END);
 }
 
 static void on_deferred(void *data, PGresult *res, const char *error)
@@ -470,7 +470,7 @@ static void on_deferred(void *data, PGresult *res, const char *error)
     if (error) {
         /* Kept and sent again (they were never sent to the target; if this
          * relay dies first, a take-over decides them cautiously). */
-        log_event(LOG_WARN, "defer_failed", "error", json_string(error), NULL);
+        log_event(LOG_WARN, "defer_failed", "error", json_string(error), LOG_END);
         return;
     }
     r->deferrals.count -= r->deferrals_sent;
@@ -512,7 +512,7 @@ static void on_unknown_claimed(void *data, PGresult *res, const char *error)
     struct relay *r = data;
     r->reconcile_running = false;
     if (error) {
-        log_event(LOG_WARN, "reconcile_claim_failed", "error", json_string(error), NULL);
+        log_event(LOG_WARN, "reconcile_claim_failed", "error", json_string(error), LOG_END);
         if (r->stopping)
             relay_check_shutdown(r);
         return;
@@ -560,7 +560,7 @@ static void on_claimed(void *data, PGresult *res, const char *error)
     r->claim_running = false;
     metrics_histogram_observe(&r->claim_seconds, (double)(uv_hrtime() - r->claim_started_ns) / 1e9);
     if (error) {
-        log_event(LOG_WARN, "claim_failed", "error", json_string(error), NULL);
+        log_event(LOG_WARN, "claim_failed", "error", json_string(error), LOG_END);
         if (r->stopping)
             relay_check_shutdown(r);
         return;
@@ -702,7 +702,7 @@ static void on_recorded(void *data, PGresult *res, const char *error)
          * which is no longer renewed, so a relay takes them over as ambiguous.
          * Nothing is lost; at worst an outcome is decided more cautiously. */
         log_event(LOG_ERROR, "record_dropped", "error", json_string(error), "outcomes",
-                  json_integer((json_int_t)r->recording.count), NULL);
+                  json_integer((json_int_t)r->recording.count), LOG_END);
         r->record_sql_failures = 0;
         outcome_list_clear(&r->recording);
         error = NULL;
@@ -711,7 +711,7 @@ static void on_recorded(void *data, PGresult *res, const char *error)
     if (error) {
         /* Keep every outcome: put the batch back in front of newer ones. */
         log_event(LOG_WARN, "record_failed", "error", json_string(error), "outcomes",
-                  json_integer((json_int_t)r->recording.count), NULL);
+                  json_integer((json_int_t)r->recording.count), LOG_END);
         for (size_t i = 0; i < r->buffered.count; i++)
             outcome_list_push(&r->recording, &r->buffered.items[i]);
         r->buffered.count = 0;
@@ -728,7 +728,7 @@ static void on_recorded(void *data, PGresult *res, const char *error)
         if (updated < r->recording.count) {
             r->fenced_out += r->recording.count - updated;
             log_event(LOG_WARN, "record_fenced_out", "outcomes",
-                      json_integer((json_int_t)(r->recording.count - updated)), NULL);
+                      json_integer((json_int_t)(r->recording.count - updated)), LOG_END);
         }
         outcome_list_clear(&r->recording);
         admin_outcomes_changed(r->admin); /* wakes ?wait= requests */
@@ -794,7 +794,7 @@ static void on_released(void *data, PGresult *res, const char *error)
     struct relay *r = data;
     r->releasing = false;
     if (error) {
-        log_event(LOG_WARN, "release_failed", "error", json_string(error), NULL);
+        log_event(LOG_WARN, "release_failed", "error", json_string(error), LOG_END);
         return; /* kept; retried */
     }
     r->released += r->releases.count;
@@ -828,7 +828,7 @@ static void on_taken_over(void *data, PGresult *res, const char *error)
     struct relay *r = data;
     r->take_over_running = false;
     if (error) {
-        log_event(LOG_WARN, "take_over_failed", "error", json_string(error), NULL);
+        log_event(LOG_WARN, "take_over_failed", "error", json_string(error), LOG_END);
         if (r->stopping)
             relay_check_shutdown(r);
         return;
@@ -860,7 +860,7 @@ static void on_taken_over(void *data, PGresult *res, const char *error)
         log_event(LOG_WARN, "lease_taken_over", "key", json_string(key), "target",
                   json_string(PQgetvalue(res, i, 2)), "attempt", json_integer(attempt),
                   "previous_owner", json_string(PQgetvalue(res, i, 6)), "state",
-                  json_string(outcome_state_name(dec.next_state)), NULL);
+                  json_string(outcome_state_name(dec.next_state)), LOG_END);
     }
     r->taken_over += (uint64_t)rows;
     relay_flush(r); /* a full batch continues at the next poll tick */
@@ -884,7 +884,7 @@ static void on_renewed(void *data, PGresult *res, const char *error)
     struct relay *r = data;
     r->renew_running = false;
     if (error)
-        log_event(LOG_WARN, "lease_renew_failed", "error", json_string(error), NULL);
+        log_event(LOG_WARN, "lease_renew_failed", "error", json_string(error), LOG_END);
 }
 
 static void relay_renew_leases(struct relay *r)
@@ -912,14 +912,14 @@ static void on_targets(void *data, PGresult *res, const char *error)
     struct relay *r = data;
     r->targets_loading = false;
     if (error) {
-        log_event(LOG_ERROR, "targets_load_failed", "error", json_string(error), NULL);
+        log_event(LOG_ERROR, "targets_load_failed", "error", json_string(error), LOG_END);
         return;
     }
     targets_load(&r->targets, res);
     r->last_targets_ms = uv_now(&r->loop);
     if (!r->targets_loaded)
         log_event(LOG_INFO, "targets_loaded", "count", json_integer((json_int_t)r->targets.count),
-                  NULL);
+                  LOG_END);
     r->targets_loaded = true;
     relay_maybe_claim(r);
 }
@@ -946,7 +946,7 @@ static void on_heartbeat_done(void *data, PGresult *res, const char *error)
 {
     (void)data;
     if (error)
-        log_event(LOG_WARN, "heartbeat_failed", "error", json_string(error), NULL);
+        log_event(LOG_WARN, "heartbeat_failed", "error", json_string(error), LOG_END);
 }
 
 static void on_maintenance_timer(uv_timer_t *timer)
@@ -1233,14 +1233,14 @@ static void relay_begin_shutdown(struct relay *r, const char *why)
 {
     if (r->stopping) {
         if (!r->aborting) {
-            log_event(LOG_WARN, "shutdown_now", "reason", json_string(why), NULL);
+            log_event(LOG_WARN, "shutdown_now", "reason", json_string(why), LOG_END);
             uv_timer_start(&r->shutdown_timer, on_shutdown_timer, 0, 0);
         }
         return;
     }
     r->stopping = true;
     log_event(LOG_INFO, "shutdown", "reason", json_string(why), "in_flight",
-              json_integer(r->in_flight), "grace_ms", json_integer(r->cfg->grace_ms), NULL);
+              json_integer(r->in_flight), "grace_ms", json_integer(r->cfg->grace_ms), LOG_END);
     uv_timer_stop(&r->poll_timer);
     uv_timer_start(&r->shutdown_timer, on_shutdown_timer, (uint64_t)r->cfg->grace_ms, 0);
     relay_check_shutdown(r);
@@ -1251,7 +1251,8 @@ static void on_shutdown_timer(uv_timer_t *timer)
     struct relay *r = timer->data;
     if (!r->aborting) {
         if (r->in_flight > 0)
-            log_event(LOG_WARN, "grace_period_over", "aborted", json_integer(r->in_flight), NULL);
+            log_event(LOG_WARN, "grace_period_over", "aborted", json_integer(r->in_flight),
+                      LOG_END);
         relay_abort_deliveries(r);
         uv_timer_start(&r->shutdown_timer, on_shutdown_timer, SHUTDOWN_RECORD_WAIT_MS, 0);
         relay_check_shutdown(r);
@@ -1264,7 +1265,7 @@ static void on_shutdown_timer(uv_timer_t *timer)
               json_integer((json_int_t)r->releases.count), "reason",
               json_string(pg_conn_ready(r->pg_rec) ? pg_conn_status_reason(r->pg)
                                                    : pg_conn_status_reason(r->pg_rec)),
-              NULL);
+              LOG_END);
     r->exit_code = 1;
     relay_close(r);
 }
@@ -1303,7 +1304,7 @@ static void relay_close(struct relay *r)
               "taken_over", json_integer((json_int_t)r->taken_over), "recorded",
               json_integer((json_int_t)r->recorded), "fenced_out",
               json_integer((json_int_t)r->fenced_out), "released",
-              json_integer((json_int_t)r->released), NULL);
+              json_integer((json_int_t)r->released), LOG_END);
     uv_close((uv_handle_t *)&r->poll_timer, NULL);
     uv_close((uv_handle_t *)&r->maintenance_timer, NULL);
     uv_close((uv_handle_t *)&r->shutdown_timer, NULL);
@@ -1359,7 +1360,7 @@ int relay_run(const struct config *cfg)
 
     log_event(LOG_INFO, "relay_started", "relay", json_string(cfg->relay_id), "batch_size",
               json_integer(cfg->batch_size), "max_in_flight", json_integer(cfg->max_in_flight),
-              "lease_ms", json_integer(cfg->lease_ms), NULL);
+              "lease_ms", json_integer(cfg->lease_ms), LOG_END);
     static const double latency_bounds[] = METRICS_LATENCY_SECONDS_BOUNDS;
     if (!metrics_histogram_init(&r->delivery_seconds, latency_bounds,
                                 METRICS_LATENCY_SECONDS_BOUND_COUNT) ||
@@ -1390,7 +1391,7 @@ int relay_run(const struct config *cfg)
 
     int rc = uv_loop_close(&r->loop);
     if (rc != 0) {
-        log_event(LOG_ERROR, "loop_not_closed", "error", json_string(uv_strerror(rc)), NULL);
+        log_event(LOG_ERROR, "loop_not_closed", "error", json_string(uv_strerror(rc)), LOG_END);
         r->exit_code = r->exit_code ? r->exit_code : 1;
     }
     int exit_code = r->exit_code;

@@ -71,7 +71,7 @@ static char **parse_static_headers(const char *target, const char *json_text)
             if (!json_is_string(value) || !header_text_ok(name) ||
                 !header_text_ok(json_string_value(value)) || strchr(name, ':')) {
                 log_event(LOG_WARN, "target_header_ignored", "target", json_string(target),
-                          "header", json_string(name), NULL);
+                          "header", json_string(name), LOG_END);
                 continue;
             }
             size_t len = strlen(name) + strlen(json_string_value(value)) + 3;
@@ -91,7 +91,7 @@ static void load_secret(struct target *t)
     const char *value = getenv(t->secret_env);
     if (value == NULL || *value == '\0') {
         log_event(LOG_WARN, "target_secret_missing", "target", json_string(t->name), "secret_env",
-                  json_string(t->secret_env), NULL);
+                  json_string(t->secret_env), LOG_END);
         return;
     }
     if (strncmp(value, "whsec_", 6) == 0) {
@@ -102,7 +102,7 @@ static void load_secret(struct target *t)
         if (n < 0) {
             free(decoded);
             log_event(LOG_WARN, "target_secret_invalid", "target", json_string(t->name),
-                      "secret_env", json_string(t->secret_env), NULL);
+                      "secret_env", json_string(t->secret_env), LOG_END);
             return;
         }
         /* EVP_DecodeBlock counts padding bytes as data. */
