@@ -86,10 +86,17 @@ is "$restarted" 1 "PostgreSQL restarted once while draining"
 dups=$(sql "SELECT count(*) FROM effects WHERE kind IN ('status', 'legacy') AND n > 1")
 lost=$(sql "SELECT count(*) FROM outbox.intents i
              WHERE NOT (i.state = 'succeeded'
-                        OR (i.state = 'failed' AND NOT EXISTS (SELECT 1 FROM outbox.attempts a
-                              WHERE a.intent_id = i.id AND a.request_sent IS DISTINCT FROM false
-                                AND a.class NOT IN ('reconciled_not_executed', 'reconcile_inconclusive'))
-                            AND NOT i.ambiguous)
+                        OR (i.state = 'failed' AND NOT i.ambiguous AND NOT EXISTS (
+                              -- an attempt that reached the target and may have acted:
+                              -- neither a \"did not act\" answer nor disproved by a later
+                              -- status check (\"no attempt executed\" covers every earlier one)
+                              SELECT 1 FROM outbox.attempts a
+                               WHERE a.intent_id = i.id AND a.request_sent IS DISTINCT FROM false
+                                 AND a.class NOT IN ('reconciled_not_executed', 'reconcile_inconclusive',
+                                                     'retry_later', 'permanent_failure', 'key_conflict')
+                                 AND NOT EXISTS (SELECT 1 FROM outbox.attempts r
+                                                  WHERE r.intent_id = i.id AND r.id > a.id
+                                                    AND r.class = 'reconciled_not_executed')))
                         OR (i.state = 'unknown' AND EXISTS (SELECT 1 FROM outbox.stuck s WHERE s.key = i.key)))")
 unknown=$(sql "SELECT count(*) FROM outbox.intents WHERE state = 'unknown'")
 succeeded_wrong=$(sql "SELECT count(*) FROM outbox.intents i JOIN outbox.targets t ON t.name = i.target
