@@ -1325,9 +1325,12 @@ GRANT SELECT ON outbox.target_health TO outbox_operator;
 --    (SQLSTATE 23503 when an intent is missing, as before), and deleting or
 --    truncating intents deletes their history (the old ON DELETE CASCADE).
 --    What the lock bought: a history row written for an intent that another
---    transaction deletes at the same moment. The relay's own writes cannot
---    meet that: outbox.record updates the intent in the same statement (the
---    deleting transaction waits for it, then its cascade sees the new rows).
+--    transaction deletes at the same moment. Where outbox.record changes the
+--    intent it holds the row lock anyway (the deleting transaction waits for
+--    it, then its cascade sees the new rows); only a fenced-out outcome of a
+--    row being deleted right then could leave an orphan history row. The
+--    product never deletes intents; a DBA's retention job deletes old final
+--    rows, which only a writer late by that long could still be recording.
 --
 -- 2. outbox.intents → outbox.targets. The foreign key share-locked the target
 --    row in every enqueuing transaction. Many transactions enqueueing to one
