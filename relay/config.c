@@ -46,7 +46,7 @@ static const struct option_def options[] = {
     OPT("batch-size", OPT_INT, batch_size, "256", 1, 10000, "rows claimed per claim statement"),
     OPT("max-in-flight", OPT_INT, max_in_flight, "1024", 1, 100000,
         "deliveries in flight at once, all targets together"),
-    OPT("max-in-flight-per-target", OPT_INT, max_in_flight_per_target, "512", 1, 100000,
+    OPT("max-in-flight-per-target", OPT_INT, max_in_flight_per_target, "1024", 1, 100000,
         "deliveries in flight per target (targets.max_in_flight caps it too)"),
     OPT("poll-interval-ms", OPT_INT, poll_interval_ms, "2000", 10, 3600000,
         "fallback poll for due rows while idle (NOTIFY wakes the relay sooner)"),

@@ -31,6 +31,7 @@ struct delivery {
     int attempt;
     bool was_ambiguous;
     int64_t first_attempt_ms;
+    bool probe; /* the one request of a half-open circuit (set by the relay) */
 
     CURL *easy;
     struct curl_slist *headers;

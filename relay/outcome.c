@@ -8,8 +8,10 @@
  *   - ambiguous + target honours keys + first attempt younger than key_ttl
  *     + attempts left            → pending again, same key, flagged ambiguous
  *   - ambiguous otherwise        → unknown (reconcile or a person decides)
- *   - not sent / retry later     → pending with back-off while attempts are
- *     left; when exhausted: failed only if no attempt was ambiguous, else unknown
+ *   - not sent / retry later     → pending with back-off while the retry
+ *     horizon lasts (retry_for since the first attempt, and max_attempts if
+ *     the target caps them); after it: failed only if no attempt was
+ *     ambiguous, else unknown
  *   - a 4xx after an earlier ambiguous attempt → unknown, never failed
  * 3xx is ambiguous: we do not follow redirects, and a 303 after a POST
  * usually means the work was done.
@@ -96,6 +98,19 @@ static bool same_key_resend_safe(const struct retry_policy *policy,
            progress->now_ms + delay_ms - progress->first_attempt_ms < policy->key_ttl_ms;
 }
 
+/* Another attempt after delay_ms is within the target's retry horizon: the
+ * optional cap on attempts, and retry_for since the first attempt. */
+static bool retry_within_horizon(const struct retry_policy *policy,
+                                 const struct intent_progress *progress, int delay_ms)
+{
+    if (policy->max_attempts > 0 && progress->attempt >= policy->max_attempts)
+        return false;
+    if (policy->retry_for_ms > 0 &&
+        progress->now_ms + delay_ms - progress->first_attempt_ms >= policy->retry_for_ms)
+        return false;
+    return true;
+}
+
 struct decision outcome_decide(enum attempt_class cls, const struct retry_policy *policy,
                                const struct intent_progress *progress, double random_unit)
 {
@@ -116,7 +131,7 @@ struct decision outcome_decide(enum attempt_class cls, const struct retry_policy
     case CLASS_RECONCILED_NOT_EXECUTED:
         /* The target says no attempt executed: the doubt is gone. */
         d.ambiguous = false;
-        d.next_state = progress->attempt < policy->max_attempts ? STATE_PENDING : STATE_FAILED;
+        d.next_state = retry_within_horizon(policy, progress, 0) ? STATE_PENDING : STATE_FAILED;
         d.delay_ms = 0;
         return d;
     case CLASS_RECONCILE_INCONCLUSIVE:
@@ -130,8 +145,8 @@ struct decision outcome_decide(enum attempt_class cls, const struct retry_policy
     case CLASS_AMBIGUOUS:
         break;
     }
-    if (progress->attempt < policy->max_attempts) {
-        int delay = retry_delay_ms(policy, progress, random_unit);
+    int delay = retry_delay_ms(policy, progress, random_unit);
+    if (retry_within_horizon(policy, progress, delay)) {
         if (!d.ambiguous || same_key_resend_safe(policy, progress, delay)) {
             d.next_state = STATE_PENDING;
             d.delay_ms = delay;

@@ -48,7 +48,8 @@ struct attempt_facts {
 struct retry_policy {
     bool honours_keys;
     int64_t key_ttl_ms;
-    int max_attempts;
+    int max_attempts;     /* 0: no cap */
+    int64_t retry_for_ms; /* retry horizon from the first attempt; 0: none */
     int backoff_base_ms;
     int backoff_cap_ms;
     int reconcile_delay_ms;

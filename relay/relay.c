@@ -119,9 +119,6 @@ struct relay {
     struct outcome_list buffered;  /* waiting to be recorded */
     struct outcome_list recording; /* on the wire */
     struct release_list releases;  /* claimed, never sent, to give back */
-    struct release_list deferrals; /* claimed retries over the target's budget */
-    bool deferring;                /* a defer statement is on the wire ... */
-    size_t deferrals_sent;         /* ... for the first this many deferrals */
     bool releasing;
     int record_sql_failures;
 
@@ -132,6 +129,7 @@ struct relay {
     bool idle_wanted; /* the last wish; idle_in_db follows it */
     bool idle_change_running;
     bool next_due_running;
+    int empty_claims; /* claims in a row that found nothing: spaces out the next */
     bool take_over_running;
     bool renew_running;
     bool reconcile_running;
@@ -167,6 +165,9 @@ static void relay_flush(struct relay *r);
 static void relay_check_shutdown(struct relay *r);
 static void relay_close(struct relay *r);
 static void relay_refresh_live_counts(struct relay *r);
+static size_t relay_claimable_targets(struct relay *r, struct strbuf *names, struct strbuf *rooms,
+                                      int limit);
+static void relay_write_flow_metrics(struct relay *r, struct strbuf *out);
 
 /* ---------------------------------------------------------------- helpers */
 
@@ -213,7 +214,7 @@ static void outcome_list_clear(struct outcome_list *list)
 static bool relay_has_work(const struct relay *r)
 {
     return r->in_flight > 0 || r->buffered.count > 0 || r->recording.count > 0 ||
-           r->releases.count > 0 || r->releasing || r->deferrals.count > 0 || r->deferring;
+           r->releases.count > 0 || r->releasing;
 }
 
 /* A claimed row that was never sent: back to pending with its attempt number
@@ -274,6 +275,97 @@ static void relay_detach(struct relay *r, struct delivery *d)
     r->in_flight--;
 }
 
+/* ---------------------------------------------------------------- flow control */
+
+struct target_event_request {
+    struct relay *relay;
+    struct target *target;
+    char event[24];
+};
+
+static void on_target_event(void *data, PGresult *res, const char *error)
+{
+    struct target_event_request *req = data;
+    struct relay *r = req->relay;
+    struct target *t = req->target;
+    if (error) {
+        /* Not applied: the next failures report again (every threshold), a
+         * probe's half-open state lapses and is probed again. */
+        log_event(LOG_WARN, "target_event_failed", "target", json_string(t->name), "event",
+                  json_string(req->event), "error", json_string(error), LOG_END);
+    } else if (PQntuples(res) == 1) {
+        enum circuit_state before = t->circuit;
+        t->circuit = flow_circuit_parse(PQgetvalue(res, 0, 0));
+        if (strcmp(req->event, "pause") == 0)
+            t->paused = true;
+        if (t->circuit != before)
+            log_event(t->circuit == CIRCUIT_CLOSED ? LOG_INFO : LOG_WARN, "circuit_changed",
+                      "target", json_string(t->name), "circuit",
+                      json_string(flow_circuit_name(t->circuit)), "event", json_string(req->event),
+                      LOG_END);
+        if (t->circuit == CIRCUIT_CLOSED && before != CIRCUIT_CLOSED && !r->stopping)
+            relay_maybe_claim(r); /* the target is back: its backlog is due now */
+    }
+    free(req);
+}
+
+/* Tells the database what this relay saw (outbox.target_event). */
+static void relay_report_target(struct relay *r, struct target *t, const char *event,
+                                const char *reason, int64_t ms)
+{
+    if (!pg_conn_ready(r->pg))
+        return; /* reported again by the next failures; a pause is only advice */
+    struct target_event_request *req = calloc(1, sizeof(*req));
+    if (req == NULL)
+        return;
+    req->relay = r;
+    req->target = t;
+    snprintf(req->event, sizeof(req->event), "%s", event);
+    char ms_text[24];
+    const char *params[5] = {r->cfg->relay_id, t->name, event, reason,
+                             int_text(ms_text, sizeof(ms_text), ms > INT32_MAX ? INT32_MAX : ms)};
+    if (pg_query(r->pg, STMT_TARGET_EVENT, 5, params, on_target_event, req))
+        t->circuit_reports++;
+    else
+        free(req);
+}
+
+/* Feeds one finished delivery to the target's flow state, and reports what
+ * the other relays must know. */
+static void relay_observe_flow(struct relay *r, struct delivery *d, enum attempt_class cls,
+                               const struct delivery_report *report)
+{
+    struct target *t = d->target;
+    enum flow_signal signal = flow_signal_of(cls, report->http_status, report->sent == 1);
+    int cap = t->max_in_flight < r->cfg->max_in_flight_per_target
+                  ? t->max_in_flight
+                  : r->cfg->max_in_flight_per_target;
+    struct flow_actions a =
+        flow_observe(&t->flow, signal, d->probe, report->http_status, d->retry_after_ms, cap,
+                     t->circuit_failure_threshold, uv_now(&r->loop));
+    char reason[sizeof(report->error) + 64];
+    snprintf(reason, sizeof(reason), "%s", *report->error ? report->error : "failure");
+    if (a.report_gone) {
+        snprintf(reason, sizeof(reason), "HTTP 410 Gone: the target asked not to be sent more");
+        t->enabled = false; /* the database disables it too; an admin enables it again */
+        relay_report_target(r, t, "gone", reason, 0);
+    }
+    if (a.report_open) {
+        char why[sizeof(reason) + 64];
+        snprintf(why, sizeof(why), "%d failures in a row; last: %s", t->flow.consecutive_failures,
+                 reason);
+        relay_report_target(r, t, "open", why, 0);
+    }
+    if (a.report_probe_failed)
+        relay_report_target(r, t, "probe_failed", reason, 0);
+    if (a.report_probe_succeeded)
+        relay_report_target(r, t, "probe_succeeded", "", 0);
+    if (a.pause_ms > 0) {
+        snprintf(reason, sizeof(reason), "HTTP %ld with Retry-After", report->http_status);
+        relay_report_target(r, t, "pause", reason, a.pause_ms);
+    }
+}
+
 /* Decide and buffer the outcome of a finished (or aborted) delivery. */
 static void relay_conclude(struct relay *r, struct delivery *d, CURLcode result, bool aborted)
 {
@@ -322,8 +414,10 @@ static void relay_conclude(struct relay *r, struct delivery *d, CURLcode result,
                  report.http_status);
         error = reason;
     }
-    if (d->kind == DELIVERY_SEND)
+    if (d->kind == DELIVERY_SEND) {
         metrics_histogram_observe(&r->delivery_seconds, report.latency_ms / 1000.0);
+        relay_observe_flow(r, d, cls, &report);
+    }
     relay_push_outcome(r, d->target, d->intent_id, d->attempt, cls, &dec, report.sent,
                        report.http_status, report.latency_ms, error, d->body.data, d->body.len);
     log_event(cls == CLASS_SUCCEEDED ? LOG_DEBUG : LOG_INFO,
@@ -351,7 +445,7 @@ static void on_delivery_done(CURL *easy, CURLcode result, void *data)
 
 static void relay_start_delivery(struct relay *r, struct target *t, int64_t id, const char *key,
                                  const char *payload, int attempt, bool ambiguous,
-                                 int64_t first_attempt_ms)
+                                 int64_t first_attempt_ms, bool probe)
 {
     struct delivery *d =
         payload ? delivery_new(t, id, key, payload, attempt, ambiguous, first_attempt_ms,
@@ -362,11 +456,12 @@ static void relay_start_delivery(struct relay *r, struct target *t, int64_t id, 
         log_event(LOG_ERROR, "delivery_setup_failed", "key", json_string(key), LOG_END);
         return; /* the lease expires and another pass takes it over */
     }
-    if (d->kind == DELIVERY_SEND) {
-        budget_note(&t->budget, attempt > 1, wall_ms() / 1000);
-        if (attempt > 1)
-            t->retries++;
-    }
+    if (d->kind == DELIVERY_SEND && attempt > 1)
+        t->retries++;
+    d->probe = probe;
+    if (probe)
+        log_event(LOG_INFO, "circuit_probe", "target", json_string(t->name), "key",
+                  json_string(key), LOG_END);
     d->owner = r;
     d->next = r->deliveries;
     if (r->deliveries)
@@ -435,74 +530,31 @@ static void on_next_due(void *data, PGresult *res, const char *error)
     }
     int64_t due_ms = strtoll(PQgetvalue(res, 0, 0), NULL, 10);
     uint64_t wait = (uint64_t)(due_ms < 0 ? 0 : due_ms) + 1;
+    /* Claims that keep finding nothing although a row is said to be due
+     * (another relay holds it, SKIP LOCKED): wait a little longer each time
+     * rather than ask again at once. */
+    if (r->empty_claims > 1) {
+        int shift = r->empty_claims < 12 ? r->empty_claims : 12;
+        uint64_t floor_ms = (uint64_t)1 << shift;
+        if (wait < floor_ms)
+            wait = floor_ms;
+    }
     if (wait < (uint64_t)r->cfg->poll_interval_ms &&
         (uv_timer_get_due_in(&r->poll_timer) == 0 || wait < uv_timer_get_due_in(&r->poll_timer)))
         uv_timer_start(&r->poll_timer, on_poll_timer, wait, (uint64_t)r->cfg->poll_interval_ms);
 }
 
+/* Asks when something this relay can take becomes due: a row of a target it
+ * has room for whose gate is open, a lease to take over, a row to reconcile. */
 static void relay_query_next_due(struct relay *r)
 {
     if (r->next_due_running || !pg_conn_ready(r->pg))
         return;
-    if (pg_query(r->pg, STMT_NEXT_DUE, 0, NULL, on_next_due, r))
+    struct strbuf *names = &r->arrays[0];
+    relay_claimable_targets(r, names, NULL, 0);
+    const char *params[1] = {names->data};
+    if (pg_query(r->pg, STMT_NEXT_DUE, 1, params, on_next_due, r))
         r->next_due_running = true;
-}
-
-/* ---------------------------------------------------------------- retry budget */
-
-static void relay_defer(struct relay *r, struct target *t, int64_t id, int attempt)
-{
-    struct release_list *l = &r->deferrals;
-    l->ids = realloc(l->ids, (l->count + 1) * sizeof(int64_t));
-    l->attempts = realloc(l->attempts, (l->count + 1) * sizeof(int));
-    l->ids[l->count] = id;
-    l->attempts[l->count] = attempt;
-    l->count++;
-    if (t->budget_exhausted++ % 100 == 0)
-        log_event(LOG_WARN, "retry_budget_exhausted", "target", json_string(t->name),
-                  "deferred_so_far", json_integer((json_int_t)t->budget_exhausted), LOG_END);
-}
-
-static void on_deferred(void *data, PGresult *res, const char *error)
-{
-    struct relay *r = data;
-    r->deferring = false;
-    if (error) {
-        /* Kept and sent again (they were never sent to the target; if this
-         * relay dies first, a take-over decides them cautiously). */
-        log_event(LOG_WARN, "defer_failed", "error", json_string(error), LOG_END);
-        return;
-    }
-    r->deferrals.count -= r->deferrals_sent;
-    memmove(r->deferrals.ids, r->deferrals.ids + r->deferrals_sent,
-            r->deferrals.count * sizeof(int64_t));
-    memmove(r->deferrals.attempts, r->deferrals.attempts + r->deferrals_sent,
-            r->deferrals.count * sizeof(int));
-    r->deferrals_sent = 0;
-    if (r->stopping)
-        relay_check_shutdown(r);
-}
-
-static void relay_send_deferrals(struct relay *r)
-{
-    if (r->deferring || r->deferrals.count == 0 || !pg_conn_ready(r->pg))
-        return;
-    struct strbuf *ids = &r->arrays[0], *attempts = &r->arrays[1];
-    pgarray_begin(ids);
-    pgarray_begin(attempts);
-    for (size_t i = 0; i < r->deferrals.count; i++) {
-        pgarray_item_int(ids, r->deferrals.ids[i]);
-        pgarray_item_int(attempts, r->deferrals.attempts[i]);
-    }
-    pgarray_end(ids);
-    pgarray_end(attempts);
-    char delay[24];
-    const char *params[4] = {r->cfg->relay_id, ids->data, attempts->data,
-                             int_text(delay, sizeof(delay), 500 + (int)(relay_random(r) * 1000))};
-    if (pg_query(r->pg, STMT_DEFER, 4, params, on_deferred, r)) {
-        r->deferring = true;
-        r->deferrals_sent = r->deferrals.count;
-    }
 }
 
 /* ---------------------------------------------------------------- reconciliation */
@@ -528,7 +580,7 @@ static void on_unknown_claimed(void *data, PGresult *res, const char *error)
             continue; /* the lease lapses; asked again later */
         relay_start_delivery(r, t, strtoll(PQgetvalue(res, i, 0), NULL, 10), PQgetvalue(res, i, 1),
                              NULL, (int)strtol(PQgetvalue(res, i, 3), NULL, 10), true,
-                             strtoll(PQgetvalue(res, i, 4), NULL, 10));
+                             strtoll(PQgetvalue(res, i, 4), NULL, 10), false);
     }
     r->reconciles_started += (uint64_t)rows;
 }
@@ -598,16 +650,11 @@ static void on_claimed(void *data, PGresult *res, const char *error)
                                NULL, 0);
             continue;
         }
-        if (attempt > 1 && !budget_allows_retry(&t->budget, t->retry_budget_ratio,
-                                                t->retry_budget_floor, wall_ms() / 1000)) {
-            relay_defer(r, t, id, attempt);
-            continue;
-        }
         relay_start_delivery(r, t, id, PQgetvalue(res, i, 1), PQgetvalue(res, i, 3), attempt,
-                             ambiguous, first_attempt_ms);
+                             ambiguous, first_attempt_ms, PQgetvalue(res, i, 7)[0] == 't');
     }
-    relay_send_deferrals(r);
     r->claimed += (uint64_t)rows;
+    r->empty_claims = rows == 0 ? r->empty_claims + 1 : 0;
     bool full = rows > 0 && rows >= r->cfg->batch_size;
     if (rows > 0 && r->in_flight >= r->cfg->max_in_flight)
         full = true;
@@ -635,6 +682,48 @@ static void on_claimed(void *data, PGresult *res, const char *error)
     relay_flush(r);
 }
 
+/* The room this relay has for a target now: its cap (the target's and the
+ * relay's per-target limit), narrowed by the adaptive window, minus what is
+ * in flight. Zero for a target that is disabled or gone from the table. The
+ * shared gates (circuit, pause, rate) are applied by outbox.claim. */
+static int relay_target_room(const struct relay *r, struct target *t)
+{
+    if (!t->present || !t->enabled)
+        return 0;
+    int cap = t->max_in_flight < r->cfg->max_in_flight_per_target
+                  ? t->max_in_flight
+                  : r->cfg->max_in_flight_per_target;
+    return flow_room(&t->flow, cap, t->in_flight);
+}
+
+/* Fills names (text[]) and, when rooms is not NULL, rooms (int[], each at
+ * most limit) with the targets this relay has room for, starting at a random
+ * one (fairness across targets). Returns how many. */
+static size_t relay_claimable_targets(struct relay *r, struct strbuf *names, struct strbuf *rooms,
+                                      int limit)
+{
+    pgarray_begin(names);
+    if (rooms)
+        pgarray_begin(rooms);
+    size_t count = 0;
+    size_t n = r->targets.count;
+    size_t start = n ? (size_t)(relay_random(r) * (double)n) : 0;
+    for (size_t k = 0; k < n; k++) {
+        struct target *t = r->targets.items[(start + k) % n];
+        int target_room = relay_target_room(r, t);
+        if (target_room <= 0)
+            continue;
+        pgarray_item_text(names, t->name, strlen(t->name));
+        if (rooms)
+            pgarray_item_int(rooms, target_room < limit ? target_room : limit);
+        count++;
+    }
+    pgarray_end(names);
+    if (rooms)
+        pgarray_end(rooms);
+    return count;
+}
+
 static void relay_maybe_claim(struct relay *r)
 {
     if (r->stopping || !r->targets_loaded || !pg_conn_ready(r->pg))
@@ -652,29 +741,8 @@ static void relay_maybe_claim(struct relay *r)
     int limit = room < r->cfg->batch_size ? room : r->cfg->batch_size;
 
     struct strbuf *names = &r->arrays[0], *rooms = &r->arrays[1];
-    pgarray_begin(names);
-    pgarray_begin(rooms);
-    size_t count = 0;
-    size_t n = r->targets.count;
-    size_t start = n ? (size_t)(relay_random(r) * (double)n) : 0; /* fairness across targets */
-    for (size_t k = 0; k < n; k++) {
-        struct target *t = r->targets.items[(start + k) % n];
-        if (!t->present || !t->enabled)
-            continue;
-        int cap = t->max_in_flight < r->cfg->max_in_flight_per_target
-                      ? t->max_in_flight
-                      : r->cfg->max_in_flight_per_target;
-        int target_room = cap - t->in_flight;
-        if (target_room <= 0)
-            continue;
-        pgarray_item_text(names, t->name, strlen(t->name));
-        pgarray_item_int(rooms, target_room < limit ? target_room : limit);
-        count++;
-    }
-    pgarray_end(names);
-    pgarray_end(rooms);
-    if (count == 0)
-        return;
+    if (relay_claimable_targets(r, names, rooms, limit) == 0)
+        return; /* nothing can be sent now: a delivery's end or a reload claims again */
     char limit_text[24], lease_text[24];
     const char *params[5] = {r->cfg->relay_id, names->data, rooms->data,
                              int_text(limit_text, sizeof(limit_text), limit),
@@ -958,7 +1026,6 @@ static void on_maintenance_timer(uv_timer_t *timer)
     relay_renew_leases(r);
     relay_flush(r);
     relay_send_releases(r);
-    relay_send_deferrals(r);
     if (r->stopping)
         return;
     if (now - r->last_targets_ms >= (uint64_t)r->cfg->targets_refresh_ms)
@@ -983,7 +1050,6 @@ static void on_db_ready(void *data)
     relay_load_targets(r);
     relay_flush(r);
     relay_send_releases(r);
-    relay_send_deferrals(r);
     if (r->stopping)
         relay_check_shutdown(r);
     else
@@ -1062,6 +1128,32 @@ static const char *relay_ready_reason(void *data)
     return r->targets_loaded ? "" : "targets not loaded yet";
 }
 
+static void relay_write_flow_metrics(struct relay *r, struct strbuf *out)
+{
+    metrics_family(out, "outbox_target_circuit_open", METRICS_GAUGE,
+                   "1 while the target's circuit is open or half-open (shared by all relays).");
+    for (size_t i = 0; i < r->targets.count; i++)
+        metrics_sample(out, "outbox_target_circuit_open",
+                       METRICS_LABELS({"target", r->targets.items[i]->name}),
+                       r->targets.items[i]->circuit != CIRCUIT_CLOSED ? 1 : 0);
+    metrics_family(out, "outbox_target_paused", METRICS_GAUGE,
+                   "1 while a Retry-After (429 or 503) pauses the whole target.");
+    for (size_t i = 0; i < r->targets.count; i++)
+        metrics_sample(out, "outbox_target_paused",
+                       METRICS_LABELS({"target", r->targets.items[i]->name}),
+                       r->targets.items[i]->paused ? 1 : 0);
+    metrics_family(out, "outbox_target_concurrency_limit", METRICS_GAUGE,
+                   "This relay's adaptive concurrency window for the target (AIMD).");
+    for (size_t i = 0; i < r->targets.count; i++) {
+        struct target *t = r->targets.items[i];
+        int cap = t->max_in_flight < r->cfg->max_in_flight_per_target
+                      ? t->max_in_flight
+                      : r->cfg->max_in_flight_per_target;
+        metrics_sample(out, "outbox_target_concurrency_limit", METRICS_LABELS({"target", t->name}),
+                       (double)(flow_room(&t->flow, cap, 0)));
+    }
+}
+
 static void relay_write_metrics(void *data, struct strbuf *out)
 {
     struct relay *r = data;
@@ -1099,12 +1191,7 @@ static void relay_write_metrics(void *data, struct strbuf *out)
         metrics_sample_uint(out, "outbox_retries_total",
                             METRICS_LABELS({"target", r->targets.items[i]->name}),
                             r->targets.items[i]->retries);
-    metrics_family(out, "outbox_retry_budget_exhausted_total", METRICS_COUNTER,
-                   "Retries deferred because the target's retry budget was spent.");
-    for (size_t i = 0; i < r->targets.count; i++)
-        metrics_sample_uint(out, "outbox_retry_budget_exhausted_total",
-                            METRICS_LABELS({"target", r->targets.items[i]->name}),
-                            r->targets.items[i]->budget_exhausted);
+    relay_write_flow_metrics(r, out);
     metrics_family(out, "outbox_in_flight", METRICS_GAUGE,
                    "Deliveries and status checks of this relay in flight, by target.");
     for (size_t i = 0; i < r->targets.count; i++)
@@ -1218,7 +1305,6 @@ static void relay_check_shutdown(struct relay *r)
         return; /* the grace timer is running */
     relay_flush(r);
     relay_send_releases(r);
-    relay_send_deferrals(r);
     if (relay_has_work(r) || r->claim_running || r->take_over_running || r->reconcile_running)
         return; /* wait for the database (bounded by the shutdown timer) */
     if (r->farewell_sent)
@@ -1402,8 +1488,6 @@ int relay_run(const struct config *cfg)
     free(r->recording.items);
     free(r->releases.ids);
     free(r->releases.attempts);
-    free(r->deferrals.ids);
-    free(r->deferrals.attempts);
     for (int i = 0; i < 12; i++)
         strbuf_free(&r->arrays[i]);
     delivery_pool_drain();

@@ -30,38 +30,40 @@
 #define STMT_RELEASE "release"
 /* $1 relay, $2 limit, $3 lease ms */
 #define STMT_CLAIM_UNKNOWN "claim_unknown"
-/* $1 relay, $2 bigint[] ids, $3 int[] attempts, $4 delay ms */
-#define STMT_DEFER "defer"
+/* $1 relay, $2 target, $3 event, $4 reason, $5 ms (see outbox.target_event) */
+#define STMT_TARGET_EVENT "target_event"
 /* $1 key */
 #define STMT_OUTCOME "outcome"
 /* no parameters */
 #define STMT_LIVE_COUNTS "live_counts"
-/* no parameters */
+/* $1 text[] targets this relay has room for */
 #define STMT_NEXT_DUE "next_due"
 #define STMT_TARGETS "targets"
 
 static const struct pg_statement relay_statements[] = {
     {STMT_HEARTBEAT, "SELECT outbox.relay_heartbeat($1, $2)"},
     {STMT_GONE, "SELECT outbox.relay_gone($1)"},
-    {STMT_CLAIM, "SELECT id, key, target, payload, attempt, ambiguous, first_attempt_ms"
+    {STMT_CLAIM, "SELECT id, key, target, payload, attempt, ambiguous, first_attempt_ms, probe"
                  " FROM outbox.claim($1, $2, $3, $4, $5)"},
     {STMT_TAKE_OVER, "SELECT id, key, target, attempt, ambiguous, first_attempt_ms, previous_owner"
                      " FROM outbox.take_over_expired($1, $2, $3)"},
     {STMT_RENEW, "SELECT outbox.renew_leases($1, $2, $3)"},
     {STMT_RECORD, "SELECT outbox.record($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)"},
     {STMT_RELEASE, "SELECT outbox.release($1, $2, $3)"},
-    {STMT_NEXT_DUE, "SELECT outbox.next_due_ms()"},
+    {STMT_NEXT_DUE, "SELECT outbox.next_due_ms($1)"},
     {STMT_CLAIM_UNKNOWN, "SELECT id, key, target, attempt, first_attempt_ms"
                          " FROM outbox.claim_unknown($1, $2, $3)"},
-    {STMT_DEFER, "SELECT outbox.defer($1, $2, $3, $4)"},
+    {STMT_TARGET_EVENT, "SELECT circuit, gate_ms FROM outbox.target_event($1, $2, $3, $4, $5)"},
     {STMT_OUTCOME, "SELECT row_to_json(o)::text FROM outbox.outcome($1) o"},
     {STMT_LIVE_COUNTS, "SELECT state, intents, oldest_due_age_s FROM outbox.live_counts()"},
     {STMT_TARGETS,
-     "SELECT name, url, method, key_header, (extract(epoch FROM key_ttl) * 1000)::bigint,"
+     "SELECT t.name, url, method, key_header, (extract(epoch FROM key_ttl) * 1000)::bigint,"
      " status_url, timeout_ms, max_attempts, backoff_base_ms, backoff_cap_ms,"
      " coalesce(reconcile_delay_ms, 3 * timeout_ms), max_in_flight, headers::text, secret_env,"
-     " enabled, retry_budget_ratio, retry_budget_floor"
-     " FROM outbox.targets ORDER BY name"},
+     " enabled, (extract(epoch FROM retry_for) * 1000)::bigint, rate_limit_per_s,"
+     " circuit_failure_threshold, coalesce(s.circuit, 'closed'),"
+     " coalesce(s.paused_until > now(), false)"
+     " FROM outbox.targets t LEFT JOIN outbox.target_state s ON s.target = t.name ORDER BY t.name"},
 };
 
 #define RELAY_STATEMENT_COUNT (sizeof(relay_statements) / sizeof(relay_statements[0]))

@@ -149,7 +149,7 @@ void targets_load(struct target_set *set, PGresult *res)
         t->key_ttl_ms = strtoll(PQgetvalue(res, r, 4), NULL, 10);
         t->status_url = dup_or_null(res, r, 5);
         t->timeout_ms = (int)strtol(PQgetvalue(res, r, 6), NULL, 10);
-        t->max_attempts = (int)strtol(PQgetvalue(res, r, 7), NULL, 10);
+        t->max_attempts = PQgetisnull(res, r, 7) ? 0 : (int)strtol(PQgetvalue(res, r, 7), NULL, 10);
         t->backoff_base_ms = (int)strtol(PQgetvalue(res, r, 8), NULL, 10);
         t->backoff_cap_ms = (int)strtol(PQgetvalue(res, r, 9), NULL, 10);
         t->reconcile_delay_ms = (int)strtol(PQgetvalue(res, r, 10), NULL, 10);
@@ -157,8 +157,11 @@ void targets_load(struct target_set *set, PGresult *res)
         t->static_headers = parse_static_headers(t->name, PQgetvalue(res, r, 12));
         t->secret_env = dup_or_null(res, r, 13);
         t->enabled = PQgetvalue(res, r, 14)[0] == 't';
-        t->retry_budget_ratio = strtod(PQgetvalue(res, r, 15), NULL);
-        t->retry_budget_floor = (int)strtol(PQgetvalue(res, r, 16), NULL, 10);
+        t->retry_for_ms = strtoll(PQgetvalue(res, r, 15), NULL, 10);
+        t->rate_limit_per_s = PQgetisnull(res, r, 16) ? 0 : strtod(PQgetvalue(res, r, 16), NULL);
+        t->circuit_failure_threshold = (int)strtol(PQgetvalue(res, r, 17), NULL, 10);
+        t->circuit = flow_circuit_parse(PQgetvalue(res, r, 18));
+        t->paused = PQgetvalue(res, r, 19)[0] == 't';
         t->present = true;
         load_secret(t);
     }
@@ -182,6 +185,7 @@ struct retry_policy target_retry_policy(const struct target *t)
         .honours_keys = t->key_header != NULL,
         .key_ttl_ms = t->key_ttl_ms,
         .max_attempts = t->max_attempts,
+        .retry_for_ms = t->retry_for_ms,
         .backoff_base_ms = t->backoff_base_ms,
         .backoff_cap_ms = t->backoff_cap_ms,
         .reconcile_delay_ms = t->reconcile_delay_ms,

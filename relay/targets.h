@@ -13,7 +13,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "budget.h"
+#include "flow.h"
 #include "outcome.h"
 
 struct target {
@@ -24,22 +24,25 @@ struct target {
     char *status_url; /* NULL: none */
     int64_t key_ttl_ms;
     int timeout_ms;
-    int max_attempts;
+    int max_attempts; /* 0: no cap (retry_for bounds the retries) */
+    int64_t retry_for_ms;
     int backoff_base_ms;
     int backoff_cap_ms;
     int reconcile_delay_ms;
     int max_in_flight;
-    double retry_budget_ratio;
-    int retry_budget_floor;
+    double rate_limit_per_s; /* 0: unlimited (applied by outbox.claim) */
+    int circuit_failure_threshold;
     char **static_headers; /* "Name: value", NULL-terminated */
     char *secret_env;
     unsigned char *secret; /* signing key (decoded), NULL when unset */
     size_t secret_len;
     bool enabled;
-    bool present;  /* still in outbox.targets at the last reload */
-    int in_flight; /* deliveries and status checks of this relay now */
-    struct retry_budget budget;
-    uint64_t budget_exhausted; /* retries deferred because the budget was spent */
+    bool present;               /* still in outbox.targets at the last reload */
+    int in_flight;              /* deliveries and status checks of this relay now */
+    struct target_flow flow;    /* this relay's window and failure run */
+    enum circuit_state circuit; /* as last read from, or reported to, the database */
+    bool paused;                /* a Retry-After pause, as last read or reported */
+    uint64_t circuit_reports;   /* target_event reports sent (open, probe, gone, pause) */
     /* Counters for /metrics; records survive reloads, so do the counts. */
     uint64_t attempts_by_class[CLASS_COUNT];
     uint64_t decisions_by_state[STATE_UNKNOWN + 1];

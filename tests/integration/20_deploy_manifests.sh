@@ -97,8 +97,8 @@ def skip(reason):
 
 KNOWN_METRICS = {
     "outbox_intents", "outbox_oldest_pending_age_seconds", "outbox_attempts_total",
-    "outbox_retry_budget_exhausted_total", "outbox_db_reconnects_total", "outbox_ready",
-    "outbox_in_flight", "outbox_deliveries_total",
+    "outbox_db_reconnects_total", "outbox_ready", "outbox_in_flight", "outbox_deliveries_total",
+    "outbox_target_circuit_open", "outbox_target_concurrency_limit", "outbox_target_paused",
 }
 RUNBOOK = "deploy/RUNBOOK.md"
 # Environment variables that must come from a Secret, never from a value.
@@ -453,7 +453,7 @@ def check_render(tag, path, kdir):
                      for g in o["spec"].get("groups") or [] for r in g.get("rules") or [])
     for needle in ('outbox_intents{state="unknown"}', 'outbox_intents{state="in_flight"}',
                    "outbox_oldest_pending_age_seconds", 'class=~"permanent_failure|key_conflict"',
-                   "outbox_retry_budget_exhausted_total", "outbox_ready", "up{job=",
+                   "outbox_target_circuit_open", "outbox_ready", "up{job=",
                    "kube_deployment_status_replicas_available", "outbox_db_reconnects_total"):
         if needle not in exprs:
             p.append("no alert uses %s" % needle)

@@ -1,11 +1,12 @@
--- 11_target_health: outbox.target_health on a small crafted dataset (migrations/0007_compensation_health.sql).
+-- 11_target_health: outbox.target_health on a small crafted dataset (migrations/0007_compensation_health.sql,
+-- recreated with the circuit in 0009_flow_control.sql).
 --   live rows by state           pending, in_flight, unknown, awaiting_approval: all of them
 --   final rows                   succeeded/failed/cancelled that settled in the last 5 minutes only
 --   attempts                     delivery classes in the last 5 minutes: count, success ratio, p95 latency
 --                                (percentile_cont, to 0.1 ms); reconciliations and people's decisions do not count
 --   oldest_pending_age           how long the oldest *due* pending row has waited; 0 when none is due
---   retry_budget_left            retry_budget_floor + retry_budget_ratio x first attempts - retries,
---                                delivery attempts of the last 10 s, floored at 0
+--   circuit                      closed, open (since, reason, next probe) or half_open, from target_state;
+--                                paused_until only while a Retry-After pause lasts; rate_limit_per_s
 --   an idle target               a row of zeros (NULL ratio and latency)
 --   the relay's own functions    a claim + outbox.record show up at once (the view finds the attempts
 --                                of the window through the intents changed in it: record sets updated_at)
@@ -16,8 +17,8 @@ BEGIN;
 SELECT plan(26);
 
 INSERT INTO outbox.targets (name, url) VALUES ('h1', 'https://h1.test/hook');
-INSERT INTO outbox.targets (name, url, retry_budget_floor, retry_budget_ratio) VALUES ('h2', 'https://h2.test/hook', 2, 0.5);
-INSERT INTO outbox.targets (name, url, retry_budget_floor, retry_budget_ratio) VALUES ('h3', 'https://h3.test/hook', 2, 0.5);
+INSERT INTO outbox.targets (name, url, rate_limit_per_s) VALUES ('h2', 'https://h2.test/hook', 50);
+INSERT INTO outbox.targets (name, url) VALUES ('h3', 'https://h3.test/hook');
 INSERT INTO outbox.targets (name, url, enabled) VALUES ('idle', 'https://idle.test/hook', false);
 
 -- a row in a given state, last changed `ago` before now, due at now() + due
@@ -63,27 +64,34 @@ SELECT pg_temp.att('x-1', 1, 'reconciled_not_executed', 99999, '1 minute') \g /d
 SELECT pg_temp.att('c-1', 0, 'resolved', NULL, '2 minutes') \g /dev/null
 SELECT pg_temp.att('p-new', 1, 'released', NULL, '3 seconds') \g /dev/null
 
--- h2: the retry budget. In the last 10 s: 5 first attempts (succeeded, 1..5 ms) and 3 retries
+-- h2: in the last 10 s: 5 first attempts (succeeded, 1..5 ms) and 3 retries
 -- (retry_later, 6..8 ms) -> 2 + 0.5 x 5 - 3 = 1.5 -> 1; a reconciliation (attempt 1) is no first attempt.
 SELECT pg_temp.mk('h2', 'b-' || n, 'succeeded', '1 second') FROM generate_series(1, 8) n \g /dev/null
 SELECT pg_temp.att('b-' || n, CASE WHEN n <= 5 THEN 1 ELSE 2 END,
                    CASE WHEN n <= 5 THEN 'succeeded' ELSE 'retry_later' END::outbox.attempt_class, n, interval '2 seconds')
   FROM generate_series(1, 8) n \g /dev/null
 SELECT pg_temp.att('b-1', 1, 'reconciled_executed', 3, '2 seconds') \g /dev/null
--- first attempts 11 s ago are outside the budget window (but inside the 5 minutes)
+-- first attempts 11 s ago (inside the 5 minutes)
 SELECT pg_temp.mk('h2', 'b-9', 'succeeded', '11 seconds') \g /dev/null
 SELECT pg_temp.att('b-9', 1, 'succeeded', 9, '11 seconds') \g /dev/null
 
--- h3: more retries than the budget allows -> 0, never negative: 6 retries, no first attempt
+-- h3: 6 failed retries; its circuit opened 30 s ago, the next probe in 2 s
+UPDATE outbox.target_state SET circuit = 'open', circuit_since = now() - interval '30 seconds',
+       circuit_reason = 'connect refused', probe_at = now() + interval '2 seconds', probe_interval_ms = 4000
+ WHERE target = 'h3';
+-- h2: paused by a Retry-After for 5 more seconds; idle: a pause that is over
 SELECT pg_temp.mk('h3', 'e-1', 'pending', '0', '10 seconds') \g /dev/null
 SELECT pg_temp.att('e-1', n, 'ambiguous', 1000, interval '1 second') FROM generate_series(2, 7) n \g /dev/null
+UPDATE outbox.target_state SET paused_until = now() + interval '5 seconds' WHERE target = 'h2';
+UPDATE outbox.target_state SET paused_until = now() - interval '1 second' WHERE target = 'idle';
 
 -- ---------------------------------------------------------------------------
 SELECT has_view('outbox', 'target_health', 'outbox.target_health exists');
 SELECT columns_are('outbox', 'target_health',
        ARRAY['target', 'enabled', 'pending', 'in_flight', 'unknown', 'awaiting_approval', 'succeeded_5m', 'failed_5m',
              'cancelled_5m', 'attempts_5m', 'attempts_succeeded_5m', 'success_ratio_5m', 'p95_latency_ms_5m',
-             'p95_succeeded_latency_ms_5m', 'oldest_pending_age', 'retry_budget_left'],
+             'p95_succeeded_latency_ms_5m', 'oldest_pending_age', 'circuit', 'circuit_since', 'circuit_reason',
+             'next_probe_at', 'paused_until', 'rate_limit_per_s'],
        'target_health has the documented columns');
 SELECT has_index('outbox', 'intents', 'intents_settled', ARRAY['updated_at'], 'index of settled rows by updated_at');
 SELECT matches(pg_get_indexdef('outbox.intents_settled'::regclass),
@@ -106,8 +114,11 @@ SELECT is((SELECT p95_succeeded_latency_ms_5m FROM outbox.target_health WHERE ta
           'h1 p95 latency over succeeded deliveries (20..90 ms): 86.5');
 SELECT is((SELECT oldest_pending_age FROM outbox.target_health WHERE target = 'h1'), interval '2 minutes',
           'h1 oldest pending age: the row due 2 minutes ago (the one due in an hour does not count)');
-SELECT is((SELECT retry_budget_left FROM outbox.target_health WHERE target = 'h1'), 10,
-          'h1 retry budget: no attempt in the last 10 s -> the floor, 10');
+SELECT results_eq($$SELECT circuit, circuit_since, circuit_reason, next_probe_at, paused_until, rate_limit_per_s
+                      FROM outbox.target_health WHERE target = 'h1'$$,
+                  $$SELECT 'closed'::text, circuit_since, NULL::text, NULL::timestamptz, NULL::timestamptz, NULL::real
+                      FROM outbox.target_state WHERE target = 'h1'$$,
+                  'h1 circuit: closed, no probe, no pause, no rate limit');
 
 SELECT results_eq($$SELECT pending, succeeded_5m, attempts_5m, attempts_succeeded_5m, success_ratio_5m
                       FROM outbox.target_health WHERE target = 'h2'$$,
@@ -115,21 +126,23 @@ SELECT results_eq($$SELECT pending, succeeded_5m, attempts_5m, attempts_succeede
                   'h2: 9 settled, 9 deliveries (6 succeeded, 3 retry_later): ratio 0.6667');
 SELECT is((SELECT p95_latency_ms_5m FROM outbox.target_health WHERE target = 'h2'), 8.6::numeric,
           'h2 p95 latency over 1..9 ms: 8.6');
-SELECT is((SELECT retry_budget_left FROM outbox.target_health WHERE target = 'h2'), 1,
-          'h2 retry budget: 2 + 0.5 x 5 first attempts - 3 retries = 1.5 -> 1');
-SELECT is((SELECT retry_budget_left FROM outbox.target_health WHERE target = 'h3'), 0,
-          'h3 retry budget: 2 + 0 - 6 retries -> 0, never negative');
+SELECT results_eq($$SELECT circuit, paused_until, rate_limit_per_s FROM outbox.target_health WHERE target = 'h2'$$,
+                  $$VALUES ('closed'::text, now() + interval '5 seconds', 50::real)$$,
+                  'h2: closed, paused for 5 more seconds, 50 requests/s');
+SELECT results_eq($$SELECT circuit, circuit_since, circuit_reason, next_probe_at FROM outbox.target_health WHERE target = 'h3'$$,
+                  $$VALUES ('open'::text, now() - interval '30 seconds', 'connect refused'::text, now() + interval '2 seconds')$$,
+                  'h3: circuit open for 30 s with its reason and the time of the next probe');
 SELECT results_eq($$SELECT pending, oldest_pending_age, success_ratio_5m FROM outbox.target_health WHERE target = 'h3'$$,
                   $$VALUES (1::bigint, interval '0', 0.0000::numeric)$$,
                   'h3: a pending row not yet due -> oldest_pending_age 0; only ambiguous attempts -> ratio 0');
 
 SELECT results_eq($$SELECT enabled, pending, in_flight, unknown, awaiting_approval, succeeded_5m, failed_5m, cancelled_5m,
                            attempts_5m, attempts_succeeded_5m, success_ratio_5m, p95_latency_ms_5m, oldest_pending_age,
-                           retry_budget_left
+                           circuit, paused_until
                       FROM outbox.target_health WHERE target = 'idle'$$,
                   $$VALUES (false, 0::bigint, 0::bigint, 0::bigint, 0::bigint, 0::bigint, 0::bigint, 0::bigint, 0::bigint, 0::bigint,
-                            NULL::numeric, NULL::numeric, interval '0', 10)$$,
-                  'an idle (disabled) target: zeros, no ratio or latency, the budget floor');
+                            NULL::numeric, NULL::numeric, interval '0', 'closed'::text, NULL::timestamptz)$$,
+                  'an idle (disabled) target: zeros, no ratio or latency, closed, a pause that is over is not shown');
 
 -- the row follows the state: one settles, one becomes due
 UPDATE outbox.intents SET state = 'succeeded', updated_at = now() WHERE key = 'u-1';
@@ -149,9 +162,9 @@ SELECT is(outbox.record('relay-9', array_agg(id ORDER BY key), array_agg(attempt
           '(outbox.record of one retry and one success)')
   FROM claimed;
 SELECT results_eq($$SELECT pending, in_flight, succeeded_5m, attempts_5m, attempts_succeeded_5m, success_ratio_5m,
-                           p95_succeeded_latency_ms_5m, retry_budget_left
+                           p95_succeeded_latency_ms_5m, circuit
                       FROM outbox.target_health WHERE target = 'h4'$$,
-                  $$VALUES (1::bigint, 0::bigint, 1::bigint, 2::bigint, 1::bigint, 0.5000::numeric, 42.0::numeric, 10)$$,
+                  $$VALUES (1::bigint, 0::bigint, 1::bigint, 2::bigint, 1::bigint, 0.5000::numeric, 42.0::numeric, 'closed'::text)$$,
                   'attempts recorded by outbox.record are counted (the row it changed carries the target)');
 
 -- ---------------------------------------------------------------------------

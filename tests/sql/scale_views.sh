@@ -157,7 +157,7 @@ explain_and_time "outbox.target_health" "SELECT * FROM outbox.target_health"
 # The numbers, against direct counts taken in the same statement (one now()).
 echo "# target_health:"
 sql -c "SELECT target, pending, in_flight, unknown, awaiting_approval, succeeded_5m, failed_5m, cancelled_5m, attempts_5m,
-               success_ratio_5m, p95_latency_ms_5m, oldest_pending_age, retry_budget_left
+               success_ratio_5m, p95_latency_ms_5m, oldest_pending_age, circuit
           FROM outbox.target_health ORDER BY target" -F ' | ' | sed 's/^/#   /'
 mismatch=$(sql -c "
     WITH v AS (SELECT sum(pending) p, sum(in_flight) f, sum(unknown) u, sum(awaiting_approval) w, sum(succeeded_5m) s,

@@ -91,7 +91,7 @@ START_TEST(defaults)
     ck_assert_int_eq(cfg.batch_size, 256);
     ck_assert_int_eq(cfg.poll_interval_ms, 2000);
     ck_assert_int_eq(cfg.max_in_flight, 1024);
-    ck_assert_int_eq(cfg.max_in_flight_per_target, 512);
+    ck_assert_int_eq(cfg.max_in_flight_per_target, 1024);
     ck_assert_int_eq(cfg.lease_ms, 30000);
     ck_assert_int_eq(cfg.grace_ms, 20000);
     ck_assert_int_eq(cfg.reconnect_max_ms, 5000);

@@ -583,6 +583,62 @@ START_TEST(state_names_match_sql_enum)
 }
 END_TEST
 
+/* ---------------------------------------------------------------- retry horizon */
+
+/* No cap on attempts: a target that keeps refusing connections is retried
+ * while retry_for lasts, whatever the attempt number. */
+START_TEST(decide_horizon_is_time_without_a_cap)
+{
+    struct retry_policy p = keyed_policy();
+    p.max_attempts = 0;
+    p.retry_for_ms = 3 * DAY_MS;
+    struct intent_progress pr = progress_at(500, false);
+    pr.now_ms = T0 + 2 * DAY_MS;
+    struct decision d = outcome_decide(CLASS_NOT_SENT, &p, &pr, 0.5);
+    ck_assert_int_eq(d.next_state, STATE_PENDING);
+    pr.now_ms = T0 + 3 * DAY_MS - 1000;
+    d = outcome_decide(CLASS_NOT_SENT, &p, &pr, 0.99);
+    ck_assert_msg(d.next_state == STATE_FAILED,
+                  "a retry that would go after retry_for is not scheduled: failed (none sent)");
+    ck_assert(strcmp(outcome_state_name(d.next_state), "failed") == 0);
+}
+END_TEST
+
+/* The optional cap still ends retries early, and a retry horizon that ran
+ * out never turns a maybe-executed intent into failed. */
+START_TEST(decide_horizon_cap_and_ambiguity)
+{
+    struct retry_policy p = keyed_policy();
+    p.max_attempts = 3;
+    p.retry_for_ms = 3 * DAY_MS;
+    struct intent_progress pr = progress_at(3, false);
+    ck_assert_int_eq(outcome_decide(CLASS_RETRY_LATER, &p, &pr, 0.5).next_state, STATE_FAILED);
+    pr = progress_at(2, false);
+    ck_assert_int_eq(outcome_decide(CLASS_RETRY_LATER, &p, &pr, 0.5).next_state, STATE_PENDING);
+    p.max_attempts = 0;
+    p.key_ttl_ms = 10 * DAY_MS;
+    pr = progress_at(40, true);
+    pr.now_ms = T0 + 4 * DAY_MS;
+    ck_assert_int_eq(outcome_decide(CLASS_NOT_SENT, &p, &pr, 0.5).next_state, STATE_UNKNOWN);
+}
+END_TEST
+
+/* The status URL says nothing executed: pending again while the horizon
+ * lasts (no cap), failed after it. */
+START_TEST(decide_reconciled_not_executed_uses_horizon)
+{
+    struct retry_policy p = keyless_policy();
+    p.max_attempts = 0;
+    p.retry_for_ms = DAY_MS;
+    struct intent_progress pr = progress_at(12, true);
+    ck_assert_int_eq(outcome_decide(CLASS_RECONCILED_NOT_EXECUTED, &p, &pr, 0.5).next_state,
+                     STATE_PENDING);
+    pr.now_ms = T0 + DAY_MS;
+    ck_assert_int_eq(outcome_decide(CLASS_RECONCILED_NOT_EXECUTED, &p, &pr, 0.5).next_state,
+                     STATE_FAILED);
+}
+END_TEST
+
 Suite *outcome_suite(void)
 {
     Suite *s = suite_create("outcome");
@@ -607,6 +663,9 @@ Suite *outcome_suite(void)
     tcase_add_test(tc, decide_invariant_never_failed_if_maybe_executed);
     tcase_add_test(tc, decide_after_ambiguous_key_expired_no_resend);
     tcase_add_test(tc, decide_same_key_retry_not_scheduled_past_key_ttl);
+    tcase_add_test(tc, decide_horizon_is_time_without_a_cap);
+    tcase_add_test(tc, decide_horizon_cap_and_ambiguity);
+    tcase_add_test(tc, decide_reconciled_not_executed_uses_horizon);
     suite_add_tcase(s, tc);
 
     tc = tcase_create("backoff");

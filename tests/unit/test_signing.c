@@ -362,7 +362,7 @@ END_TEST
 /* ---------------------------------------------------------------- targets_load */
 
 /* A PGresult shaped like STMT_TARGETS, built client-side (no server). */
-#define TARGET_COLUMNS 17
+#define TARGET_COLUMNS 20
 
 struct target_row {
     const char *v[TARGET_COLUMNS]; /* NULL = SQL NULL */
@@ -371,23 +371,16 @@ struct target_row {
 static struct target_row default_row(const char *name)
 {
     struct target_row r = {{
-        name,
-        "http://127.0.0.1:1/hook",
-        "POST",
-        "Idempotency-Key",
-        "86400000",
-        NULL,
-        "1000",
-        "5",
-        "500",
-        "300000",
-        "3000",
-        "16",
-        "{}",
-        NULL,
-        "t",
-        "0.1",
-        "10",
+        name,       "http://127.0.0.1:1/hook",
+        "POST",     "Idempotency-Key",
+        "86400000", NULL,
+        "1000",     "5",
+        "500",      "300000",
+        "3000",     "16",
+        "{}",       NULL,
+        "t",        "259200000",
+        NULL,       "10",
+        "closed",   "f",
     }};
     return r;
 }
@@ -410,8 +403,11 @@ static PGresult *targets_result(const struct target_row *rows, int count)
         "headers",
         "secret_env",
         "enabled",
-        "retry_budget_ratio",
-        "retry_budget_floor",
+        "retry_for_ms",
+        "rate_limit_per_s",
+        "circuit_failure_threshold",
+        "circuit",
+        "paused",
     };
     PGresult *res = PQmakeEmptyPGresult(NULL, PGRES_TUPLES_OK);
     ck_assert_ptr_nonnull(res);
@@ -471,7 +467,11 @@ START_TEST(load_reads_every_column)
     ck_assert_int_eq(t->max_in_flight, 16);
     ck_assert(t->enabled);
     ck_assert(t->present);
-    ck_assert_int_eq(t->retry_budget_floor, 10);
+    ck_assert_int_eq(t->retry_for_ms, 259200000);
+    ck_assert(t->rate_limit_per_s == 0);
+    ck_assert_int_eq(t->circuit_failure_threshold, 10);
+    ck_assert_int_eq(t->circuit, CIRCUIT_CLOSED);
+    ck_assert(!t->paused);
     ck_assert_ptr_null(t->secret);
     ck_assert_ptr_nonnull(t->static_headers);
     ck_assert_str_eq(t->static_headers[0], "Authorization: Bearer abc");

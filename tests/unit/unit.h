@@ -16,5 +16,6 @@ Suite *config_suite(void);
 Suite *signing_suite(void);
 
 Suite *metrics_suite(void);
+Suite *flow_suite(void);
 
 #endif

@@ -1,0 +1,147 @@
+/*
+ * flow.c — a relay's view of a target's health: AIMD window and failure run.
+ *
+ * DESIGN
+ * The window is additive-increase, multiplicative-decrease, as TCP's:
+ *   - a healthy answer adds one request to the window (so a target that keeps
+ *     answering doubles it every round trip, and a backlog after an outage
+ *     is back at full concurrency within a few dozen round trips);
+ *   - a failure, or a 429, halves it, at most once per FLOW_DECREASE_EVERY_MS,
+ *     so that the requests that were in flight together when a target went
+ *     down count as one event and not as a collapse to nothing;
+ *   - it never goes under one request (the target is still tried, and its
+ *     answers move the window) nor over the target's cap.
+ * Retries and first attempts share the window: there is no separate retry
+ * budget. A target that answers errors gets a smaller window, then an open
+ * circuit, so it receives fewer requests, never more; the relay is the only
+ * layer that retries (DESIGN's guard against 3 layers x 3 tries = 27x).
+ *
+ * The failure run opens the circuit: `threshold` failures in a row that are
+ * not the intent's fault (refused, timeout, reset, 5xx). The relay reports
+ * it to the database (outbox.target_event), which opens the circuit for
+ * every relay; a report for a circuit already open changes nothing, so it
+ * is sent again every `threshold` failures rather than remembered here.
+ */
+#include "flow.h"
+
+#include <string.h>
+
+enum flow_signal flow_signal_of(enum attempt_class cls, long http_status, bool sent_request)
+{
+    switch (cls) {
+    case CLASS_SUCCEEDED:
+    case CLASS_KEY_CONFLICT:
+        return FLOW_HEALTHY;
+    case CLASS_PERMANENT_FAILURE:
+        return http_status == 410 ? FLOW_GONE : FLOW_HEALTHY;
+    case CLASS_RETRY_LATER:
+        return http_status == 429 ? FLOW_OVERLOADED : FLOW_HEALTHY;
+    case CLASS_NOT_SENT:
+        return FLOW_FAILURE;
+    case CLASS_AMBIGUOUS:
+        /* A redirect or an interim answer is a working server saying
+         * something odd; the intent is ambiguous, the target is not down. */
+        if (http_status >= 100 && http_status < 400)
+            return FLOW_NEUTRAL;
+        return FLOW_FAILURE; /* 5xx, timeout, reset, empty or garbled reply */
+    case CLASS_RECONCILED_EXECUTED:
+    case CLASS_RECONCILED_NOT_EXECUTED:
+    case CLASS_RECONCILE_INCONCLUSIVE:
+        break;
+    }
+    (void)sent_request;
+    return FLOW_NEUTRAL;
+}
+
+static void flow_init(struct target_flow *f, int cap)
+{
+    if (!f->window_set) {
+        f->window = cap;
+        f->window_set = true;
+    }
+    if (f->window > cap)
+        f->window = cap;
+    if (f->window < 1)
+        f->window = 1;
+}
+
+static void flow_decrease(struct target_flow *f, uint64_t now_ms)
+{
+    if (f->last_decrease_ms != 0 && now_ms - f->last_decrease_ms < FLOW_DECREASE_EVERY_MS)
+        return;
+    f->window /= 2;
+    if (f->window < 1)
+        f->window = 1;
+    f->last_decrease_ms = now_ms ? now_ms : 1;
+}
+
+struct flow_actions flow_observe(struct target_flow *f, enum flow_signal signal, bool was_probe,
+                                 long http_status, int64_t retry_after_ms, int cap, int threshold,
+                                 uint64_t now_ms)
+{
+    struct flow_actions a;
+    memset(&a, 0, sizeof(a));
+    flow_init(f, cap);
+    switch (signal) {
+    case FLOW_NEUTRAL:
+        return a;
+    case FLOW_HEALTHY:
+        f->consecutive_failures = 0;
+        f->window += 1;
+        if (f->window > cap)
+            f->window = cap;
+        a.report_probe_succeeded = was_probe;
+        return a;
+    case FLOW_OVERLOADED:
+        /* Up, but asking us to slow down: a smaller window, and the pause it
+         * asked for. A probe that gets a 429 found the target alive. */
+        flow_decrease(f, now_ms);
+        a.report_probe_succeeded = was_probe;
+        a.pause_ms = retry_after_ms > 0 ? retry_after_ms : 0;
+        return a;
+    case FLOW_FAILURE:
+        f->consecutive_failures++;
+        flow_decrease(f, now_ms);
+        if (was_probe)
+            a.report_probe_failed = true;
+        else if (threshold > 0 && f->consecutive_failures % threshold == 0)
+            a.report_open = true;
+        if (http_status == 503 && retry_after_ms > 0)
+            a.pause_ms = retry_after_ms;
+        return a;
+    case FLOW_GONE:
+        a.report_gone = true;
+        return a;
+    }
+    return a;
+}
+
+int flow_room(struct target_flow *f, int cap, int in_flight)
+{
+    flow_init(f, cap);
+    int allowed = (int)f->window;
+    int room = allowed - in_flight;
+    return room > 0 ? room : 0;
+}
+
+enum circuit_state flow_circuit_parse(const char *text)
+{
+    if (text && strcmp(text, "open") == 0)
+        return CIRCUIT_OPEN;
+    if (text && strcmp(text, "half_open") == 0)
+        return CIRCUIT_HALF_OPEN;
+    return CIRCUIT_CLOSED;
+}
+
+const char *flow_circuit_name(enum circuit_state state)
+{
+    switch (state) {
+    case CIRCUIT_OPEN:
+        return "open";
+    case CIRCUIT_HALF_OPEN:
+        return "half_open";
+    case CIRCUIT_CLOSED:
+        break;
+    }
+    return "closed";
+}

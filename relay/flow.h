@@ -1,0 +1,71 @@
+/*
+ * flow.h — what one relay concludes about a target's health (pure).
+ *
+ * Owns, per target and per relay: the adaptive concurrency window (AIMD)
+ * and the count of consecutive failures that opens the circuit. It turns
+ * the outcome of each delivery into a health signal, and a signal into the
+ * actions the relay must take: shrink or grow the window, report to the
+ * database that the circuit should open, that a probe failed or succeeded,
+ * that the target is gone (410), or that it asked for a pause (Retry-After).
+ *
+ * What all relays must agree on (the circuit itself, the pause, the rate
+ * limit's tokens) lives in outbox.target_state and is applied by
+ * outbox.claim (migrations/0009_flow_control.sql); this file only decides
+ * what to report. No I/O here: tests/unit/test_flow.c covers every rule.
+ */
+#ifndef OUTBOX_FLOW_H
+#define OUTBOX_FLOW_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "outcome.h"
+
+/* At most one halving of the window per this many ms: one burst of failures
+ * (every request in flight refused at once) is one congestion event. */
+#define FLOW_DECREASE_EVERY_MS 100
+
+enum flow_signal {
+    FLOW_NEUTRAL,    /* says nothing about the target (a status check, an aborted request) */
+    FLOW_HEALTHY,    /* the target answered as a working service: 2xx, 4xx other than 410 and 429 */
+    FLOW_FAILURE,    /* not the intent's fault: refused, timeout, reset, 5xx */
+    FLOW_OVERLOADED, /* 429: slow down, but the target is up */
+    FLOW_GONE,       /* 410: stop sending to this endpoint */
+};
+
+enum circuit_state { CIRCUIT_CLOSED, CIRCUIT_OPEN, CIRCUIT_HALF_OPEN };
+
+struct target_flow {
+    double window;             /* requests in flight this relay allows itself */
+    int consecutive_failures;  /* since the last healthy answer */
+    uint64_t last_decrease_ms; /* loop time of the last halving */
+    bool window_set;           /* window was initialised from the cap */
+};
+
+struct flow_actions {
+    bool report_open;            /* the threshold was reached: open the circuit */
+    bool report_probe_failed;    /* this relay's probe failed */
+    bool report_probe_succeeded; /* this relay's probe succeeded: close it */
+    bool report_gone;            /* 410: open until an admin enables the target again */
+    int64_t pause_ms;            /* > 0: pause the whole target this long (Retry-After) */
+};
+
+/* The health signal of one finished delivery. */
+enum flow_signal flow_signal_of(enum attempt_class cls, long http_status, bool sent_request);
+
+/* Applies one signal. cap is the target's concurrency cap, threshold its
+ * circuit_failure_threshold, now_ms the loop's monotonic clock;
+ * retry_after_ms is -1 when the answer had none. A pause is asked for a 429,
+ * or a 503, that carried Retry-After. */
+struct flow_actions flow_observe(struct target_flow *f, enum flow_signal signal, bool was_probe,
+                                 long http_status, int64_t retry_after_ms, int cap, int threshold,
+                                 uint64_t now_ms);
+
+/* How many more requests this relay may start now: the window (never more
+ * than cap, never less than one) minus those in flight; never negative. */
+int flow_room(struct target_flow *f, int cap, int in_flight);
+
+enum circuit_state flow_circuit_parse(const char *text);
+const char *flow_circuit_name(enum circuit_state state);
+
+#endif

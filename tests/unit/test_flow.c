@@ -1,0 +1,176 @@
+/*
+ * test_flow.c — relay/flow.h: health signals, the AIMD window, the failure
+ * run that opens a circuit, probes, 410 and Retry-After.
+ */
+#include "unit.h"
+
+#include "flow.h"
+
+#include <string.h>
+
+static struct target_flow fresh(void)
+{
+    struct target_flow f;
+    memset(&f, 0, sizeof(f));
+    return f;
+}
+
+START_TEST(signals_by_class_and_status)
+{
+    ck_assert_int_eq(flow_signal_of(CLASS_SUCCEEDED, 200, true), FLOW_HEALTHY);
+    ck_assert_int_eq(flow_signal_of(CLASS_PERMANENT_FAILURE, 400, true), FLOW_HEALTHY);
+    ck_assert_int_eq(flow_signal_of(CLASS_KEY_CONFLICT, 422, true), FLOW_HEALTHY);
+    ck_assert_int_eq(flow_signal_of(CLASS_PERMANENT_FAILURE, 410, true), FLOW_GONE);
+    ck_assert_int_eq(flow_signal_of(CLASS_RETRY_LATER, 429, true), FLOW_OVERLOADED);
+    ck_assert_int_eq(flow_signal_of(CLASS_RETRY_LATER, 409, true), FLOW_HEALTHY);
+    ck_assert_int_eq(flow_signal_of(CLASS_NOT_SENT, 0, false), FLOW_FAILURE);
+    ck_assert_int_eq(flow_signal_of(CLASS_AMBIGUOUS, 0, true), FLOW_FAILURE);
+    ck_assert_int_eq(flow_signal_of(CLASS_AMBIGUOUS, 500, true), FLOW_FAILURE);
+    ck_assert_int_eq(flow_signal_of(CLASS_AMBIGUOUS, 503, true), FLOW_FAILURE);
+    ck_assert_int_eq(flow_signal_of(CLASS_AMBIGUOUS, 303, true), FLOW_NEUTRAL);
+    ck_assert_int_eq(flow_signal_of(CLASS_RECONCILE_INCONCLUSIVE, 500, true), FLOW_NEUTRAL);
+    ck_assert_int_eq(flow_signal_of(CLASS_RECONCILED_EXECUTED, 200, true), FLOW_NEUTRAL);
+}
+END_TEST
+
+START_TEST(window_starts_at_cap_and_is_bounded)
+{
+    struct target_flow f = fresh();
+    ck_assert_int_eq(flow_room(&f, 64, 0), 64);
+    ck_assert_int_eq(flow_room(&f, 64, 60), 4);
+    ck_assert_int_eq(flow_room(&f, 64, 80), 0);
+    ck_assert_int_eq(flow_room(&f, 16, 0), 16); /* the cap was lowered by a reload */
+    for (int i = 0; i < 100; i++)
+        flow_observe(&f, FLOW_HEALTHY, false, 200, -1, 16, 10, 1000);
+    ck_assert_int_eq(flow_room(&f, 16, 0), 16);
+}
+END_TEST
+
+/* A burst of failures that were in flight together halves the window once;
+ * failures spread over time halve it each FLOW_DECREASE_EVERY_MS, to one. */
+START_TEST(window_halves_once_per_interval_never_below_one)
+{
+    struct target_flow f = fresh();
+    for (int i = 0; i < 50; i++)
+        flow_observe(&f, FLOW_FAILURE, false, 0, -1, 512, 1000, 5000);
+    ck_assert_int_eq(flow_room(&f, 512, 0), 256);
+    uint64_t now = 5000;
+    for (int i = 0; i < 20; i++) {
+        now += FLOW_DECREASE_EVERY_MS;
+        flow_observe(&f, FLOW_FAILURE, false, 0, -1, 512, 1000, now);
+    }
+    ck_assert_int_eq(flow_room(&f, 512, 0), 1);
+    ck_assert_int_eq(flow_room(&f, 512, 1), 0);
+}
+END_TEST
+
+/* After an outage the window is back at the cap after cap successes:
+ * a healthy target's backlog drains at full concurrency within a few round
+ * trips (one success adds one; a round trip of w successes doubles w). */
+START_TEST(window_recovers_by_one_per_success)
+{
+    struct target_flow f = fresh();
+    uint64_t now = 1000;
+    for (int i = 0; i < 20; i++, now += FLOW_DECREASE_EVERY_MS)
+        flow_observe(&f, FLOW_FAILURE, false, 0, -1, 1024, 1000, now);
+    ck_assert_int_eq(flow_room(&f, 1024, 0), 1);
+    int successes = 0, w = 1, round_trips = 0;
+    while (flow_room(&f, 1024, 0) < 1024) {
+        for (int i = 0; i < w; i++, successes++)
+            flow_observe(&f, FLOW_HEALTHY, false, 200, -1, 1024, 1000, now);
+        w = flow_room(&f, 1024, 0);
+        round_trips++;
+    }
+    ck_assert_int_eq(successes, 1023);
+    ck_assert_int_le(round_trips, 11);
+}
+END_TEST
+
+START_TEST(failure_run_reports_open_every_threshold)
+{
+    struct target_flow f = fresh();
+    int opens = 0;
+    for (int i = 1; i <= 25; i++) {
+        struct flow_actions a = flow_observe(&f, FLOW_FAILURE, false, 0, -1, 8, 10, 100 * i);
+        opens += a.report_open;
+        if (i == 10 || i == 20)
+            ck_assert_msg(a.report_open, "failure %d reaches the threshold", i);
+    }
+    ck_assert_int_eq(opens, 2);
+    /* One healthy answer ends the run. */
+    flow_observe(&f, FLOW_HEALTHY, false, 200, -1, 8, 10, 5000);
+    ck_assert_int_eq(f.consecutive_failures, 0);
+    for (int i = 1; i <= 9; i++)
+        ck_assert(!flow_observe(&f, FLOW_FAILURE, false, 0, -1, 8, 10, 6000).report_open);
+    /* 429s and neutral answers neither extend nor end a run. */
+    flow_observe(&f, FLOW_OVERLOADED, false, 429, -1, 8, 10, 6000);
+    flow_observe(&f, FLOW_NEUTRAL, false, 0, -1, 8, 10, 6000);
+    ck_assert(flow_observe(&f, FLOW_FAILURE, false, 0, -1, 8, 10, 6000).report_open);
+}
+END_TEST
+
+START_TEST(probe_results)
+{
+    struct target_flow f = fresh();
+    struct flow_actions a = flow_observe(&f, FLOW_FAILURE, true, 0, -1, 8, 1, 100);
+    ck_assert(a.report_probe_failed);
+    ck_assert_msg(!a.report_open, "a failed probe re-opens through probe_failed, not open");
+    a = flow_observe(&f, FLOW_HEALTHY, true, 200, -1, 8, 1, 200);
+    ck_assert(a.report_probe_succeeded);
+    a = flow_observe(&f, FLOW_HEALTHY, true, 404, -1, 8, 1, 300);
+    ck_assert_msg(a.report_probe_succeeded, "a 4xx is an answer from a working target");
+    a = flow_observe(&f, FLOW_OVERLOADED, true, 429, 2000, 8, 1, 400);
+    ck_assert(a.report_probe_succeeded);
+    ck_assert_int_eq(a.pause_ms, 2000);
+    a = flow_observe(&f, FLOW_NEUTRAL, true, 0, -1, 8, 1, 500);
+    ck_assert(!a.report_probe_succeeded && !a.report_probe_failed);
+}
+END_TEST
+
+START_TEST(gone_and_retry_after)
+{
+    struct target_flow f = fresh();
+    struct flow_actions a = flow_observe(&f, FLOW_GONE, false, 410, -1, 8, 10, 100);
+    ck_assert(a.report_gone);
+    a = flow_observe(&f, FLOW_OVERLOADED, false, 429, 3000, 8, 10, 100);
+    ck_assert_int_eq(a.pause_ms, 3000);
+    a = flow_observe(&f, FLOW_OVERLOADED, false, 429, -1, 8, 10, 100);
+    ck_assert_int_eq(a.pause_ms, 0);
+    a = flow_observe(&f, FLOW_FAILURE, false, 503, 5000, 8, 10, 100);
+    ck_assert_msg(a.pause_ms == 5000, "503 with Retry-After pauses the target");
+    a = flow_observe(&f, FLOW_FAILURE, false, 500, 5000, 8, 10, 100);
+    ck_assert_msg(a.pause_ms == 0, "only 429 and 503 carry a pause");
+}
+END_TEST
+
+START_TEST(circuit_names_match_sql)
+{
+    ck_assert_str_eq(flow_circuit_name(CIRCUIT_CLOSED), "closed");
+    ck_assert_str_eq(flow_circuit_name(CIRCUIT_OPEN), "open");
+    ck_assert_str_eq(flow_circuit_name(CIRCUIT_HALF_OPEN), "half_open");
+    ck_assert_int_eq(flow_circuit_parse("half_open"), CIRCUIT_HALF_OPEN);
+    ck_assert_int_eq(flow_circuit_parse("open"), CIRCUIT_OPEN);
+    ck_assert_int_eq(flow_circuit_parse("closed"), CIRCUIT_CLOSED);
+    ck_assert_int_eq(flow_circuit_parse(NULL), CIRCUIT_CLOSED);
+}
+END_TEST
+
+Suite *flow_suite(void)
+{
+    Suite *s = suite_create("flow");
+    TCase *tc = tcase_create("signals");
+    tcase_add_test(tc, signals_by_class_and_status);
+    tcase_add_test(tc, circuit_names_match_sql);
+    suite_add_tcase(s, tc);
+    tc = tcase_create("window");
+    tcase_add_test(tc, window_starts_at_cap_and_is_bounded);
+    tcase_add_test(tc, window_halves_once_per_interval_never_below_one);
+    tcase_add_test(tc, window_recovers_by_one_per_success);
+    suite_add_tcase(s, tc);
+    tc = tcase_create("circuit");
+    tcase_add_test(tc, failure_run_reports_open_every_threshold);
+    tcase_add_test(tc, probe_results);
+    tcase_add_test(tc, gone_and_retry_after);
+    suite_add_tcase(s, tc);
+    return s;
+}
