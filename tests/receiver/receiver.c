@@ -27,6 +27,12 @@
  *  - "Acting" is the observable side effect: a per-key counter.  Tests compare
  *    effects with deliveries to detect duplicate effects, and /_requests/{key}
  *    exposes what the relay actually sent (headers, body).
+ *  - An outage mode (POST /_mode, --mode-status) answers every delivery with
+ *    one status and no effect, before any fault is considered, so tests can
+ *    play a target that is down, overloaded, rate-limiting or gone.
+ *  - /_stats keeps the largest number of delivery arrivals in any sliding
+ *    second, exactly: a ring of the arrival times of the last second (it never
+ *    holds more than that maximum) is trimmed and pushed on each arrival.
  *  - Every libuv handle is closed with uv_close and its memory released in the
  *    close callback; on SIGTERM/SIGINT the loop runs until all callbacks ran and
  *    uv_loop_close() must succeed, so AddressSanitizer/LeakSanitizer runs are
@@ -56,6 +62,9 @@
 #define MAX_BUFFERED_INPUT_BYTES (1024u * 1024u)
 #define DRAIN_TIMEOUT_MS 2000u
 #define MAX_DELAY_MS 86400000ull
+#define MAX_RETRY_AFTER_BYTES 64u
+#define ARRIVAL_WINDOW_NS 1000000000ull
+#define NS_PER_MS 1000000ull
 
 /* ------------------------------------------------------------------------ */
 /* Fault modes                                                               */
@@ -292,6 +301,16 @@ static struct key_state *key_table_get_or_create(struct key_table *table, const 
 /* Receiver and connection state                                             */
 /* ------------------------------------------------------------------------ */
 
+/*
+ * The outage mode: with status != 0 every delivery (and, with status_checks,
+ * every GET /status/{key}) is answered with `status` and {"error":"mode"}.
+ */
+struct outage_mode {
+    int status; /* 0: normal operation */
+    bool status_checks;
+    char retry_after[MAX_RETRY_AFTER_BYTES + 1]; /* "" = no Retry-After header */
+};
+
 struct options {
     const char *listen_address;
     bool dedupe;
@@ -300,6 +319,7 @@ struct options {
     uint64_t delay_ms;
     double random_fault_rate;
     uint64_t seed;
+    struct outage_mode mode; /* --mode-status, --mode-retry-after, --mode-status-checks */
 };
 
 struct statistics {
@@ -311,6 +331,19 @@ struct statistics {
     uint64_t faults_by_mode[FAULT_MODE_COUNT];
     uint64_t keys_acted_on;
     uint64_t keys_with_duplicate_effects;
+    uint64_t mode_answers_total;              /* deliveries answered by the mode */
+    uint64_t mode_status_check_answers_total; /* GET /status/{key} answered by the mode */
+    uint64_t max_deliveries_1s;
+    uint64_t first_delivery_ns; /* uv_hrtime() of the first delivery; valid if deliveries_total */
+    uint64_t last_delivery_ns;
+};
+
+/* Arrival times (uv_hrtime, ns) of the deliveries of the last second, oldest first. */
+struct arrival_window {
+    uint64_t *times;
+    size_t capacity; /* power of two, or 0 */
+    size_t head;     /* index of the oldest */
+    size_t count;
 };
 
 struct connection;
@@ -325,6 +358,8 @@ struct receiver {
     bool shutting_down;
     struct key_table keys;
     struct statistics stats;
+    struct outage_mode mode;
+    struct arrival_window arrivals;
     uint64_t random_state;
     struct connection *connections; /* doubly linked list of live connections */
 };
@@ -496,24 +531,50 @@ static const char *status_reason(int status)
         return "Continue";
     case 200:
         return "OK";
+    case 201:
+        return "Created";
+    case 202:
+        return "Accepted";
+    case 204:
+        return "No Content";
+    case 205:
+        return "Reset Content";
     case 400:
         return "Bad Request";
+    case 401:
+        return "Unauthorized";
+    case 403:
+        return "Forbidden";
     case 404:
         return "Not Found";
     case 405:
         return "Method Not Allowed";
+    case 408:
+        return "Request Timeout";
+    case 409:
+        return "Conflict";
+    case 410:
+        return "Gone";
     case 413:
         return "Payload Too Large";
     case 414:
         return "URI Too Long";
+    case 422:
+        return "Unprocessable Content";
     case 429:
         return "Too Many Requests";
     case 431:
         return "Request Header Fields Too Large";
     case 500:
         return "Internal Server Error";
+    case 501:
+        return "Not Implemented";
+    case 502:
+        return "Bad Gateway";
     case 503:
         return "Service Unavailable";
+    case 504:
+        return "Gateway Timeout";
     default:
         return "Unknown";
     }
@@ -672,14 +733,23 @@ static struct write_request *write_request_new(struct connection *connection, si
 }
 
 /*
- * Sends a complete response.  The body is omitted for HEAD, Content-Length is
- * always sent.  With delay_ms > 0 the bytes are written when the timer fires.
+ * Sends a complete response.  The body is omitted for HEAD (Content-Length is
+ * still that of the body).  Statuses that cannot carry content (an outage mode
+ * may use them) get none: 204 and 304 without Content-Length, 205 with
+ * Content-Length: 0.  With delay_ms > 0 the bytes are written when the timer
+ * fires.
  */
 static void send_response(struct connection *connection, int status, const char *extra_headers,
                           const char *body, size_t body_length, uint64_t delay_ms)
 {
     bool keep_alive = connection->keep_alive && !connection->peer_eof;
     bool is_head = connection->parser.method == HTTP_HEAD;
+    bool no_content_length = status == 204 || status == 304;
+    if (no_content_length || status == 205)
+        body_length = 0;
+    char content_length[48] = "";
+    if (!no_content_length)
+        snprintf(content_length, sizeof content_length, "Content-Length: %zu\r\n", body_length);
     const char *connection_header = "";
     if (!keep_alive)
         connection_header = "Connection: close\r\n";
@@ -689,9 +759,8 @@ static void send_response(struct connection *connection, int status, const char 
     int head_length = snprintf(head, sizeof head,
                                "HTTP/1.1 %d %s\r\n"
                                "Content-Type: application/json\r\n"
-                               "Content-Length: %zu\r\n"
-                               "%s%s\r\n",
-                               status, status_reason(status), body_length, connection_header,
+                               "%s%s%s\r\n",
+                               status, status_reason(status), content_length, connection_header,
                                extra_headers ? extra_headers : "");
     if (head_length < 0 || (size_t)head_length >= sizeof head)
         abort();
@@ -899,6 +968,87 @@ static bool body_reference(const struct byte_buffer *body, char *out, size_t siz
 }
 
 /* ------------------------------------------------------------------------ */
+/* Outage mode and arrival statistics                                        */
+/* ------------------------------------------------------------------------ */
+
+/* 0 (normal) or 200..599; 200 means normal too. */
+static bool mode_status_valid(long long status)
+{
+    return status == 0 || (status >= 200 && status <= 599);
+}
+
+/* NULL when `text` can be sent verbatim as a Retry-After value, else what is wrong. */
+static const char *retry_after_problem(const char *text, size_t length)
+{
+    if (length == 0 || length > MAX_RETRY_AFTER_BYTES)
+        return "must be 1..64 bytes";
+    for (size_t i = 0; i < length; i++) {
+        unsigned char byte = (unsigned char)text[i];
+        if (byte < 0x20 || byte > 0x7e)
+            return "must be printable ASCII";
+    }
+    if (text[0] == ' ' || text[length - 1] == ' ')
+        return "must not start or end with a space";
+    return NULL;
+}
+
+static void mode_set(struct outage_mode *mode, long long status, const char *retry_after,
+                     bool status_checks)
+{
+    memset(mode, 0, sizeof *mode);
+    mode->status = status == 200 ? 0 : (int)status;
+    mode->status_checks = status_checks;
+    if (retry_after)
+        snprintf(mode->retry_after, sizeof mode->retry_after, "%s", retry_after);
+}
+
+/* Answers with the mode's status, its Retry-After and {"error":"mode"}. */
+static void send_mode_answer(struct connection *connection)
+{
+    const struct outage_mode *mode = &connection->receiver->mode;
+    char retry_after_header[MAX_RETRY_AFTER_BYTES + 32] = "";
+    if (mode->retry_after[0])
+        snprintf(retry_after_header, sizeof retry_after_header, "Retry-After: %s\r\n",
+                 mode->retry_after);
+    static const char body[] = "{\"error\":\"mode\"}";
+    send_response(connection, mode->status, retry_after_header, body, sizeof body - 1, 0);
+}
+
+/*
+ * Notes a delivery arrival: first/last arrival time and the largest number
+ * of arrivals in any sliding second.  The ring keeps only the arrivals of the
+ * last second, so it never holds more than max_deliveries_1s entries.
+ */
+static void record_delivery_arrival(struct receiver *receiver)
+{
+    uint64_t now = uv_hrtime();
+    struct arrival_window *window = &receiver->arrivals;
+    while (window->count > 0 && now - window->times[window->head] >= ARRIVAL_WINDOW_NS) {
+        window->head = (window->head + 1) & (window->capacity - 1);
+        window->count--;
+    }
+    if (window->count == window->capacity) {
+        size_t new_capacity = window->capacity ? window->capacity * 2 : 256;
+        uint64_t *grown = checked_malloc(new_capacity * sizeof *grown);
+        for (size_t i = 0; i < window->count; i++)
+            grown[i] = window->times[(window->head + i) & (window->capacity - 1)];
+        free(window->times);
+        window->times = grown;
+        window->capacity = new_capacity;
+        window->head = 0;
+    }
+    window->times[(window->head + window->count) & (window->capacity - 1)] = now;
+    window->count++;
+
+    struct statistics *stats = &receiver->stats;
+    if (window->count > stats->max_deliveries_1s)
+        stats->max_deliveries_1s = window->count;
+    if (stats->deliveries_total == 1)
+        stats->first_delivery_ns = now;
+    stats->last_delivery_ns = now;
+}
+
+/* ------------------------------------------------------------------------ */
 /* Deliveries                                                                */
 /* ------------------------------------------------------------------------ */
 
@@ -964,6 +1114,15 @@ static void handle_delivery(struct connection *connection)
 {
     struct receiver *receiver = connection->receiver;
     receiver->stats.deliveries_total++;
+    record_delivery_arrival(receiver);
+
+    /* The mode comes first, before the key is even read: no per-key state,
+     * no deterministic or random fault, no effect. */
+    if (receiver->mode.status != 0) {
+        receiver->stats.mode_answers_total++;
+        send_mode_answer(connection);
+        return;
+    }
 
     const char *key = "-";
     size_t key_length = 1;
@@ -1059,6 +1218,17 @@ static void handle_stats(struct connection *connection)
         "faults", faults, "keys", (json_int_t)stats->keys_acted_on, "keys_with_duplicate_effects",
         (json_int_t)stats->keys_with_duplicate_effects, "keys_seen",
         (json_int_t)receiver->keys.entry_count);
+    /* Arrival times in ms of the uv_hrtime() clock; 0 when nothing arrived. */
+    bool any = stats->deliveries_total > 0;
+    json_t *more = json_pack(
+        "{s:I,s:I,s:I,s:I,s:I,s:I}", "mode_answers_total", (json_int_t)stats->mode_answers_total,
+        "mode_status_check_answers_total", (json_int_t)stats->mode_status_check_answers_total,
+        "max_deliveries_1s", (json_int_t)stats->max_deliveries_1s, "first_delivery_ms",
+        (json_int_t)(any ? stats->first_delivery_ns / NS_PER_MS : 0), "last_delivery_ms",
+        (json_int_t)(any ? stats->last_delivery_ns / NS_PER_MS : 0), "now_ms",
+        (json_int_t)(uv_hrtime() / NS_PER_MS));
+    json_object_update(body, more);
+    json_decref(more);
     send_json(connection, 200, body);
     json_decref(body);
 }
@@ -1104,6 +1274,83 @@ static void handle_status_lookup(struct connection *connection, const char *enco
         send_response(connection, 200, NULL, entry->stored_body, entry->stored_body_length, 0);
 }
 
+/*
+ * POST /_mode {"status": N, "retry_after": "S", "status_checks": B}: replaces
+ * the whole mode.  Missing fields mean normal, no Retry-After, false.
+ */
+static void handle_mode_change(struct connection *connection)
+{
+    const struct byte_buffer *request_body = &connection->body;
+    json_error_t parse_error;
+    json_t *document = json_loadb(request_body->data ? request_body->data : "",
+                                  request_body->length, JSON_REJECT_DUPLICATES, &parse_error);
+    char problem[256] = "";
+    long long status = 0;
+    const char *retry_after = NULL;
+    bool status_checks = false;
+    if (!document) {
+        snprintf(problem, sizeof problem, "mode: body is not JSON: %s", parse_error.text);
+    } else if (!json_is_object(document)) {
+        snprintf(problem, sizeof problem, "mode: body must be a JSON object");
+    } else {
+        const char *field;
+        json_t *value;
+        json_object_foreach(document, field, value)
+        {
+            if (strcmp(field, "status") == 0) {
+                if (!json_is_integer(value) || !mode_status_valid(json_integer_value(value))) {
+                    snprintf(problem, sizeof problem,
+                             "mode: status must be 0 (normal) or an integer in 200..599");
+                    break;
+                }
+                status = json_integer_value(value);
+            } else if (strcmp(field, "retry_after") == 0) {
+                if (json_is_null(value))
+                    continue; /* same as absent */
+                const char *why =
+                    json_is_string(value)
+                        ? retry_after_problem(json_string_value(value), json_string_length(value))
+                        : "must be a string";
+                if (why) {
+                    snprintf(problem, sizeof problem, "mode: retry_after %s", why);
+                    break;
+                }
+                retry_after = json_string_value(value);
+            } else if (strcmp(field, "status_checks") == 0) {
+                if (!json_is_boolean(value)) {
+                    snprintf(problem, sizeof problem, "mode: status_checks must be true or false");
+                    break;
+                }
+                status_checks = json_is_true(value);
+            } else {
+                snprintf(problem, sizeof problem,
+                         "mode: unknown field (expected status, retry_after, status_checks)");
+                break;
+            }
+        }
+    }
+    if (problem[0]) {
+        send_error(connection, 400, problem);
+    } else {
+        mode_set(&connection->receiver->mode, status, retry_after, status_checks);
+        static const char body[] = "{\"ok\":true}";
+        send_response(connection, 200, NULL, body, sizeof body - 1, 0);
+    }
+    json_decref(document);
+}
+
+/* GET /_mode: the current mode, in the form POST /_mode takes. */
+static void handle_mode_lookup(struct connection *connection)
+{
+    const struct outage_mode *mode = &connection->receiver->mode;
+    json_t *body =
+        json_pack("{s:i,s:b}", "status", mode->status, "status_checks", mode->status_checks);
+    if (mode->retry_after[0])
+        json_object_set_new(body, "retry_after", json_string(mode->retry_after));
+    send_json(connection, 200, body);
+    json_decref(body);
+}
+
 static void handle_request_lookup(struct connection *connection, const char *encoded_key,
                                   size_t encoded_length)
 {
@@ -1138,6 +1385,8 @@ static void handle_reset(struct connection *connection)
     key_table_free(&receiver->keys);
     key_table_init(&receiver->keys);
     memset(&receiver->stats, 0, sizeof receiver->stats); /* requests_total too */
+    receiver->arrivals.head = receiver->arrivals.count = 0;
+    mode_set(&receiver->mode, 0, NULL, false); /* normal, even after --mode-status */
     receiver->random_state = receiver->options.seed;
     static const char body[] = "{\"ok\":true}";
     send_response(connection, 200, NULL, body, sizeof body - 1, 0);
@@ -1158,6 +1407,15 @@ static void handle_control(struct connection *connection, const char *path, size
             handle_effects(connection);
             return;
         }
+    } else if (equals(path, path_length, "/_mode")) {
+        if (method == HTTP_POST) {
+            handle_mode_change(connection);
+            return;
+        }
+        if (is_get) {
+            handle_mode_lookup(connection);
+            return;
+        }
     } else if (equals(path, path_length, "/_reset")) {
         if (method == HTTP_POST) {
             handle_reset(connection);
@@ -1170,6 +1428,12 @@ static void handle_control(struct connection *connection, const char *path, size
             return;
         }
     } else if (starts_with(path, path_length, "/status/")) {
+        const struct outage_mode *mode = &connection->receiver->mode;
+        if (is_get && mode->status != 0 && mode->status_checks) {
+            connection->receiver->stats.mode_status_check_answers_total++;
+            send_mode_answer(connection);
+            return;
+        }
         if (is_get) {
             size_t prefix = strlen("/status/");
             handle_status_lookup(connection, path + prefix, path_length - prefix);
@@ -1528,6 +1792,10 @@ static void print_usage(FILE *stream)
           "  --delay-ms N            delay every normal delivery response (default 0)\n"
           "  --random-faults RATE    fault probability per delivery, 0..1 (default 0)\n"
           "  --seed N                seed for --random-faults (default 1)\n"
+          "  --mode-status N         start in outage mode: answer every delivery with N\n"
+          "                          (200..599; 0 or 200 = normal, the default)\n"
+          "  --mode-retry-after S    Retry-After value of the outage mode answers\n"
+          "  --mode-status-checks    the outage mode answers GET /status/{key} too\n"
           "  --help                  show this help\n",
           stream);
 }
@@ -1573,6 +1841,9 @@ static void parse_options(int argc, char **argv, struct options *options)
     options->delay_ms = 0;
     options->random_fault_rate = 0.0;
     options->seed = 1;
+    long long mode_status = 0;
+    const char *mode_retry_after = NULL;
+    bool mode_status_checks = false;
     for (int i = 1; i < argc; i++) {
         const char *argument = argv[i];
         char name[64];
@@ -1588,7 +1859,9 @@ static void parse_options(int argc, char **argv, struct options *options)
 
         bool takes_value = strcmp(name, "--listen") == 0 || strcmp(name, "--key-header") == 0 ||
                            strcmp(name, "--late-ms") == 0 || strcmp(name, "--delay-ms") == 0 ||
-                           strcmp(name, "--random-faults") == 0 || strcmp(name, "--seed") == 0;
+                           strcmp(name, "--random-faults") == 0 || strcmp(name, "--seed") == 0 ||
+                           strcmp(name, "--mode-status") == 0 ||
+                           strcmp(name, "--mode-retry-after") == 0;
         if (takes_value && !value) {
             if (i + 1 >= argc)
                 die_bad_option(name, "missing value");
@@ -1616,10 +1889,22 @@ static void parse_options(int argc, char **argv, struct options *options)
             options->random_fault_rate = parse_rate_option(name, value);
         } else if (strcmp(name, "--seed") == 0) {
             options->seed = parse_unsigned_option(name, value, UINT64_MAX);
+        } else if (strcmp(name, "--mode-status") == 0) {
+            mode_status = (long long)parse_unsigned_option(name, value, 999);
+            if (!mode_status_valid(mode_status))
+                die_bad_option(name, "expected 0 (normal) or a status in 200..599");
+        } else if (strcmp(name, "--mode-retry-after") == 0) {
+            const char *problem = retry_after_problem(value, strlen(value));
+            if (problem)
+                die_bad_option(name, problem);
+            mode_retry_after = value;
+        } else if (strcmp(name, "--mode-status-checks") == 0) {
+            mode_status_checks = true;
         } else {
             die_bad_option(argument, "unknown option");
         }
     }
+    mode_set(&options->mode, mode_status, mode_retry_after, mode_status_checks);
 }
 
 /* HOST:PORT, [IPv6]:PORT; "localhost" means 127.0.0.1. */
@@ -1696,6 +1981,7 @@ int main(int argc, char **argv)
     memset(&receiver, 0, sizeof receiver);
     parse_options(argc, argv, &receiver.options);
     receiver.random_state = receiver.options.seed;
+    receiver.mode = receiver.options.mode;
 
     struct sockaddr_storage address;
     if (resolve_listen_address(receiver.options.listen_address, &address) != 0)
@@ -1737,6 +2023,7 @@ int main(int argc, char **argv)
         exit_code = 1;
     }
     key_table_free(&receiver.keys);
+    free(receiver.arrivals.times);
     uv_library_shutdown();
     return exit_code;
 }
