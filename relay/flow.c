@@ -35,6 +35,8 @@ enum flow_signal flow_signal_of(enum attempt_class cls, long http_status, bool s
     case CLASS_PERMANENT_FAILURE:
         return http_status == 410 ? FLOW_GONE : FLOW_HEALTHY;
     case CLASS_RETRY_LATER:
+        if (http_status == 410)
+            return FLOW_GONE;
         return http_status == 429 ? FLOW_OVERLOADED : FLOW_HEALTHY;
     case CLASS_NOT_SENT:
         return FLOW_FAILURE;

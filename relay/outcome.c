@@ -13,6 +13,8 @@
  *     the target caps them); after it: failed only if no attempt was
  *     ambiguous, else unknown
  *   - a 4xx after an earlier ambiguous attempt → unknown, never failed
+ * 410 Gone is retry later: the endpoint is gone, so flow control disables the
+ * target and the intent waits for it (relay/flow.c); it did not act.
  * 3xx is ambiguous: we do not follow redirects, and a 303 after a POST
  * usually means the work was done.
  * Reconciliation answers: 200 executed → succeeded; 404 not executed →
@@ -42,6 +44,11 @@ enum attempt_class outcome_classify(const struct attempt_facts *facts)
     if (s >= 200 && s <= 299)
         return CLASS_SUCCEEDED;
     if (s == 408 || s == 425 || s == 429)
+        return CLASS_RETRY_LATER;
+    /* 410 Gone is about the endpoint, not the request (Standard Webhooks: stop
+     * sending to it). The request did not act; it waits, with the target
+     * disabled by flow control, until an admin enables the target again. */
+    if (s == 410)
         return CLASS_RETRY_LATER;
     if (s == 409)
         return facts->honours_keys ? CLASS_RETRY_LATER : CLASS_PERMANENT_FAILURE;

@@ -15,7 +15,7 @@ enum attempt_class {
     CLASS_NOT_SENT,          /* nothing reached the target: safe to retry */
     CLASS_AMBIGUOUS,         /* the target may have acted */
     CLASS_SUCCEEDED,         /* 2xx */
-    CLASS_RETRY_LATER,       /* 408, 425, 429; 409 from a key-honouring target */
+    CLASS_RETRY_LATER,       /* 408, 410, 425, 429; 409 from a key-honouring target */
     CLASS_KEY_CONFLICT,      /* 422 */
     CLASS_PERMANENT_FAILURE, /* other 4xx */
     /* Reconciliation of an unknown row through the target's status URL: */

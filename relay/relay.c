@@ -291,7 +291,7 @@ static void on_target_event(void *data, PGresult *res, const char *error)
     if (error) {
         /* Not applied: the next failures report again (every threshold), a
          * probe's half-open state lapses and is probed again. */
-        log_event(LOG_WARN, "target_event_failed", "target", json_string(t->name), "event",
+        log_event(LOG_WARN, "target_event_failed", "target", json_string(t->name), "cause",
                   json_string(req->event), "error", json_string(error), LOG_END);
     } else if (PQntuples(res) == 1) {
         enum circuit_state before = t->circuit;
@@ -301,7 +301,7 @@ static void on_target_event(void *data, PGresult *res, const char *error)
         if (t->circuit != before)
             log_event(t->circuit == CIRCUIT_CLOSED ? LOG_INFO : LOG_WARN, "circuit_changed",
                       "target", json_string(t->name), "circuit",
-                      json_string(flow_circuit_name(t->circuit)), "event", json_string(req->event),
+                      json_string(flow_circuit_name(t->circuit)), "cause", json_string(req->event),
                       LOG_END);
         if (t->circuit == CIRCUIT_CLOSED && before != CIRCUIT_CLOSED && !r->stopping)
             relay_maybe_claim(r); /* the target is back: its backlog is due now */

@@ -71,7 +71,8 @@ def main():
     def wanted(name):
         return not only or name in only
 
-    def figure(scenario, name, value, unit, target=None, op=None, runs=None, note="", fmt="{:,.0f}"):
+    def figure(scenario, name, value, unit, target=None, op=None, runs=None, note="", fmt="{:,.0f}",
+               shown=None, target_shown=None, extra=None):
         result = "n/a"
         if value is None:
             result = "BROKEN"
@@ -85,6 +86,7 @@ def main():
             "scenario": scenario, "figure": name, "value": value, "unit": unit,
             "target": target, "target_op": op, "result": result,
             "runs": runs or [], "note": note, "_fmt": fmt,
+            "_shown": shown, "_target_shown": target_shown, **(extra or {}),
         })
 
     # ---------------------------------------------------------------- drains
@@ -104,6 +106,30 @@ def main():
                median([r["rate"] for r in one]), "/s", 25000, ">=",
                [round(r["rate"]) for r in one],
                f"batch-size {meta.get('batch_size')}, max-in-flight {meta.get('max_in_flight')}")
+    # `defaults`: the same drain on stock PostgreSQL settings, a target with
+    # only name and url and a relay with no tuning options. Judged by its
+    # ratio to the tuned drain of the same round.
+    dflt = [r for r in drains if r["variant"] == "defaults"]
+    if wanted("defaults"):
+        d_rate = median([r["rate"] for r in dflt])
+        d_ratios = [v["defaults"]["rate"] / v["one"]["rate"] for v in by_round.values()
+                    if "defaults" in v and "one" in v]
+        d_ratio = median(d_ratios)
+        note = "stock postgresql.conf, relay {}, target name+url ({}); runs /s: {}".format(
+            (meta.get("defaults_relay_options") or "").strip(), meta.get("defaults_target", ""),
+            ", ".join(str(round(r["rate"])) for r in dflt))
+        extra = {"intents_per_s": d_rate, "tuned_intents_per_s": median([r["rate"] for r in one])}
+        if d_ratios:
+            figure("drain, defaults", "intents/s; / tuned", d_ratio, "x", 0.8, ">=",
+                   [round(x, 3) for x in d_ratios], note, fmt="{:.2f}",
+                   shown="{:,.0f}/s = {:.2f} × tuned".format(d_rate, d_ratio),
+                   target_shown="≥ 0.80 × tuned", extra=extra)
+        else:
+            # No tuned drain to compare with (BENCH_ONLY without drain) or it broke.
+            figure("drain, defaults", "intents/s (start to exit)", d_rate, "/s",
+                   runs=[round(r["rate"]) for r in dflt],
+                   note=note + ("" if d_rate is None else "; no tuned drain to compare with"),
+                   extra=extra)
     ratios = [v["no_analyze"]["rate"] / v["one"]["rate"] for v in by_round.values()
               if "no_analyze" in v and "one" in v]
     if wanted("no_analyze"):
@@ -126,6 +152,13 @@ def main():
                    median([r["pg_cpu_us"] for r in one]),
                    median([r["receiver_cpu_us"] for r in one]),
                    median([r["relay_cpu_us"] for r in one])) if one else "", fmt="{:.1f}")
+    if wanted("defaults") and dflt:
+        figure("drain, defaults: relay CPU", "user+sys per intent",
+               median([r["relay_cpu_us"] for r in dflt]), "µs",
+               runs=[round(r["relay_cpu_us"], 1) for r in dflt],
+               note="all CPU {:.1f} µs (PostgreSQL {:.1f}, receiver {:.1f}) per intent (medians)".format(
+                   median([r["all_cpu_us"] for r in dflt]), median([r["pg_cpu_us"] for r in dflt]),
+                   median([r["receiver_cpu_us"] for r in dflt])), fmt="{:.1f}")
     two = [v["two"]["rate"] / v["one"]["rate"] for v in by_round.values() if "two" in v and "one" in v]
     if wanted("two_relays"):
         tw = [r for r in drains if r["variant"] == "two"]
@@ -235,9 +268,13 @@ def main():
     def fmt_value(f):
         if f["value"] is None:
             return "-"
+        if f["_shown"]:
+            return f["_shown"]
         return f["_fmt"].format(f["value"]) + ("" if f["unit"] in ("x", "/s", "tx/s") else " " + f["unit"])
 
     def fmt_target(f):
+        if f["_target_shown"]:
+            return f["_target_shown"]
         if f["target_op"] is None:
             return ""
         t = f["_fmt"].format(f["target"]) if f["target"] >= 1 or f["unit"] == "x" else str(f["target"])
@@ -277,13 +314,15 @@ def main():
     print()
 
     for f in figures:
-        f.pop("_fmt", None)
+        for k in ("_fmt", "_shown", "_target_shown"):
+            f.pop(k, None)
     doc = {
         "versions": {k: meta.get(k) for k in (
             "git_commit", "relay_or_migrations_modified", "postgresql", "libcurl", "libuv",
             "libpq", "kernel", "cpu", "cores")},
         "settings": {k: meta.get(k) for k in (
-            "pg_settings", "relay_options", "batch_size", "max_in_flight", "runs", "other_runs",
+            "pg_settings", "relay_options", "defaults_pg_settings", "defaults_pg_effective",
+            "defaults_relay_options", "defaults_target", "batch_size", "max_in_flight", "runs", "other_runs",
             "drain_intents", "history_rows", "history_intents", "payload", "receiver", "trickle",
             "pgbench", "memory", "profiled", "only")},
         "figures": figures,

@@ -9,6 +9,8 @@
 #
 # Scenarios (see tests/bench/README.md for what each measures and why):
 #   drain        N intents already enqueued (ANALYZEd), one relay, until all succeeded
+#   defaults     the same drain as users run it: stock PostgreSQL settings (its own
+#                cluster), a target with only name and url, a relay with no tuning options
 #   no_analyze   the same drain right after the bulk load, before any ANALYZE
 #   two_relays   the same drain with two relays side by side
 #   cpu          relay / relay+PostgreSQL+receiver CPU per delivered intent (from drain)
@@ -61,6 +63,12 @@ PGBIN=$(pgcluster_bindir) || exit 1
 PGBENCH=$PGBIN/pgbench
 PG_SETTINGS=(fsync=on synchronous_commit=on full_page_writes=on shared_buffers=256MB
     max_wal_size=4GB checkpoint_timeout=30min maintenance_work_mem=256MB effective_cache_size=2GB)
+# The `defaults` scenario's cluster: initdb's postgresql.conf as shipped.
+# pgcluster.sh turns fsync, synchronous_commit and full_page_writes off for
+# the tests' speed; these three only put PostgreSQL's own defaults back.
+# (pgcluster.sh's max_connections=200 and listen address stay: the stock 100
+# connections are plenty for one relay, and neither costs anything.)
+DEF_PG_SETTINGS=(fsync=on synchronous_commit=on full_page_writes=on)
 # --poll-interval-ms 100: with --exit-when-idle a relay exits only once no
 # row is in flight anywhere (next_due counts other relays' leases), and then
 # only at its next poll; at the default 2 s that lag would be counted as
@@ -76,6 +84,11 @@ fi
 RELAY_OPTS=(--exit-when-idle --admin-listen "" --log-level warn --grace-ms 2000 --poll-interval-ms 100
     --batch-size "$BATCH_SIZE" --max-in-flight "$MAX_IN_FLIGHT"
     --max-in-flight-per-target "$MAX_IN_FLIGHT")
+# The `defaults` relay: no tuning option, only what the harness needs:
+# --exit-when-idle ends the drain; --admin-listen "" so a relay or test
+# elsewhere on the machine holding the default 127.0.0.1:9464 cannot make the
+# bench fail. Log level stays info (the log goes to a file, as above).
+DEF_RELAY_OPTS=(--exit-when-idle --admin-listen "")
 
 B=$(mktemp -d /tmp/outbox-bench.XXXXXX)
 chmod 755 "$B"
@@ -100,6 +113,7 @@ cleanup() {
         kill -KILL "$pid" 2>/dev/null
     done
     pgcluster_stop "$B/pg"
+    pgcluster_stop "$B/pgdef"
     if [ -n "${KEEP_TMP:-}" ] || [ ${#BROKEN[@]} -gt 0 ]; then
         echo "bench: logs kept in $B" >&2
     else
@@ -158,9 +172,10 @@ emit() {
 # children's time: backends that exited during the window count there) plus
 # every live child. Ticks → seconds.
 CLK_TCK=$(getconf CLK_TCK)
+PGDIR=$B/pg # the cluster measured: drain_once points it at $B/pgdef for `defaults`
 pg_cpu() {
     local pm kids
-    pm=$(head -1 "$B/pg/data/postmaster.pid")
+    pm=$(head -1 "$PGDIR/data/postmaster.pid")
     kids=$(ps -o pid= --ppid "$pm" 2>/dev/null)
     {
         awk '{print $14 + $15 + $16 + $17}' "/proc/$pm/stat"
@@ -168,7 +183,7 @@ pg_cpu() {
     } | awk -v hz="$CLK_TCK" '{s += $1} END {printf "%.3f\n", s / hz}'
 }
 pg_children() {
-    ps -o pid= --ppid "$(head -1 "$B/pg/data/postmaster.pid")" 2>/dev/null | wc -l
+    ps -o pid= --ppid "$(head -1 "$PGDIR/data/postmaster.pid")" 2>/dev/null | wc -l
 }
 proc_cpu() { # proc_cpu PID → seconds
     awk -v hz="$CLK_TCK" '{printf "%.3f\n", ($14 + $15) / hz}' "/proc/$1/stat" 2>/dev/null || echo 0
@@ -268,9 +283,17 @@ SQL
 
 # drain_once KIND ROUND N RELAYS DB_PREP: a fresh database, N intents, then
 # RELAYS relays with --exit-when-idle; time from their start to the last exit.
+# KIND defaults: on the stock cluster ($B/pgdef, its own bench_tmpl whose
+# target has only name and url), with DEF_RELAY_OPTS; everything else
+# (load, ANALYZE, CHECKPOINT, receiver, CPU accounting) as the tuned drain.
 drain_once() {
     local kind=$1 round=$2 n=$3 relays=$4 prep=$5
     local db="bench_${kind}_$round" i rc=0
+    if [ "$kind" = defaults ]; then
+        local -x PGPORT=$DEF_PGPORT
+        local PGDIR=$B/pgdef
+        local RELAY_OPTS=("${DEF_RELAY_OPTS[@]}")
+    fi
     newdb "$db" || { broken "$kind/$round: createdb"; return 1; }
     if [ "$prep" = no_analyze ]; then
         q "$db" "ALTER TABLE outbox.intents SET (autovacuum_enabled = false, toast.autovacuum_enabled = false)" \
@@ -343,15 +366,17 @@ scenario_drains() {
             warn "time budget used: skipping drain rounds $r..$RUNS"
             break
         fi
-        # Rotate the order so no variant always runs first (caches, drift).
+        # Rotate the order so no variant always runs first (caches, drift);
+        # `defaults` runs right after the tuned drain it is compared with.
         case $((r % 3)) in
-        1) kinds="one no_analyze two" ;;
-        2) kinds="no_analyze two one" ;;
-        0) kinds="two one no_analyze" ;;
+        1) kinds="one defaults no_analyze two" ;;
+        2) kinds="no_analyze two one defaults" ;;
+        0) kinds="two one defaults no_analyze" ;;
         esac
         for k in $kinds; do
             case $k in
             one) want drain && drain_once one "$r" "$N_DRAIN" 1 analyze ;;
+            defaults) want defaults && [ -n "$DEF_PGPORT" ] && drain_once defaults "$r" "$N_DRAIN" 1 analyze ;;
             no_analyze) want no_analyze && drain_once no_analyze "$r" "$N_DRAIN" 1 no_analyze ;;
             two) want two_relays && drain_once two "$r" "$N_DRAIN" 2 analyze ;;
             esac
@@ -674,6 +699,32 @@ receiver_start main "$RECEIVER" || exit 1
 q bench_tmpl "INSERT INTO outbox.targets (name, url, max_in_flight)
               VALUES ('bench', 'http://127.0.0.1:$RECV_PORT_main/deliveries', 100000)" >/dev/null
 
+# `defaults`: a second cluster with stock settings, migrated the same way; its
+# target has no optional column (the table's defaults apply). pgcluster_start
+# exports PG* for its cluster: the tuned cluster's stay the script's own.
+DEF_PGPORT=""
+if want defaults; then
+    say "PostgreSQL (stock settings) in $B/pgdef (${DEF_PG_SETTINGS[*]})"
+    saved_env=("$PGHOST" "$PGPORT" "$PGUSER" "$PGDATABASE" "$DATABASE_URL")
+    if pgcluster_start "$B/pgdef" "${DEF_PG_SETTINGS[@]}"; then
+        DEF_PGPORT=$PGPORT
+    else
+        broken "defaults: the stock PostgreSQL did not start"
+    fi
+    export PGHOST=${saved_env[0]} PGPORT=${saved_env[1]} PGUSER=${saved_env[2]} \
+        PGDATABASE=${saved_env[3]} DATABASE_URL=${saved_env[4]}
+    if [ -n "$DEF_PGPORT" ] && ! {
+        PGPORT=$DEF_PGPORT q postgres "CREATE DATABASE bench_tmpl" >/dev/null &&
+            "$RELAY" migrate --db "postgresql://postgres@127.0.0.1:$DEF_PGPORT/bench_tmpl" \
+                --migrations-dir "$ROOT/migrations" >"$B/migrate-defaults.log" 2>&1 &&
+            PGPORT=$DEF_PGPORT q bench_tmpl "INSERT INTO outbox.targets (name, url)
+                VALUES ('bench', 'http://127.0.0.1:$RECV_PORT_main/deliveries')" >/dev/null
+    }; then
+        broken "defaults: setup failed (see $B/migrate-defaults.log)"
+        DEF_PGPORT=""
+    fi
+fi
+
 git_commit=$(git -C "$ROOT" rev-parse HEAD 2>/dev/null || echo unknown)
 git_dirty=$([ -n "$(git -C "$ROOT" status --porcelain -- relay migrations 2>/dev/null)" ] && echo true || echo false)
 emit_text kind=meta git_commit="$git_commit" relay_or_migrations_modified="$git_dirty" \
@@ -682,6 +733,10 @@ emit_text kind=meta git_commit="$git_commit" relay_or_migrations_modified="$git_
     libpq="$(pkg-config --modversion libpq)" kernel="$(uname -r)" cores="$(nproc)" \
     cpu="$(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo | head -1)" \
     pg_settings="${PG_SETTINGS[*]} (pgcluster defaults: max_connections=200, listen 127.0.0.1)" \
+    defaults_pg_settings="initdb's postgresql.conf; ${DEF_PG_SETTINGS[*]} (undoing pgcluster's test overrides), max_connections=200, listen 127.0.0.1" \
+    defaults_pg_effective="$([ -n "$DEF_PGPORT" ] && PGPORT=$DEF_PGPORT q postgres "SELECT string_agg(name || '=' || current_setting(name), ' ' ORDER BY name) FROM pg_settings WHERE name IN ('fsync', 'synchronous_commit', 'full_page_writes', 'shared_buffers', 'max_wal_size', 'checkpoint_timeout', 'wal_buffers', 'effective_cache_size', 'maintenance_work_mem')")" \
+    defaults_relay_options="$(printf '%q ' "${DEF_RELAY_OPTS[@]}")" \
+    defaults_target="name, url only: $([ -n "$DEF_PGPORT" ] && PGPORT=$DEF_PGPORT q bench_tmpl "SELECT format('max_in_flight %s, max_attempts %s, timeout_ms %s', max_in_flight, coalesce(max_attempts::text, 'NULL'), timeout_ms) FROM outbox.targets WHERE name = 'bench'")" \
     profiled="${PROFILE:-no}" relay_options="$(printf '%q ' "${RELAY_OPTS[@]}")" batch_size="$BATCH_SIZE" max_in_flight="$MAX_IN_FLIGHT" \
     only="$ONLY" runs="$RUNS" other_runs="$OTHER_RUNS" drain_intents="$N_DRAIN" \
     history_rows="$N_HISTORY_ROWS" history_intents="$N_HISTORY" \
@@ -693,7 +748,10 @@ emit_text kind=meta git_commit="$git_commit" relay_or_migrations_modified="$git_
     memory="$N_MEMORY intents, receiver --delay-ms 2000, relay --max-in-flight $MEMORY_IN_FLIGHT --max-in-flight-per-target $MEMORY_IN_FLIGHT, target max_in_flight $MEMORY_IN_FLIGHT" \
     load_before="$(cut -d' ' -f1-3 /proc/loadavg)"
 
-want drain || want no_analyze || want two_relays && scenario_drains
+want drain || want defaults || want no_analyze || want two_relays && scenario_drains
+# The stock cluster's work is done: stop it so its checkpoints and
+# background writes stay out of the scenarios that follow.
+pgcluster_stop "$B/pgdef"
 want trickle && { scenario_trickle || true; }
 want enqueue && { scenario_enqueue || true; }
 want memory && { scenario_memory || true; }

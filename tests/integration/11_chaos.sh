@@ -4,6 +4,8 @@
 # restarted once while it drains; relays restarted after each kill.
 # Asserts: no duplicate effect at receivers that cannot deduplicate; no intent
 # lost; every succeeded row has exactly one effect; failed rows have none.
+# The targets where nothing listens open their circuits: their intents wait as
+# pending, listed in outbox.stuck ("target unavailable since …"), not failed.
 . "$(dirname "$0")/../lib/itest.sh"
 itest_setup
 N_PER_KIND=1800 # x3 kinds, plus 200 per kind to refused targets = 6,000
@@ -17,7 +19,7 @@ receiver_start legacy --random-faults 0.30 --seed 13 --late-ms 900 --delay-ms 40
 closed_port=$(( RECV_PORT_legacy + 1 ))
 while ! pgcluster_port_free "$closed_port"; do closed_port=$((closed_port + 1)); done
 
-common="timeout_ms=500 max_attempts=6 backoff_base_ms=20 backoff_cap_ms=300 reconcile_delay_ms=1000 retry_budget_ratio=0.6"
+common="timeout_ms=500 max_attempts=6 backoff_base_ms=20 backoff_cap_ms=300 reconcile_delay_ms=1000"
 target_add dedupe "http://127.0.0.1:$RECV_PORT_dedupe/act" $common
 target_add status "http://127.0.0.1:$RECV_PORT_status/act" key_header=NULL \
     "status_url='http://127.0.0.1:$RECV_PORT_status/status/{key}'" $common
@@ -53,7 +55,9 @@ for round in 1 2 3; do
 done
 
 settled="SELECT count(*) FROM outbox.intents i JOIN outbox.targets t ON t.name = i.target
-          WHERE i.state IN ('pending', 'in_flight') OR (i.state = 'unknown' AND t.status_url IS NOT NULL)"
+          WHERE (i.state IN ('pending', 'in_flight') AND i.target NOT LIKE 'refused_%')
+             OR (i.state = 'in_flight' AND i.target LIKE 'refused_%')
+             OR (i.state = 'unknown' AND t.status_url IS NOT NULL)"
 ok "the outbox settles within 240 s" wait_for 240 "$settled" 0
 for r in a b; do pid_var=RELAY_PID_$r; kill -TERM "${!pid_var}"; done
 for r in a b; do relay_wait $r 30; is "$?" 0 "relay $r exits 0 on SIGTERM"; done
@@ -97,7 +101,9 @@ lost=$(sql "SELECT count(*) FROM outbox.intents i
                                  AND NOT EXISTS (SELECT 1 FROM outbox.attempts r
                                                   WHERE r.intent_id = i.id AND r.id > a.id
                                                     AND r.class = 'reconciled_not_executed')))
-                        OR (i.state = 'unknown' AND EXISTS (SELECT 1 FROM outbox.stuck s WHERE s.key = i.key)))")
+                        OR (i.state = 'unknown' AND EXISTS (SELECT 1 FROM outbox.stuck s WHERE s.key = i.key))
+                        OR (i.state = 'pending' AND EXISTS (SELECT 1 FROM outbox.stuck s WHERE s.key = i.key
+                                                              AND s.reason LIKE 'target unavailable since %')))")
 unknown=$(sql "SELECT count(*) FROM outbox.intents WHERE state = 'unknown'")
 succeeded_wrong=$(sql "SELECT count(*) FROM outbox.intents i JOIN outbox.targets t ON t.name = i.target
                         LEFT JOIN effects e ON e.kind = i.target AND e.key = i.key
@@ -120,5 +126,11 @@ is "$(sql "SELECT count(*) FROM outbox.intents i JOIN outbox.targets t ON t.name
 is "$(sql "SELECT count(*) FROM outbox.intents i WHERE i.state = 'unknown' AND NOT EXISTS
            (SELECT 1 FROM outbox.attempts a WHERE a.intent_id = i.id AND a.class = 'ambiguous')")" 0 \
     "every unknown row had an ambiguous attempt (a timeout, reset, 5xx or a dead relay's lease)"
+is "$(sql "SELECT string_agg(DISTINCT circuit, ',') FROM outbox.target_health WHERE target LIKE 'refused_%'")" open \
+    "the targets where nothing listens have open circuits"
+is "$(sql "SELECT count(*) FROM outbox.intents WHERE target LIKE 'refused_%' AND state NOT IN ('pending', 'failed')")" 0 \
+    "their intents wait as pending (or failed after max_attempts = 3, every attempt unsent)"
+ok "their attempts are few: at most max_attempts per intent, most spent in the first claim" \
+    test "$(sql "SELECT max(attempts) FROM outbox.intents WHERE target LIKE 'refused_%'")" -le 3
 ok "no sanitizer report" relay_logs_clean
 itest_done

@@ -21,6 +21,7 @@ START_TEST(signals_by_class_and_status)
     ck_assert_int_eq(flow_signal_of(CLASS_PERMANENT_FAILURE, 400, true), FLOW_HEALTHY);
     ck_assert_int_eq(flow_signal_of(CLASS_KEY_CONFLICT, 422, true), FLOW_HEALTHY);
     ck_assert_int_eq(flow_signal_of(CLASS_PERMANENT_FAILURE, 410, true), FLOW_GONE);
+    ck_assert_int_eq(flow_signal_of(CLASS_RETRY_LATER, 410, true), FLOW_GONE);
     ck_assert_int_eq(flow_signal_of(CLASS_RETRY_LATER, 429, true), FLOW_OVERLOADED);
     ck_assert_int_eq(flow_signal_of(CLASS_RETRY_LATER, 409, true), FLOW_HEALTHY);
     ck_assert_int_eq(flow_signal_of(CLASS_NOT_SENT, 0, false), FLOW_FAILURE);

@@ -113,7 +113,8 @@ static const struct status_row status_table[] = {
     {401, CLASS_PERMANENT_FAILURE, CLASS_PERMANENT_FAILURE},
     {403, CLASS_PERMANENT_FAILURE, CLASS_PERMANENT_FAILURE},
     {404, CLASS_PERMANENT_FAILURE, CLASS_PERMANENT_FAILURE},
-    {410, CLASS_PERMANENT_FAILURE, CLASS_PERMANENT_FAILURE},
+    /* the endpoint is gone (Standard Webhooks): the target is disabled, the intent waits */
+    {410, CLASS_RETRY_LATER, CLASS_RETRY_LATER},
     {499, CLASS_PERMANENT_FAILURE, CLASS_PERMANENT_FAILURE},
     {500, CLASS_AMBIGUOUS, CLASS_AMBIGUOUS},
     {502, CLASS_AMBIGUOUS, CLASS_AMBIGUOUS},
@@ -150,7 +151,7 @@ START_TEST(classify_every_status)
             enum attempt_class expected;
             if (s >= 200 && s <= 299)
                 expected = CLASS_SUCCEEDED;
-            else if (s == 408 || s == 425 || s == 429 || (s == 409 && keys))
+            else if (s == 408 || s == 410 || s == 425 || s == 429 || (s == 409 && keys))
                 expected = CLASS_RETRY_LATER;
             else if (s == 422)
                 expected = CLASS_KEY_CONFLICT;
