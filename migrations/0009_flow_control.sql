@@ -440,6 +440,10 @@ COMMENT ON VIEW outbox.stuck IS
 -- ---------------------------------------------------------------------------
 -- grants (0005's roles)
 
+-- Internals of claim, next_due_ms and target_event (which run as the owner): nobody calls them.
+REVOKE ALL ON FUNCTION outbox.rate_burst(real), outbox.rate_claim_at_least(real),
+                       outbox.target_gate(outbox.target_state, real)
+       FROM PUBLIC;
 REVOKE ALL ON FUNCTION outbox.claim(text, text[], integer[], integer, integer),
                        outbox.next_due_ms(text[]),
                        outbox.target_event(text, text, text, text, integer),

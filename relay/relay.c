@@ -534,7 +534,7 @@ static void on_next_due(void *data, PGresult *res, const char *error)
      * (another relay holds it, SKIP LOCKED): wait a little longer each time
      * rather than ask again at once. */
     if (r->empty_claims > 1) {
-        int shift = r->empty_claims < 12 ? r->empty_claims : 12;
+        int shift = r->empty_claims < 8 ? r->empty_claims : 8; /* up to 256 ms */
         uint64_t floor_ms = (uint64_t)1 << shift;
         if (wait < floor_ms)
             wait = floor_ms;

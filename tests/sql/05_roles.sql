@@ -160,6 +160,7 @@ SELECT set_eq(
              ('outbox_relay', 'claim'), ('outbox_relay', 'take_over_expired'), ('outbox_relay', 'renew_leases'),
              ('outbox_relay', 'record'), ('outbox_relay', 'release'), ('outbox_relay', 'next_due_ms'),
              ('outbox_relay', 'claim_unknown'), ('outbox_relay', 'defer'), ('outbox_relay', 'live_counts'),
+             ('outbox_relay', 'target_event'),
              ('outbox_operator', 'outcome'), ('outbox_operator', 'live_counts'),
              ('outbox_admin', 'enqueue'), ('outbox_admin', 'outcome'), ('outbox_admin', 'approve'),
              ('outbox_admin', 'reject'), ('outbox_admin', 'cancel'), ('outbox_admin', 'resolve'),
@@ -184,8 +185,10 @@ SELECT set_eq(
              ('outbox_admin', 'relays', 'SELECT'), ('outbox_admin', 'mismatches', 'SELECT'),
              ('outbox_admin', 'targets', 'INSERT'), ('outbox_admin', 'targets', 'UPDATE'),
              ('outbox_admin', 'targets', 'DELETE'),
-             ('outbox_operator', 'target_health', 'SELECT'), ('outbox_admin', 'target_health', 'SELECT')$$,
-    'table matrix: the app has no table rights; relay reads targets; operator reads; admin also edits targets');
+             ('outbox_operator', 'target_health', 'SELECT'), ('outbox_admin', 'target_health', 'SELECT'),
+             ('outbox_relay', 'target_state', 'SELECT'), ('outbox_operator', 'target_state', 'SELECT'),
+             ('outbox_admin', 'target_state', 'SELECT')$$,
+    'table matrix: the app has no table rights; relay reads targets and target_state; operator reads; admin also edits targets');
 SELECT set_eq(
     $$SELECT r.rolname::text FROM pg_roles r
        WHERE r.rolname IN ('outbox_app', 'outbox_relay', 'outbox_operator', 'outbox_admin')
