@@ -421,15 +421,19 @@ static int command_stuck(PGconn *conn, const struct cli_args *args)
 static int command_targets(PGconn *conn, const struct cli_args *args)
 {
     static const char *const headers[] = {"NAME",    "URL",        "METHOD",     "KEY_HEADER",
-                                          "KEY_TTL", "STATUS_URL", "TIMEOUT_MS", "MAX_ATTEMPTS",
-                                          "ENABLED", "SECRET_ENV"};
+                                          "KEY_TTL", "STATUS_URL", "TIMEOUT_MS", "RETRY",
+                                          "ENABLED", "CIRCUIT",    "SECRET_ENV"};
     int exit_code = CLI_EXIT_OK;
     /* secret_env is the name of a variable in the relay's environment; its
      * value is never read here. */
     PGresult *res = run_query(conn, args->command,
-                              "SELECT name, url, method, key_header, "
+                              "SELECT t.name, url, method, key_header, "
                               "floor(extract(epoch FROM key_ttl))::bigint, status_url, timeout_ms, "
-                              "max_attempts, enabled, secret_env FROM outbox.targets ORDER BY name",
+                              "max_attempts, enabled, secret_env, "
+                              "floor(extract(epoch FROM retry_for))::bigint, "
+                              "coalesce(s.circuit, 'closed') "
+                              "FROM outbox.targets t LEFT JOIN outbox.target_state s "
+                              "ON s.target = t.name ORDER BY t.name",
                               0, NULL, &exit_code);
     if (res == NULL)
         return exit_code;
@@ -447,6 +451,8 @@ static int command_targets(PGconn *conn, const struct cli_args *args)
             json_object_set_new(item, "status_url", json_text_or_null(cell(res, r, 5)));
             json_object_set_new(item, "timeout_ms", json_int_or_null(res, r, 6));
             json_object_set_new(item, "max_attempts", json_int_or_null(res, r, 7));
+            json_object_set_new(item, "retry_for_s", json_int_or_null(res, r, 10));
+            json_object_set_new(item, "circuit", json_text_or_null(cell(res, r, 11)));
             json_object_set_new(item, "enabled", json_bool_of(res, r, 8));
             json_object_set_new(item, "secret_env", json_text_or_null(cell(res, r, 9)));
             json_array_append_new(list, item);
@@ -458,7 +464,7 @@ static int command_targets(PGconn *conn, const struct cli_args *args)
         printf("no targets\n");
     } else {
         struct table t;
-        table_init(&t, headers, 10, (size_t)rows);
+        table_init(&t, headers, 11, (size_t)rows);
         for (int r = 0; r < rows; r++) {
             char ttl[32];
             format_duration(cell_int(res, r, 4), ttl, sizeof(ttl));
@@ -470,9 +476,17 @@ static int command_targets(PGconn *conn, const struct cli_args *args)
             table_set(&t, (size_t)r, 4, ttl);
             table_set(&t, (size_t)r, 5, cell(res, r, 5));
             table_set(&t, (size_t)r, 6, cell(res, r, 6));
-            table_set(&t, (size_t)r, 7, cell(res, r, 7));
+            /* The retry horizon: retry_for, and the cap on attempts if there is one. */
+            char retry_for[32], retry[64];
+            format_duration(cell_int(res, r, 10), retry_for, sizeof(retry_for));
+            if (PQgetisnull(res, r, 7))
+                snprintf(retry, sizeof(retry), "%s", retry_for);
+            else
+                snprintf(retry, sizeof(retry), "%s,max%s", retry_for, PQgetvalue(res, r, 7));
+            table_set(&t, (size_t)r, 7, retry);
             table_set(&t, (size_t)r, 8, PQgetvalue(res, r, 8)[0] == 't' ? "yes" : "no");
-            table_set(&t, (size_t)r, 9, cell(res, r, 9));
+            table_set(&t, (size_t)r, 9, cell(res, r, 11));
+            table_set(&t, (size_t)r, 10, cell(res, r, 9));
         }
         table_print(&t);
         table_free(&t);

@@ -125,9 +125,9 @@ is "$(jfield '.stuck[0] | [.state, .reason, .age_s, .attempts, .last_error] | @j
 cli targets
 is "$RC" 0 "targets: 0"
 is "$(sed -n 1p <<<"$OUT" | tr -s ' ')" \
-    "NAME URL METHOD KEY_HEADER KEY_TTL STATUS_URL TIMEOUT_MS MAX_ATTEMPTS ENABLED SECRET_ENV" "targets: header"
+    "NAME URL METHOD KEY_HEADER KEY_TTL STATUS_URL TIMEOUT_MS RETRY ENABLED CIRCUIT SECRET_ENV" "targets: header"
 ok "targets: a target without a key header says it cannot deduplicate" \
-    grep -qE '^legacy +http://\S+/legacy +POST +\(none: cannot deduplicate\) +1d +http://\S+/status/\{key\} +10000 +8 +yes +-$' <<<"$OUT"
+    grep -qE '^legacy +http://\S+/legacy +POST +\(none: cannot deduplicate\) +1d +http://\S+/status/\{key\} +10000 +3d +yes +closed +-$' <<<"$OUT"
 ok "targets: the secret's variable name is shown" grep -qE '^keyed .* CLI_TEST_SIGNING_SECRET$' <<<"$OUT"
 ok "targets: the secret's value never" bash -c '! grep -q "s3cr3t" "$1"' _ "$T/cli.out"
 cli targets --json
@@ -136,6 +136,8 @@ is "$(jfield '[.targets[] | .name] | @json')" '["appr","keyed","legacy"]' "targe
 is "$(jfield '.targets[] | select(.name == "legacy") | [.key_header, .deduplicates, .key_ttl_s, .timeout_ms, .enabled] | @json')" \
     '[null,false,86400,10000,true]' "targets --json: legacy cannot deduplicate"
 is "$(jfield '.targets[] | select(.name == "keyed") | .secret_env')" CLI_TEST_SIGNING_SECRET "targets --json: secret_env is a name"
+is "$(jfield '.targets[] | select(.name == "legacy") | [.max_attempts, .retry_for_s, .circuit] | @json')" '[null,259200,"closed"]' \
+    "targets --json: no cap on attempts, retry for 3 days, circuit closed"
 ok "targets --json: the secret's value never" bash -c '! grep -q "s3cr3t" "$1"' _ "$T/cli.out"
 
 # ---------------------------------------------------------------- approve, reject
