@@ -42,6 +42,9 @@ static const struct option_def options[] = {
         "directory of NNNN_*.sql files for migrate (default: ../migrations beside the binary)"),
     OPT("admin-listen", OPT_STRING, admin_listen, "127.0.0.1:9464", 0, 0,
         "host:port of the admin HTTP port (health, readiness, metrics, status API); empty = off"),
+    OPT("admin-token-file", OPT_STRING, admin_token_file, "", 0, 0,
+        "file holding a bearer token that /metrics and /v1/ of the admin port then require "
+        "(read at start; /healthz and /readyz stay open); empty = no token"),
     OPT("log-level", OPT_STRING, log_level, "info", 0, 0, "debug, info, warn or error"),
     OPT("batch-size", OPT_INT, batch_size, "256", 1, 10000, "rows claimed per claim statement"),
     OPT("max-in-flight", OPT_INT, max_in_flight, "1024", 1, 100000,
@@ -58,6 +61,8 @@ static const struct option_def options[] = {
         "cap of the exponential back-off between database reconnects"),
     OPT("connect-timeout-ms", OPT_INT, connect_timeout_ms, "5000", 100, 600000,
         "deadline for one database connection attempt"),
+    OPT("query-timeout-ms", OPT_INT, query_timeout_ms, "30000", 1000, 3600000,
+        "deadline for one database round trip; past it the connection is re-made"),
     OPT("max-response-bytes", OPT_INT, max_response_bytes, "65536", 0, 16777216,
         "bytes of a response body kept (the rest is discarded)"),
     OPT("targets-refresh-ms", OPT_INT, targets_refresh_ms, "10000", 100, 3600000,

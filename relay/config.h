@@ -17,6 +17,7 @@ struct config {
     char *relay_id;               /* lease owner name; default host:pid */
     char *migrations_dir;         /* for migrate */
     char *admin_listen;           /* host:port of the admin HTTP port; "" = off */
+    char *admin_token_file;       /* bearer token for the admin port's /metrics, /v1/; "" = none */
     char *log_level;              /* debug|info|warn|error */
     int batch_size;               /* rows per claim */
     int max_in_flight;            /* deliveries in flight, all targets */
@@ -26,6 +27,7 @@ struct config {
     int grace_ms;                 /* SIGTERM: how long in-flight deliveries may finish */
     int reconnect_max_ms;         /* cap of the database reconnect back-off */
     int connect_timeout_ms;       /* database connect deadline */
+    int query_timeout_ms;         /* deadline of one database round trip */
     int max_response_bytes;       /* bounded copy of a response body */
     int targets_refresh_ms;       /* how often targets are reloaded */
     bool exit_when_idle;          /* exit 0 once nothing is due or in flight (demo, tests) */

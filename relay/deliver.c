@@ -20,6 +20,7 @@
  * followed (the URL is the one an admin registered).
  */
 #include "deliver.h"
+#include "xalloc.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -60,10 +61,7 @@ static size_t on_body(char *data, size_t size, size_t nmemb, void *userp)
 {
     struct delivery *d = userp;
     size_t n = size * nmemb;
-    if (d->body.len < d->body_limit) {
-        size_t keep = d->body_limit - d->body.len;
-        strbuf_append(&d->body, data, n < keep ? n : keep);
-    }
+    strbuf_append_capped(&d->body, data, n, d->body_limit);
     return n; /* the rest is read and dropped: the copy is bounded, the transfer is not failed */
 }
 
@@ -117,14 +115,14 @@ struct delivery *delivery_new(struct target *target, int64_t intent_id, const ch
                               const char *payload, int attempt, bool was_ambiguous,
                               int64_t first_attempt_ms, size_t body_limit, int64_t now_s)
 {
-    struct delivery *d = calloc(1, sizeof(*d));
+    struct delivery *d = xcalloc(1, sizeof(*d));
     if (d == NULL)
         return NULL;
     d->target = target;
     d->intent_id = intent_id;
-    d->key = strdup(key);
+    d->key = xstrdup(key);
     d->payload_len = strlen(payload);
-    d->payload = malloc(d->payload_len + 1);
+    d->payload = xmalloc(d->payload_len + 1);
     memcpy(d->payload, payload, d->payload_len + 1);
     d->attempt = attempt;
     d->was_ambiguous = was_ambiguous;
@@ -139,6 +137,7 @@ struct delivery *delivery_new(struct target *target, int64_t intent_id, const ch
         return NULL;
     }
     d->headers = target_request_headers(target, key, d->payload, d->payload_len, now_s);
+    d->key_sent = target->key_header != NULL; /* the header above carries it */
     CURL *e = d->easy;
     curl_easy_setopt(e, CURLOPT_URL, target->url);
     set_common_options(d, target);
@@ -181,14 +180,14 @@ struct delivery *delivery_new_status_check(struct target *target, int64_t intent
                                            const char *key, int attempt, int64_t first_attempt_ms,
                                            size_t body_limit)
 {
-    struct delivery *d = calloc(1, sizeof(*d));
+    struct delivery *d = xcalloc(1, sizeof(*d));
     if (d == NULL)
         return NULL;
     d->kind = DELIVERY_STATUS_CHECK;
     d->target = target;
     d->intent_id = intent_id;
-    d->key = strdup(key);
-    d->payload = strdup("");
+    d->key = xstrdup(key);
+    d->payload = xstrdup("");
     d->attempt = attempt;
     d->was_ambiguous = true;
     d->first_attempt_ms = first_attempt_ms;
@@ -257,4 +256,15 @@ void delivery_free(struct delivery *d)
     free(d->key);
     free(d->payload);
     free(d);
+}
+
+/* For tests and fuzzing (deliver.h): the callbacks above, by name. */
+size_t delivery_header_callback(char *data, size_t size, size_t nmemb, void *userp)
+{
+    return on_header(data, size, nmemb, userp);
+}
+
+size_t delivery_body_callback(char *data, size_t size, size_t nmemb, void *userp)
+{
+    return on_body(data, size, nmemb, userp);
 }

@@ -31,7 +31,8 @@ struct delivery {
     int attempt;
     bool was_ambiguous;
     int64_t first_attempt_ms;
-    bool probe; /* the one request of a half-open circuit (set by the relay) */
+    bool probe;    /* the one request of a half-open circuit (set by the relay) */
+    bool key_sent; /* the request carries the key header (decided with the headers) */
 
     CURL *easy;
     struct curl_slist *headers;
@@ -71,5 +72,11 @@ void delivery_report(struct delivery *d, CURLcode result, bool aborted,
 void delivery_free(struct delivery *d);
 /* Cleans up the pooled easy handles (at exit, before curl_global_cleanup). */
 void delivery_pool_drain(void);
+
+/* For tests and fuzzing (tests/fuzz/): libcurl's header and body callbacks of
+ * a delivery (userp), as the transfer calls them: a Retry-After header line
+ * sets retry_after_ms, body bytes go to the bounded copy. Return nmemb * size. */
+size_t delivery_header_callback(char *data, size_t size, size_t nmemb, void *userp);
+size_t delivery_body_callback(char *data, size_t size, size_t nmemb, void *userp);
 
 #endif

@@ -95,14 +95,30 @@ static int retry_delay_ms(const struct retry_policy *policy, const struct intent
     return delay;
 }
 
+int64_t outcome_clock_margin_ms(int64_t key_ttl_ms)
+{
+    int64_t margin = key_ttl_ms / 20;
+    return margin < OUTCOME_CLOCK_MARGIN_MAX_MS ? margin : OUTCOME_CLOCK_MARGIN_MAX_MS;
+}
+
+/* The key is still remembered at the target at_ms (first attempt + key_ttl),
+ * with the clock margin taken off: first_attempt_ms is the database's clock,
+ * at_ms this host's. */
+static bool key_remembered_at(const struct retry_policy *policy, int64_t first_attempt_ms,
+                              int64_t at_ms)
+{
+    return at_ms - first_attempt_ms <
+           policy->key_ttl_ms - outcome_clock_margin_ms(policy->key_ttl_ms);
+}
+
 /* A row that may already have executed can be sent again only with the same
  * key, to a target that honours keys, while the target still remembers the
- * key at the time of the re-send (first attempt + key_ttl). */
+ * key at the time of the re-send. */
 static bool same_key_resend_safe(const struct retry_policy *policy,
                                  const struct intent_progress *progress, int delay_ms)
 {
     return policy->honours_keys &&
-           progress->now_ms + delay_ms - progress->first_attempt_ms < policy->key_ttl_ms;
+           key_remembered_at(policy, progress->first_attempt_ms, progress->now_ms + delay_ms);
 }
 
 /* Another attempt after delay_ms is within the target's retry horizon: the
@@ -172,7 +188,7 @@ bool outcome_resend_allowed(const struct retry_policy *policy, bool was_ambiguou
 {
     if (!was_ambiguous)
         return true;
-    return policy->honours_keys && now_ms - first_attempt_ms < policy->key_ttl_ms;
+    return policy->honours_keys && key_remembered_at(policy, first_attempt_ms, now_ms);
 }
 
 const char *outcome_class_name(enum attempt_class cls)

@@ -79,8 +79,17 @@ enum attempt_class outcome_classify_status_check(const struct attempt_facts *fac
 struct decision outcome_decide(enum attempt_class cls, const struct retry_policy *policy,
                                const struct intent_progress *progress, double random_unit);
 
+/* Key age compares the database's first_attempt_at with this host's clock.
+ * Both are NTP-disciplined in any sane deployment, but a few seconds of skew
+ * must not turn a re-send into one the target no longer recognises: a key is
+ * treated as forgotten key_ttl - margin after the first attempt, where the
+ * margin is 5 % of key_ttl, at most a minute (24 h → 1 min; 10 min → 30 s). */
+#define OUTCOME_CLOCK_MARGIN_MAX_MS 60000
+int64_t outcome_clock_margin_ms(int64_t key_ttl_ms);
+
 /* At send time: may a claimed row go out? A row flagged ambiguous only to a
- * key-honouring target that still remembers the key (first + key_ttl > now). */
+ * key-honouring target that still remembers the key (first + key_ttl -
+ * margin > now). */
 bool outcome_resend_allowed(const struct retry_policy *policy, bool was_ambiguous,
                             int64_t first_attempt_ms, int64_t now_ms);
 

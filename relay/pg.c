@@ -18,10 +18,21 @@
  * PQflush reports unsent data: uv_poll is level-triggered, and a writable
  * interest left armed would spin the loop.
  *
+ * A deadline on every round trip: a connection that is black-holed (the
+ * server stopped, a middlebox dropping packets, a half-open TCP connection)
+ * would otherwise keep the relay "ready" while claims and renewals hang. The
+ * query on the wire must answer within query_timeout_ms, or the connection is
+ * dropped and re-made (its queries fail; the relay keeps its outcomes). The
+ * server is told statement_timeout a second shorter, so that a statement that
+ * is merely slow ends with an error first, and the connection is kept. TCP
+ * keepalives (libpq's keepalives_* settings, when the connection string does
+ * not set them) notice a peer that went away while idle.
+ *
  * Invariant: a uv_poll_t exists only while its PGconn is open, and is freed
  * in its close callback.
  */
 #include "pg.h"
+#include "xalloc.h"
 
 #include "log.h"
 
@@ -52,6 +63,8 @@ struct pg_conn {
     char *listen_sql;
     int connect_timeout_ms;
     int reconnect_max_ms;
+    int query_timeout_ms; /* 0: none */
+    char *setup_sql;      /* SET statement_timeout, sent first on every connection */
     int backoff_ms;
     struct pg_events events;
 
@@ -146,6 +159,7 @@ static void on_handle_closed(uv_handle_t *handle)
         void *data = pg->closed_data;
         free(pg->conninfo);
         free(pg->listen_sql);
+        free(pg->setup_sql);
         free(pg);
         if (cb)
             cb(data);
@@ -174,7 +188,7 @@ static bool poll_watch(pg_conn_t *pg, int events)
     if (pg->poll && pg->poll_fd != fd)
         poll_close(pg);
     if (pg->poll == NULL) {
-        pg->poll = malloc(sizeof(*pg->poll));
+        pg->poll = xmalloc(sizeof(*pg->poll));
         if (pg->poll == NULL || uv_poll_init(pg->loop, pg->poll, fd) != 0) {
             free(pg->poll);
             pg->poll = NULL;
@@ -216,7 +230,20 @@ static void pg_schedule_reconnect(pg_conn_t *pg)
 
 static void pg_connect_start(pg_conn_t *pg)
 {
-    pg->conn = PQconnectStart(pg->conninfo);
+    /* Keepalives and a name in pg_stat_activity first: a value in the
+     * connection string (expanded from dbname, which comes after them)
+     * overrides them. */
+    static const char *const keywords[] = {"application_name",
+                                           "keepalives",
+                                           "keepalives_idle",
+                                           "keepalives_interval",
+                                           "keepalives_count",
+                                           "dbname",
+                                           NULL};
+    char application_name[64];
+    snprintf(application_name, sizeof(application_name), "outbox-relay/%s", pg_name(pg));
+    const char *values[] = {application_name, "1", "10", "5", "3", pg->conninfo, NULL};
+    pg->conn = PQconnectStartParams(keywords, values, 1);
     if (pg->conn == NULL) {
         set_reason(pg, "out of memory starting a connection");
         pg_schedule_reconnect(pg);
@@ -260,16 +287,22 @@ static void pg_connected(pg_conn_t *pg)
     pg->backoff_ms = 100;
     /* Setup queries go in front of anything queued, in this order. */
     for (size_t i = pg->statement_count; i-- > 0;) {
-        struct pg_query *q = calloc(1, sizeof(*q));
+        struct pg_query *q = xcalloc(1, sizeof(*q));
         q->kind = QUERY_PREPARE;
         q->statement = pg->statements[i].name;
         q->sql = pg->statements[i].sql;
         queue_push(pg, q, true);
     }
     if (pg->listen_sql) {
-        struct pg_query *q = calloc(1, sizeof(*q));
+        struct pg_query *q = xcalloc(1, sizeof(*q));
         q->kind = QUERY_LISTEN;
         q->sql = pg->listen_sql;
+        queue_push(pg, q, true);
+    }
+    if (pg->setup_sql) {
+        struct pg_query *q = xcalloc(1, sizeof(*q));
+        q->kind = QUERY_LISTEN; /* a plain statement, like LISTEN */
+        q->sql = pg->setup_sql;
         queue_push(pg, q, true);
     }
     if (!poll_watch(pg, UV_READABLE)) {
@@ -308,6 +341,12 @@ static void on_timer(uv_timer_t *timer)
         pg_connect_start(pg);
     else if (pg->state == PG_CONNECTING)
         pg_connection_lost(pg, "timed out connecting to the database");
+    else if ((pg->state == PG_SETUP || pg->state == PG_READY) && pg->head_sent) {
+        char reason[96];
+        snprintf(reason, sizeof(reason), "no answer from the database within %d ms",
+                 pg->query_timeout_ms);
+        pg_connection_lost(pg, reason);
+    }
 }
 
 /* ---------------------------------------------------------------- queries */
@@ -348,6 +387,8 @@ static void pg_send_next(pg_conn_t *pg)
         return;
     }
     pg->head_sent = true;
+    if (pg->query_timeout_ms > 0)
+        uv_timer_start(&pg->timer, on_timer, (uint64_t)pg->query_timeout_ms, 0);
     pg_flush(pg);
 }
 
@@ -356,6 +397,7 @@ static void pg_query_done(pg_conn_t *pg)
 {
     struct pg_query *q = queue_pop(pg);
     pg->head_sent = false;
+    uv_timer_stop(&pg->timer);
     PGresult *res = pg->pending_result;
     char *error = pg->pending_error;
     pg->pending_result = NULL;
@@ -415,7 +457,7 @@ static void pg_read(pg_conn_t *pg)
         ExecStatusType st = PQresultStatus(res);
         if (st != PGRES_TUPLES_OK && st != PGRES_COMMAND_OK && pg->pending_error == NULL) {
             const char *msg = PQresultErrorMessage(res);
-            pg->pending_error = strdup(*msg ? msg : PQresStatus(st));
+            pg->pending_error = xstrdup(*msg ? msg : PQresStatus(st));
         }
         PQclear(pg->pending_result);
         pg->pending_result = res;
@@ -489,16 +531,16 @@ pg_conn_t *pg_conn_new(uv_loop_t *loop, const char *conninfo, const struct pg_st
                        size_t statement_count, const char *listen_channel, int connect_timeout_ms,
                        int reconnect_max_ms, struct pg_events events)
 {
-    pg_conn_t *pg = calloc(1, sizeof(*pg));
+    pg_conn_t *pg = xcalloc(1, sizeof(*pg));
     if (pg == NULL)
         return NULL;
     pg->loop = loop;
-    pg->conninfo = strdup(conninfo ? conninfo : "");
+    pg->conninfo = xstrdup(conninfo ? conninfo : "");
     pg->statements = statements;
     pg->statement_count = statement_count;
     if (listen_channel) {
         size_t len = strlen(listen_channel) + 16;
-        pg->listen_sql = malloc(len);
+        pg->listen_sql = xmalloc(len);
         snprintf(pg->listen_sql, len, "LISTEN \"%s\"", listen_channel);
     }
     pg->connect_timeout_ms = connect_timeout_ms;
@@ -512,6 +554,20 @@ pg_conn_t *pg_conn_new(uv_loop_t *loop, const char *conninfo, const struct pg_st
     pg->timer.data = pg;
     pg->open_handles = 1;
     return pg;
+}
+
+void pg_conn_set_query_timeout(pg_conn_t *pg, int timeout_ms)
+{
+    pg->query_timeout_ms = timeout_ms;
+    free(pg->setup_sql);
+    pg->setup_sql = NULL;
+    if (timeout_ms > 0) {
+        /* The server gives up a second before we do (at least half the time). */
+        int server_ms = timeout_ms > 2000 ? timeout_ms - 1000 : timeout_ms / 2;
+        size_t len = 64;
+        pg->setup_sql = xmalloc(len);
+        snprintf(pg->setup_sql, len, "SET statement_timeout = %d", server_ms);
+    }
 }
 
 void pg_conn_start(pg_conn_t *pg)
@@ -539,15 +595,15 @@ bool pg_query(pg_conn_t *pg, const char *statement, int nparams, const char *con
 {
     if (pg->state != PG_READY)
         return false;
-    struct pg_query *q = calloc(1, sizeof(*q));
+    struct pg_query *q = xcalloc(1, sizeof(*q));
     if (q == NULL)
         return false;
     q->kind = QUERY_PREPARED;
     q->statement = statement;
     q->nparams = nparams;
-    q->values = calloc((size_t)(nparams > 0 ? nparams : 1), sizeof(char *));
+    q->values = xcalloc((size_t)(nparams > 0 ? nparams : 1), sizeof(char *));
     for (int i = 0; i < nparams; i++)
-        q->values[i] = values[i] ? strdup(values[i]) : NULL;
+        q->values[i] = values[i] ? xstrdup(values[i]) : NULL;
     q->cb = cb;
     q->data = data;
     queue_push(pg, q, false);

@@ -39,6 +39,10 @@ struct pg_events {
 pg_conn_t *pg_conn_new(uv_loop_t *loop, const char *conninfo, const struct pg_statement *statements,
                        size_t statement_count, const char *listen_channel, int connect_timeout_ms,
                        int reconnect_max_ms, struct pg_events events);
+/* Every round trip must answer within timeout_ms, or the connection is
+ * dropped and re-made; the server's statement_timeout is set a little
+ * shorter. 0 (the default): no deadline. Call before pg_conn_start. */
+void pg_conn_set_query_timeout(pg_conn_t *pg, int timeout_ms);
 void pg_conn_start(pg_conn_t *pg);
 bool pg_conn_ready(const pg_conn_t *pg);
 /* Why the connection is not ready (for logs and readiness); "" when ready. */

@@ -52,6 +52,7 @@
 #include "sql.h"
 #include "strbuf.h"
 #include "targets.h"
+#include "xalloc.h"
 
 #include <inttypes.h>
 #include <signal.h>
@@ -65,10 +66,15 @@
 #define SHUTDOWN_RECORD_WAIT_MS 10000
 #define HEARTBEAT_EVERY_MS 10000
 #define TAKE_OVER_BATCH 256
-/* A batch the database refuses this many times in a row (with the
- * connection up) is dropped; see on_recorded. */
-#define RECORD_SQL_FAILURES_MAX 5
-#define ADMIN_MAX_CONNECTIONS 16
+/* Response bodies in one record statement: the batch ends after the outcome
+ * that passes this, so that its parameters and libpq's copy of them stay
+ * small whatever the response cap (the memory bound in README). */
+#define RECORD_BATCH_BODY_BYTES (4 * 1024 * 1024)
+/* The admin port (admin.c): 64 connections for any request, of which 32 may
+ * be long-polls (?wait=); 16 more for the probes once those are taken. */
+#define ADMIN_MAX_CONNECTIONS 64
+#define ADMIN_MAX_WAITS 32
+#define ADMIN_PROBE_RESERVE 16
 #define ADMIN_MAX_REQUEST_BYTES 8192
 #define LIVE_COUNTS_EVERY_MS 5000
 
@@ -79,12 +85,30 @@ struct pending_outcome {
     int delay_ms;
     bool ambiguous;
     enum attempt_class cls;
-    int sent; /* 1, 0, or -1 unknown (lease take-over) */
+    int sent;     /* 1, 0, or -1 unknown (lease take-over) */
+    int key_sent; /* the request carried the key: 1, 0, or -1 not known / no request */
     long http_status;
     int latency_ms;
     char *error;
     char *body;
     size_t body_len;
+};
+
+/* The parallel arrays of one outbox.record call (its parameters $2..$14). */
+enum record_array {
+    RA_IDS = 1,
+    RA_ATTEMPTS,
+    RA_STATES,
+    RA_DELAYS,
+    RA_AMBIGUOUS,
+    RA_CLASSES,
+    RA_SENT,
+    RA_HTTP,
+    RA_ERRORS,
+    RA_LATENCIES,
+    RA_BODIES,
+    RA_KEY_SENT,
+    RECORD_ARRAYS /* also the number of parameters: $1 is the relay */
 };
 
 struct outcome_list {
@@ -120,7 +144,7 @@ struct relay {
     struct outcome_list recording; /* on the wire */
     struct release_list releases;  /* claimed, never sent, to give back */
     bool releasing;
-    int record_sql_failures;
+    size_t record_limit; /* > 0: a batch failed; send at most this many (halving) */
 
     bool claim_running;
     bool claim_again;
@@ -144,7 +168,7 @@ struct relay {
     int exit_code;
 
     uint64_t rng;
-    struct strbuf arrays[12];
+    struct strbuf arrays[RECORD_ARRAYS];
 
     admin_server_t *admin;
     char ready_reason[320];
@@ -197,7 +221,7 @@ static void outcome_list_push(struct outcome_list *list, struct pending_outcome 
 {
     if (list->count == list->cap) {
         list->cap = list->cap ? list->cap * 2 : 256;
-        list->items = realloc(list->items, list->cap * sizeof(*list->items));
+        list->items = xrealloc(list->items, list->cap * sizeof(*list->items));
     }
     list->items[list->count++] = *o;
 }
@@ -222,8 +246,8 @@ static bool relay_has_work(const struct relay *r)
 static void relay_release_later(struct relay *r, int64_t intent_id, int attempt)
 {
     struct release_list *l = &r->releases;
-    l->ids = realloc(l->ids, (l->count + 1) * sizeof(int64_t));
-    l->attempts = realloc(l->attempts, (l->count + 1) * sizeof(int));
+    l->ids = xrealloc(l->ids, (l->count + 1) * sizeof(int64_t));
+    l->attempts = xrealloc(l->attempts, (l->count + 1) * sizeof(int));
     l->ids[l->count] = intent_id;
     l->attempts[l->count] = attempt;
     l->count++;
@@ -231,10 +255,13 @@ static void relay_release_later(struct relay *r, int64_t intent_id, int attempt)
 
 /* ---------------------------------------------------------------- deliveries */
 
+/* Buffers one outcome for the next record statement. body, when not NULL,
+ * is taken over (a response body is not copied again): it must come from
+ * malloc and hold body_len bytes and a NUL. */
 static void relay_push_outcome(struct relay *r, struct target *t, int64_t intent_id, int attempt,
-                               enum attempt_class cls, struct decision *dec, int sent,
-                               long http_status, int latency_ms, const char *error,
-                               const char *body, size_t body_len)
+                               enum attempt_class cls, struct decision *dec, int sent, int key_sent,
+                               long http_status, int latency_ms, const char *error, char *body,
+                               size_t body_len)
 {
     struct pending_outcome o = {
         .intent_id = intent_id,
@@ -244,17 +271,13 @@ static void relay_push_outcome(struct relay *r, struct target *t, int64_t intent
         .ambiguous = dec->ambiguous,
         .cls = cls,
         .sent = sent,
+        .key_sent = key_sent,
         .http_status = http_status,
         .latency_ms = latency_ms,
-        .error = error && *error ? strdup(error) : NULL,
-        .body = NULL,
-        .body_len = body_len,
+        .error = error && *error ? xstrdup(error) : NULL,
+        .body = body,
+        .body_len = body ? body_len : 0,
     };
-    if (body && body_len > 0) {
-        o.body = malloc(body_len + 1);
-        memcpy(o.body, body, body_len);
-        o.body[body_len] = '\0';
-    }
     outcome_list_push(&r->buffered, &o);
     r->attempts_by_class[cls]++;
     if (t) {
@@ -315,9 +338,7 @@ static void relay_report_target(struct relay *r, struct target *t, const char *e
 {
     if (!pg_conn_ready(r->pg))
         return; /* reported again by the next failures; a pause is only advice */
-    struct target_event_request *req = calloc(1, sizeof(*req));
-    if (req == NULL)
-        return;
+    struct target_event_request *req = xcalloc(1, sizeof(*req));
     req->relay = r;
     req->target = t;
     snprintf(req->event, sizeof(req->event), "%s", event);
@@ -380,10 +401,14 @@ static void relay_conclude(struct relay *r, struct delivery *d, CURLcode result,
         return;
     }
 
+    /* What is safe next depends on whether this request carried the key, not
+     * on the target's header now (a reload may have changed it since). */
+    struct retry_policy policy = target_retry_policy(d->target);
+    if (d->kind == DELIVERY_SEND)
+        policy.honours_keys = report.facts.honours_keys = d->key_sent;
     enum attempt_class cls = d->kind == DELIVERY_STATUS_CHECK
                                  ? outcome_classify_status_check(&report.facts)
                                  : outcome_classify(&report.facts);
-    struct retry_policy policy = target_retry_policy(d->target);
     struct intent_progress progress = {
         .attempt = d->attempt,
         .was_ambiguous = d->was_ambiguous,
@@ -418,8 +443,11 @@ static void relay_conclude(struct relay *r, struct delivery *d, CURLcode result,
         metrics_histogram_observe(&r->delivery_seconds, report.latency_ms / 1000.0);
         relay_observe_flow(r, d, cls, &report);
     }
+    size_t body_len = d->body.len;
+    char *body = body_len > 0 ? strbuf_steal(&d->body) : NULL;
     relay_push_outcome(r, d->target, d->intent_id, d->attempt, cls, &dec, report.sent,
-                       report.http_status, report.latency_ms, error, d->body.data, d->body.len);
+                       d->kind == DELIVERY_SEND ? (d->key_sent ? 1 : 0) : -1, report.http_status,
+                       report.latency_ms, error, body, body_len);
     log_event(cls == CLASS_SUCCEEDED ? LOG_DEBUG : LOG_INFO,
               d->kind == DELIVERY_STATUS_CHECK ? "status_check" : "attempt", "key",
               json_string(d->key), "target", json_string(d->target->name), "attempt",
@@ -644,7 +672,7 @@ static void on_claimed(void *data, PGresult *res, const char *error)
             /* It waited past key_ttl (or the target changed): the target may
              * have forgotten the key of an attempt that may have executed. */
             struct decision dec = {STATE_UNKNOWN, t->reconcile_delay_ms, true};
-            relay_push_outcome(r, t, id, attempt, CLASS_NOT_SENT, &dec, 0, 0, 0,
+            relay_push_outcome(r, t, id, attempt, CLASS_NOT_SENT, &dec, 0, -1, 0, 0,
                                "not re-sent: an earlier attempt may have executed and the "
                                "target may no longer remember its key",
                                NULL, 0);
@@ -761,46 +789,62 @@ static const char *state_sql_name(enum intent_state s)
     return outcome_state_name(s);
 }
 
+/* Puts the batch that was on the wire back in front of the newer outcomes. */
+static void relay_unsend_recording(struct relay *r)
+{
+    for (size_t i = 0; i < r->buffered.count; i++)
+        outcome_list_push(&r->recording, &r->buffered.items[i]);
+    r->buffered.count = 0;
+    struct outcome_list tmp = r->buffered;
+    r->buffered = r->recording;
+    r->recording = tmp;
+    r->recording.count = 0;
+}
+
 static void on_recorded(void *data, PGresult *res, const char *error)
 {
     struct relay *r = data;
-    if (error && pg_conn_ready(r->pg_rec) && ++r->record_sql_failures >= RECORD_SQL_FAILURES_MAX) {
-        /* The database refuses this batch (not a lost connection). Rather than
-         * retry it forever, drop it: its rows stay in_flight under our lease,
-         * which is no longer renewed, so a relay takes them over as ambiguous.
-         * Nothing is lost; at worst an outcome is decided more cautiously. */
-        log_event(LOG_ERROR, "record_dropped", "error", json_string(error), "outcomes",
-                  json_integer((json_int_t)r->recording.count), LOG_END);
-        r->record_sql_failures = 0;
-        outcome_list_clear(&r->recording);
-        error = NULL;
-        res = NULL;
+    if (error && pg_conn_ready(r->pg_rec)) {
+        /* The database refused the batch, the connection is fine: some
+         * outcome in it fails (its intent was deleted by hand, say). Halve
+         * the batch until the one that fails is alone, then drop only it:
+         * its row stays in_flight under a lease no longer renewed, and is
+         * taken over as ambiguous. Nothing else waits behind it. */
+        if (r->recording.count <= 1) {
+            struct pending_outcome *o = &r->recording.items[0];
+            log_event(LOG_ERROR, "record_dropped", "intent_id", json_integer(o->intent_id),
+                      "attempt", json_integer(o->attempt), "state",
+                      json_string(outcome_state_name(o->state)), "error", json_string(error),
+                      LOG_END);
+            outcome_list_clear(&r->recording);
+            r->record_limit = 0;
+        } else {
+            log_event(LOG_WARN, "record_failed", "error", json_string(error), "outcomes",
+                      json_integer((json_int_t)r->recording.count), "retrying",
+                      json_integer((json_int_t)(r->recording.count / 2)), LOG_END);
+            r->record_limit = r->recording.count / 2;
+            relay_unsend_recording(r);
+        }
+        relay_flush(r);
+        return;
     }
     if (error) {
-        /* Keep every outcome: put the batch back in front of newer ones. */
+        /* The connection is gone: keep every outcome, for the reconnect. */
         log_event(LOG_WARN, "record_failed", "error", json_string(error), "outcomes",
                   json_integer((json_int_t)r->recording.count), LOG_END);
-        for (size_t i = 0; i < r->buffered.count; i++)
-            outcome_list_push(&r->recording, &r->buffered.items[i]);
-        r->buffered.count = 0;
-        struct outcome_list tmp = r->buffered;
-        r->buffered = r->recording;
-        r->recording = tmp;
-        r->recording.count = 0;
-        return; /* retried on reconnect or by the maintenance timer */
+        relay_unsend_recording(r);
+        return;
     }
-    if (res != NULL) {
-        r->record_sql_failures = 0;
-        uint64_t updated = strtoull(PQgetvalue(res, 0, 0), NULL, 10);
-        r->recorded += updated;
-        if (updated < r->recording.count) {
-            r->fenced_out += r->recording.count - updated;
-            log_event(LOG_WARN, "record_fenced_out", "outcomes",
-                      json_integer((json_int_t)(r->recording.count - updated)), LOG_END);
-        }
-        outcome_list_clear(&r->recording);
-        admin_outcomes_changed(r->admin); /* wakes ?wait= requests */
+    r->record_limit = 0;
+    uint64_t updated = strtoull(PQgetvalue(res, 0, 0), NULL, 10);
+    r->recorded += updated;
+    if (updated < r->recording.count) {
+        r->fenced_out += r->recording.count - updated;
+        log_event(LOG_WARN, "record_fenced_out", "outcomes",
+                  json_integer((json_int_t)(r->recording.count - updated)), LOG_END);
     }
+    outcome_list_clear(&r->recording);
+    admin_outcomes_changed(r->admin); /* wakes ?wait= requests */
     relay_flush(r);
     if (r->stopping)
         relay_check_shutdown(r);
@@ -808,51 +852,69 @@ static void on_recorded(void *data, PGresult *res, const char *error)
         relay_maybe_claim(r);
 }
 
+/* Moves the oldest buffered outcomes into the batch to send: all of them, or
+ * fewer while a failing batch is being halved, or as many as make
+ * RECORD_BATCH_BODY_BYTES of response bodies (at least one). */
+static void relay_take_batch(struct relay *r)
+{
+    size_t n = r->buffered.count, bytes = 0, take = 0;
+    if (r->record_limit > 0 && r->record_limit < n)
+        n = r->record_limit;
+    while (take < n && (take == 0 || bytes < RECORD_BATCH_BODY_BYTES))
+        bytes += r->buffered.items[take++].body_len;
+    for (size_t i = 0; i < take; i++)
+        outcome_list_push(&r->recording, &r->buffered.items[i]);
+    r->buffered.count -= take;
+    memmove(r->buffered.items, r->buffered.items + take,
+            r->buffered.count * sizeof(*r->buffered.items));
+}
+
 static void relay_flush(struct relay *r)
 {
     if (r->recording.count > 0 || r->buffered.count == 0 || !pg_conn_ready(r->pg_rec))
         return;
-    struct outcome_list tmp = r->recording;
-    r->recording = r->buffered;
-    r->buffered = tmp;
+    relay_take_batch(r);
 
     struct strbuf *a = r->arrays;
-    for (int i = 1; i < 12; i++)
+    for (int i = RA_IDS; i < RECORD_ARRAYS; i++)
         pgarray_begin(&a[i]);
     for (size_t i = 0; i < r->recording.count; i++) {
         struct pending_outcome *o = &r->recording.items[i];
         const char *state = state_sql_name(o->state);
         const char *cls = outcome_class_name(o->cls);
-        pgarray_item_int(&a[1], o->intent_id);
-        pgarray_item_int(&a[2], o->attempt);
-        pgarray_item_text(&a[3], state, strlen(state));
-        pgarray_item_int(&a[4], o->delay_ms);
-        pgarray_item_bool(&a[5], o->ambiguous);
-        pgarray_item_text(&a[6], cls, strlen(cls));
+        pgarray_item_int(&a[RA_IDS], o->intent_id);
+        pgarray_item_int(&a[RA_ATTEMPTS], o->attempt);
+        pgarray_item_text(&a[RA_STATES], state, strlen(state));
+        pgarray_item_int(&a[RA_DELAYS], o->delay_ms);
+        pgarray_item_bool(&a[RA_AMBIGUOUS], o->ambiguous);
+        pgarray_item_text(&a[RA_CLASSES], cls, strlen(cls));
         if (o->sent < 0)
-            pgarray_item_null(&a[7]);
+            pgarray_item_null(&a[RA_SENT]);
         else
-            pgarray_item_bool(&a[7], o->sent == 1);
+            pgarray_item_bool(&a[RA_SENT], o->sent == 1);
         if (o->http_status > 0)
-            pgarray_item_int(&a[8], o->http_status);
+            pgarray_item_int(&a[RA_HTTP], o->http_status);
         else
-            pgarray_item_null(&a[8]);
-        pgarray_item_text(&a[9], o->error, o->error ? strlen(o->error) : 0);
-        pgarray_item_int(&a[10], o->latency_ms);
-        pgarray_item_text(&a[11], o->body, o->body_len);
+            pgarray_item_null(&a[RA_HTTP]);
+        pgarray_item_text(&a[RA_ERRORS], o->error, o->error ? strlen(o->error) : 0);
+        pgarray_item_int(&a[RA_LATENCIES], o->latency_ms);
+        pgarray_item_text(&a[RA_BODIES], o->body, o->body_len);
+        if (o->key_sent < 0)
+            pgarray_item_null(&a[RA_KEY_SENT]);
+        else
+            pgarray_item_bool(&a[RA_KEY_SENT], o->key_sent == 1);
     }
-    const char *params[12];
+    const char *params[RECORD_ARRAYS];
     params[0] = r->cfg->relay_id;
-    for (int i = 1; i < 12; i++) {
+    for (int i = RA_IDS; i < RECORD_ARRAYS; i++) {
         pgarray_end(&a[i]);
         params[i] = a[i].data;
     }
-    if (!pg_query(r->pg_rec, STMT_RECORD, 12, params, on_recorded, r)) {
-        /* Not connected after all: swap back, wait for reconnect. */
-        tmp = r->buffered;
-        r->buffered = r->recording;
-        r->recording = tmp;
-    }
+    if (!pg_query(r->pg_rec, STMT_RECORD, RECORD_ARRAYS, params, on_recorded, r))
+        relay_unsend_recording(r); /* not connected after all: wait for the reconnect */
+    /* Large bodies were escaped into the arrays: give that memory back. */
+    if (a[RA_BODIES].cap > 2 * RECORD_BATCH_BODY_BYTES)
+        strbuf_shrink(&a[RA_BODIES], RECORD_BATCH_BODY_BYTES);
 }
 
 /* ---------------------------------------------------------------- release */
@@ -924,7 +986,8 @@ static void on_taken_over(void *data, PGresult *res, const char *error)
         snprintf(error_text, sizeof(error_text),
                  "lease of relay %s expired while in flight: the request may have executed",
                  PQgetvalue(res, i, 6));
-        relay_push_outcome(r, t, id, attempt, CLASS_AMBIGUOUS, &dec, -1, 0, 0, error_text, NULL, 0);
+        relay_push_outcome(r, t, id, attempt, CLASS_AMBIGUOUS, &dec, -1, -1, 0, 0, error_text, NULL,
+                           0);
         log_event(LOG_WARN, "lease_taken_over", "key", json_string(key), "target",
                   json_string(PQgetvalue(res, i, 2)), "attempt", json_integer(attempt),
                   "previous_owner", json_string(PQgetvalue(res, i, 6)), "state",
@@ -936,15 +999,37 @@ static void on_taken_over(void *data, PGresult *res, const char *error)
         relay_check_shutdown(r);
 }
 
+/* The rows this relay holds: being delivered, or finished and waiting to be
+ * recorded. Their leases are renewed, and they are never taken over by this
+ * relay itself, whatever their lease says (the record connection may have
+ * been down for longer than a lease). */
+static bool relay_held_ids(const struct relay *r, struct strbuf *ids)
+{
+    pgarray_begin(ids);
+    bool any = false;
+    for (struct delivery *d = r->deliveries; d; d = d->next, any = true)
+        pgarray_item_int(ids, d->intent_id);
+    const struct outcome_list *lists[2] = {&r->buffered, &r->recording};
+    for (int l = 0; l < 2; l++)
+        for (size_t i = 0; i < lists[l]->count; i++, any = true)
+            pgarray_item_int(ids, lists[l]->items[i].intent_id);
+    pgarray_end(ids);
+    return any;
+}
+
 static void relay_take_over_expired(struct relay *r)
 {
     if (r->take_over_running || r->stopping || !r->targets_loaded || !pg_conn_ready(r->pg))
         return;
+    struct strbuf held;
+    strbuf_init(&held);
+    relay_held_ids(r, &held);
     char limit[24], lease[24];
-    const char *params[3] = {r->cfg->relay_id, int_text(limit, sizeof(limit), TAKE_OVER_BATCH),
-                             int_text(lease, sizeof(lease), r->cfg->lease_ms)};
-    if (pg_query(r->pg, STMT_TAKE_OVER, 3, params, on_taken_over, r))
+    const char *params[4] = {r->cfg->relay_id, int_text(limit, sizeof(limit), TAKE_OVER_BATCH),
+                             int_text(lease, sizeof(lease), r->cfg->lease_ms), held.data};
+    if (pg_query(r->pg, STMT_TAKE_OVER, 4, params, on_taken_over, r))
         r->take_over_running = true;
+    strbuf_free(&held);
 }
 
 static void on_renewed(void *data, PGresult *res, const char *error)
@@ -957,14 +1042,14 @@ static void on_renewed(void *data, PGresult *res, const char *error)
 
 static void relay_renew_leases(struct relay *r)
 {
-    if (r->renew_running || r->in_flight == 0 || !pg_conn_ready(r->pg))
+    if (r->renew_running || !pg_conn_ready(r->pg))
         return;
     struct strbuf ids;
     strbuf_init(&ids);
-    pgarray_begin(&ids);
-    for (struct delivery *d = r->deliveries; d; d = d->next)
-        pgarray_item_int(&ids, d->intent_id);
-    pgarray_end(&ids);
+    if (!relay_held_ids(r, &ids)) {
+        strbuf_free(&ids);
+        return;
+    }
     char lease[24];
     const char *params[3] = {r->cfg->relay_id, ids.data,
                              int_text(lease, sizeof(lease), r->cfg->lease_ms)};
@@ -1116,13 +1201,14 @@ static const char *relay_ready_reason(void *data)
     if (r->stopping)
         return "shutting down";
     if (!pg_conn_ready(r->pg)) {
+        /* No host, port or user on the port: the full text is in the log. */
         snprintf(r->ready_reason, sizeof(r->ready_reason), "database not connected: %s",
-                 pg_conn_status_reason(r->pg));
+                 admin_database_reason(pg_conn_status_reason(r->pg)));
         return r->ready_reason;
     }
     if (!pg_conn_ready(r->pg_rec)) {
         snprintf(r->ready_reason, sizeof(r->ready_reason), "record connection not connected: %s",
-                 pg_conn_status_reason(r->pg_rec));
+                 admin_database_reason(pg_conn_status_reason(r->pg_rec)));
         return r->ready_reason;
     }
     return r->targets_loaded ? "" : "targets not loaded yet";
@@ -1263,15 +1349,13 @@ static void relay_lookup_intent(void *data, const char *key, void *req,
                                 void (*done)(void *req, int status, const char *json_body))
 {
     struct relay *r = data;
-    struct intent_lookup *lookup = malloc(sizeof(*lookup));
+    struct intent_lookup *lookup = xmalloc(sizeof(*lookup));
     const char *params[1] = {key};
-    if (lookup) {
-        lookup->req = req;
-        lookup->done = done;
-        if (pg_query(r->pg, STMT_OUTCOME, 1, params, on_intent_looked_up, lookup))
-            return; /* pg calls back exactly once, also on loss or close */
-        free(lookup);
-    }
+    lookup->req = req;
+    lookup->done = done;
+    if (pg_query(r->pg, STMT_OUTCOME, 1, params, on_intent_looked_up, lookup))
+        return; /* pg calls back exactly once, also on loss or close */
+    free(lookup);
     done(req, 503, NULL);
 }
 
@@ -1405,10 +1489,10 @@ static void relay_close(struct relay *r)
 
 int relay_run(const struct config *cfg)
 {
-    struct relay *r = calloc(1, sizeof(*r));
+    struct relay *r = xcalloc(1, sizeof(*r));
     r->cfg = cfg;
     r->rng = uv_hrtime() ^ ((uint64_t)getpid() << 32) ^ 0x9E3779B97F4A7C15ULL;
-    for (int i = 0; i < 12; i++)
+    for (int i = 0; i < RECORD_ARRAYS; i++)
         strbuf_init(&r->arrays[i]);
     uv_loop_init(&r->loop);
     signal(SIGPIPE, SIG_IGN);
@@ -1461,8 +1545,13 @@ int relay_run(const struct config *cfg)
             .write_metrics = relay_write_metrics,
             .lookup_intent = relay_lookup_intent,
         };
-        r->admin = admin_start(&r->loop, cfg->admin_listen, hooks, ADMIN_MAX_CONNECTIONS,
-                               ADMIN_MAX_REQUEST_BYTES);
+        struct admin_limits limits = {
+            .max_connections = ADMIN_MAX_CONNECTIONS,
+            .max_waits = ADMIN_MAX_WAITS,
+            .probe_reserve = ADMIN_PROBE_RESERVE,
+            .max_request_bytes = ADMIN_MAX_REQUEST_BYTES,
+        };
+        r->admin = admin_start(&r->loop, cfg->admin_listen, hooks, &limits, cfg->admin_token_file);
         if (r->admin == NULL) {
             r->exit_code = 1;
             started = false;
@@ -1470,6 +1559,8 @@ int relay_run(const struct config *cfg)
         }
     }
     if (started) {
+        pg_conn_set_query_timeout(r->pg, cfg->query_timeout_ms);
+        pg_conn_set_query_timeout(r->pg_rec, cfg->query_timeout_ms);
         pg_conn_start(r->pg);
         pg_conn_start(r->pg_rec);
     }
@@ -1488,7 +1579,7 @@ int relay_run(const struct config *cfg)
     free(r->recording.items);
     free(r->releases.ids);
     free(r->releases.attempts);
-    for (int i = 0; i < 12; i++)
+    for (int i = 0; i < RECORD_ARRAYS; i++)
         strbuf_free(&r->arrays[i]);
     delivery_pool_drain();
     curl_global_cleanup();

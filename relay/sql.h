@@ -20,11 +20,11 @@
 #define STMT_GONE "gone"
 /* $1 relay, $2 text[] targets, $3 int[] rooms, $4 limit, $5 lease ms */
 #define STMT_CLAIM "claim"
-/* $1 relay, $2 limit, $3 lease ms */
+/* $1 relay, $2 limit, $3 lease ms, $4 bigint[] ids this relay holds (never taken over) */
 #define STMT_TAKE_OVER "take_over"
 /* $1 relay, $2 bigint[] ids, $3 lease ms */
 #define STMT_RENEW "renew"
-/* $1 relay, $2..$12 parallel arrays (see outbox.record) */
+/* $1 relay, $2..$13 parallel arrays (see outbox.record, migrations/0011) */
 #define STMT_RECORD "record"
 /* $1 relay, $2 bigint[] ids, $3 int[] attempts */
 #define STMT_RELEASE "release"
@@ -46,9 +46,9 @@ static const struct pg_statement relay_statements[] = {
     {STMT_CLAIM, "SELECT id, key, target, payload, attempt, ambiguous, first_attempt_ms, probe"
                  " FROM outbox.claim($1, $2, $3, $4, $5)"},
     {STMT_TAKE_OVER, "SELECT id, key, target, attempt, ambiguous, first_attempt_ms, previous_owner"
-                     " FROM outbox.take_over_expired($1, $2, $3)"},
+                     " FROM outbox.take_over_expired($1, $2, $3, $4)"},
     {STMT_RENEW, "SELECT outbox.renew_leases($1, $2, $3)"},
-    {STMT_RECORD, "SELECT outbox.record($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)"},
+    {STMT_RECORD, "SELECT outbox.record($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)"},
     {STMT_RELEASE, "SELECT outbox.release($1, $2, $3)"},
     {STMT_NEXT_DUE, "SELECT outbox.next_due_ms($1)"},
     {STMT_CLAIM_UNKNOWN, "SELECT id, key, target, attempt, first_attempt_ms"

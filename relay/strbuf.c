@@ -57,6 +57,57 @@ void strbuf_append(struct strbuf *b, const char *s, size_t n)
     b->data[b->len] = '\0';
 }
 
+size_t strbuf_append_capped(struct strbuf *b, const char *s, size_t n, size_t limit)
+{
+    if (b->len >= limit)
+        return 0;
+    if (n > limit - b->len)
+        n = limit - b->len;
+    if (b->len + n + 1 > b->cap) {
+        size_t cap = b->cap ? b->cap * 2 : 256;
+        if (cap < b->len + n + 1)
+            cap = b->len + n + 1;
+        if (cap > limit + 1)
+            cap = limit + 1;
+        char *grown = realloc(b->data, cap);
+        if (grown == NULL)
+            abort();
+        b->data = grown;
+        b->cap = cap;
+    }
+    memcpy(b->data + b->len, s, n);
+    b->len += n;
+    b->data[b->len] = '\0';
+    return n;
+}
+
+char *strbuf_steal(struct strbuf *b)
+{
+    char *data = b->data;
+    if (b->cap > b->len + 1 + 64) {
+        char *trimmed = realloc(data, b->len + 1);
+        if (trimmed)
+            data = trimmed;
+    }
+    b->data = NULL;
+    b->len = b->cap = 0;
+    strbuf_reserve(b, 0);
+    b->data[0] = '\0';
+    return data;
+}
+
+void strbuf_shrink(struct strbuf *b, size_t cap_max)
+{
+    size_t cap = b->len + 1 > cap_max ? b->len + 1 : cap_max;
+    if (cap >= b->cap)
+        return;
+    char *smaller = realloc(b->data, cap);
+    if (smaller == NULL)
+        return; /* keeping the larger block is fine */
+    b->data = smaller;
+    b->cap = cap;
+}
+
 void strbuf_append_str(struct strbuf *b, const char *s)
 {
     strbuf_append(b, s, strlen(s));

@@ -23,6 +23,15 @@ void strbuf_reset(struct strbuf *b);
 void strbuf_append(struct strbuf *b, const char *s, size_t n);
 void strbuf_append_str(struct strbuf *b, const char *s);
 void strbuf_printf(struct strbuf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* Appends at most what keeps the content within limit bytes, and grows the
+ * buffer no further than limit + 1: a response cap of 64 KiB costs 64 KiB,
+ * not the 128 KiB that doubling would reach. Returns the bytes appended. */
+size_t strbuf_append_capped(struct strbuf *b, const char *s, size_t n, size_t limit);
+/* Hands the data (NUL-terminated, trimmed to its length) to the caller, who
+ * frees it; the buffer is left empty and usable. */
+char *strbuf_steal(struct strbuf *b);
+/* Gives memory back: the capacity becomes at most max(len + 1, cap_max). */
+void strbuf_shrink(struct strbuf *b, size_t cap_max);
 
 /* Array literal helpers: call begin, then item_* per element, then end. */
 void pgarray_begin(struct strbuf *b);

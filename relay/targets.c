@@ -9,6 +9,7 @@
  * injection), and neither may keys (enqueue refuses control characters).
  */
 #include "targets.h"
+#include "xalloc.h"
 
 #include "log.h"
 
@@ -30,7 +31,7 @@ static void free_strings(char **list)
 
 static char *dup_or_null(PGresult *res, int row, int col)
 {
-    return PQgetisnull(res, row, col) ? NULL : strdup(PQgetvalue(res, row, col));
+    return PQgetisnull(res, row, col) ? NULL : xstrdup(PQgetvalue(res, row, col));
 }
 
 static void target_clear(struct target *t)
@@ -61,7 +62,7 @@ static char **parse_static_headers(const char *target, const char *json_text)
     json_error_t err;
     json_t *obj = json_loads(json_text, 0, &err);
     size_t n = json_is_object(obj) ? json_object_size(obj) : 0;
-    char **list = calloc(n + 1, sizeof(char *));
+    char **list = xcalloc(n + 1, sizeof(char *));
     size_t i = 0;
     const char *name;
     json_t *value;
@@ -75,7 +76,7 @@ static char **parse_static_headers(const char *target, const char *json_text)
                 continue;
             }
             size_t len = strlen(name) + strlen(json_string_value(value)) + 3;
-            list[i] = malloc(len);
+            list[i] = xmalloc(len);
             snprintf(list[i], len, "%s: %s", name, json_string_value(value));
             i++;
         }
@@ -97,7 +98,7 @@ static void load_secret(struct target *t)
     if (strncmp(value, "whsec_", 6) == 0) {
         const char *b64 = value + 6;
         size_t len = strlen(b64);
-        unsigned char *decoded = malloc(len + 3);
+        unsigned char *decoded = xmalloc(len + 3);
         int n = EVP_DecodeBlock(decoded, (const unsigned char *)b64, (int)len);
         if (n < 0) {
             free(decoded);
@@ -114,7 +115,7 @@ static void load_secret(struct target *t)
         t->secret_len = (size_t)n;
     } else {
         t->secret_len = strlen(value);
-        t->secret = malloc(t->secret_len);
+        t->secret = xmalloc(t->secret_len);
         memcpy(t->secret, value, t->secret_len);
     }
 }
@@ -136,9 +137,9 @@ void targets_load(struct target_set *set, PGresult *res)
         const char *name = PQgetvalue(res, r, 0);
         struct target *t = targets_find(set, name);
         if (t == NULL) {
-            t = calloc(1, sizeof(*t));
-            t->name = strdup(name);
-            struct target **grown = realloc(set->items, (set->count + 1) * sizeof(*grown));
+            t = xcalloc(1, sizeof(*t));
+            t->name = xstrdup(name);
+            struct target **grown = xrealloc(set->items, (set->count + 1) * sizeof(*grown));
             set->items = grown;
             set->items[set->count++] = t;
         }
@@ -203,7 +204,7 @@ void webhook_signature(const unsigned char *secret, size_t secret_len, const cha
         prefix_len = 0;
     unsigned char mac[EVP_MAX_MD_SIZE];
     unsigned int mac_len = 0;
-    unsigned char *joined = malloc((size_t)prefix_len + body_len + 1);
+    unsigned char *joined = xmalloc((size_t)prefix_len + body_len + 1);
     memcpy(joined, prefix, (size_t)prefix_len);
     memcpy(joined + prefix_len, body, body_len);
     HMAC(EVP_sha256(), secret, (int)secret_len, joined, (size_t)prefix_len + body_len, mac,

@@ -640,6 +640,28 @@ START_TEST(decide_reconciled_not_executed_uses_horizon)
 }
 END_TEST
 
+/* Key age compares the database's clock with this host's: a key counts as
+ * forgotten 5 % of key_ttl (at most a minute) early. */
+START_TEST(resend_keeps_a_clock_margin)
+{
+    ck_assert_int_eq(outcome_clock_margin_ms(DAY_MS), 60000);
+    ck_assert_int_eq(outcome_clock_margin_ms(600000), 30000);
+    struct retry_policy p = keyed_policy();
+    int64_t margin = outcome_clock_margin_ms(p.key_ttl_ms);
+    ck_assert(outcome_resend_allowed(&p, true, T0, T0 + p.key_ttl_ms - margin - 1));
+    ck_assert_msg(!outcome_resend_allowed(&p, true, T0, T0 + p.key_ttl_ms - margin),
+                  "within the margin of key_ttl: not re-sent (clocks may disagree)");
+    ck_assert(outcome_resend_allowed(&p, false, T0, T0 + 10 * p.key_ttl_ms));
+    struct intent_progress pr = progress_at(2, true);
+    pr.now_ms = T0 + p.key_ttl_ms - margin - 1;
+    struct decision d = outcome_decide(CLASS_AMBIGUOUS, &p, &pr, 0.0);
+    ck_assert_int_eq(d.next_state, STATE_PENDING);
+    pr.now_ms = T0 + p.key_ttl_ms - margin + 1;
+    d = outcome_decide(CLASS_AMBIGUOUS, &p, &pr, 0.0);
+    ck_assert_int_eq(d.next_state, STATE_UNKNOWN);
+}
+END_TEST
+
 Suite *outcome_suite(void)
 {
     Suite *s = suite_create("outcome");
@@ -667,6 +689,7 @@ Suite *outcome_suite(void)
     tcase_add_test(tc, decide_horizon_is_time_without_a_cap);
     tcase_add_test(tc, decide_horizon_cap_and_ambiguity);
     tcase_add_test(tc, decide_reconciled_not_executed_uses_horizon);
+    tcase_add_test(tc, resend_keeps_a_clock_margin);
     suite_add_tcase(s, tc);
 
     tc = tcase_create("backoff");

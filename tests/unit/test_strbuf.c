@@ -446,6 +446,57 @@ START_TEST(scrub_every_short_input_is_valid)
 }
 END_TEST
 
+/* A response body is kept up to its cap, and the buffer never grows past the
+ * cap + 1: 1,000 responses of 64 KiB cost 64 MiB, not 128 (issue: memory). */
+START_TEST(strbuf_capped_growth)
+{
+    struct strbuf b;
+    strbuf_init(&b);
+    static char chunk[16384];
+    memset(chunk, 'x', sizeof(chunk));
+    size_t kept = 0;
+    for (int i = 0; i < 10; i++)
+        kept += strbuf_append_capped(&b, chunk, sizeof(chunk), 65536);
+    ck_assert_uint_eq(kept, 65536);
+    ck_assert_uint_eq(b.len, 65536);
+    ck_assert_uint_eq(b.cap, 65537);
+    ck_assert_int_eq(b.data[65536], '\0');
+    ck_assert_uint_eq(strbuf_append_capped(&b, "y", 1, 65536), 0);
+    strbuf_free(&b);
+
+    strbuf_init(&b);
+    ck_assert_uint_eq(strbuf_append_capped(&b, "hello world", 11, 5), 5);
+    ck_assert_str_eq(b.data, "hello");
+    strbuf_free(&b);
+}
+END_TEST
+
+START_TEST(strbuf_steal_and_shrink)
+{
+    struct strbuf b;
+    strbuf_init(&b);
+    strbuf_append_str(&b, "response body");
+    char *taken = strbuf_steal(&b);
+    ck_assert_str_eq(taken, "response body");
+    ck_assert_uint_eq(b.len, 0);
+    ck_assert_str_eq(b.data, "");
+    strbuf_append_str(&b, "again");
+    ck_assert_str_eq(b.data, "again");
+    free(taken);
+
+    static char big[100000];
+    memset(big, 'z', sizeof(big));
+    strbuf_append(&b, big, sizeof(big));
+    strbuf_reset(&b);
+    ck_assert_uint_ge(b.cap, sizeof(big));
+    strbuf_shrink(&b, 4096);
+    ck_assert_uint_eq(b.cap, 4096);
+    strbuf_append_str(&b, "still usable");
+    ck_assert_str_eq(b.data, "still usable");
+    strbuf_free(&b);
+}
+END_TEST
+
 Suite *strbuf_suite(void)
 {
     Suite *s = suite_create("strbuf");
@@ -455,6 +506,8 @@ Suite *strbuf_suite(void)
     tcase_add_test(tc, strbuf_append_and_reset);
     tcase_add_test(tc, strbuf_grows);
     tcase_add_test(tc, strbuf_printf_appends);
+    tcase_add_test(tc, strbuf_capped_growth);
+    tcase_add_test(tc, strbuf_steal_and_shrink);
     suite_add_tcase(s, tc);
 
     tc = tcase_create("pgarray");

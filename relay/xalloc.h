@@ -1,0 +1,43 @@
+/*
+ * xalloc.h — allocation that never returns NULL.
+ *
+ * Out of memory, a daemon has nothing sensible left to do: carrying on with a
+ * NULL (a lost outcome, a half-built request) is worse than a crash that the
+ * supervisor restarts, after which every lease is taken over as ambiguous
+ * and nothing is lost. So every allocation in relay/ goes through these, and
+ * aborts when the system refuses; strbuf grows the same way.
+ */
+#ifndef OUTBOX_XALLOC_H
+#define OUTBOX_XALLOC_H
+
+#include <stdlib.h>
+#include <string.h>
+
+static inline void *xalloc_check(void *p)
+{
+    if (p == NULL)
+        abort();
+    return p;
+}
+
+static inline void *xmalloc(size_t n)
+{
+    return xalloc_check(malloc(n ? n : 1));
+}
+
+static inline void *xcalloc(size_t count, size_t size)
+{
+    return xalloc_check(calloc(count ? count : 1, size ? size : 1));
+}
+
+static inline void *xrealloc(void *p, size_t n)
+{
+    return xalloc_check(realloc(p, n ? n : 1));
+}
+
+static inline char *xstrdup(const char *s)
+{
+    return xalloc_check(strdup(s));
+}
+
+#endif
