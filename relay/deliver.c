@@ -213,6 +213,11 @@ struct delivery *delivery_new_status_check(struct target *target, int64_t intent
     free(url);
     set_common_options(d, target);
     curl_easy_setopt(e, CURLOPT_HTTPGET, 1L);
+    /* The path exactly as templated: libcurl would otherwise resolve dot
+     * segments, and a key of ".." would ask about GET / (whose 404 reads as
+     * "not executed"). Keys are percent-encoded, so a '/' in a key cannot
+     * make a segment of its own. */
+    curl_easy_setopt(e, CURLOPT_PATH_AS_IS, 1L);
     d->started_ns = uv_hrtime();
     return d;
 }
