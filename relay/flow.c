@@ -14,7 +14,7 @@
  * Retries and first attempts share the window: there is no separate retry
  * budget. A target that answers errors gets a smaller window, then an open
  * circuit, so it receives fewer requests, never more; the relay is the only
- * layer that retries (DESIGN's guard against 3 layers x 3 tries = 27x).
+ * layer that retries (docs/design.md, "Principles": 3 layers x 3 tries = 27x).
  *
  * The failure run opens the circuit: `threshold` failures in a row that are
  * not the intent's fault (refused, timeout, reset, 5xx). The relay reports

@@ -1,5 +1,5 @@
 /*
- * http.c — libcurl multi ⇄ libuv (the recipe of EVENT-LOOP.md).
+ * http.c — libcurl multi ⇄ libuv (the recipe of docs/event-loop.md).
  *
  * DESIGN
  * curl tells us which sockets to watch (socket callback) and when to call it

@@ -1,7 +1,7 @@
 /*
  * outcome.c — classification of one attempt and the decision that follows.
  *
- * DESIGN (DESIGN.md, "Classifying one attempt")
+ * DESIGN (docs/design.md, "Classifying one attempt")
  * The one invariant that matters: nothing that may have executed is ever
  * reported failed, and nothing that may have executed is re-sent to a target
  * that cannot deduplicate. Hence:

@@ -1,7 +1,7 @@
 /*
  * outcome.h — pure rules: what one attempt means, and what happens next.
  *
- * No I/O here, so every cell of DESIGN.md's tables is unit tested
+ * No I/O here, so every cell of docs/design.md's tables is unit tested
  * (tests/unit/test_outcome.c). The names of the enums are the values of the
  * SQL enums outbox.attempt_class and outbox.intent_state.
  */

@@ -1,6 +1,6 @@
 -- schema/inbox.sql — the receiver-side inbox: a RECEIVING service records an idempotency
 -- key and its answer in the same transaction as its effect, so a duplicate delivery gets
--- the stored answer and causes no second effect (DESIGN.md, principle 4: exactly-once
+-- the stored answer and causes no second effect (docs/design.md, principle 4: exactly-once
 -- effect = at-least-once delivery + keys + dedupe at the receiver).
 --
 -- Install it in the receiving service's OWN database (not the outbox database); it

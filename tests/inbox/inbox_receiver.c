@@ -1,6 +1,6 @@
 /*
  * inbox_receiver.c — an example RECEIVING service that dedupes by idempotency key with
- * schema/inbox.sql (DESIGN.md principle 4: exactly-once effect = at-least-once delivery
+ * schema/inbox.sql (docs/design.md, principle 4: exactly-once effect = at-least-once delivery
  * + keys + dedupe at the receiver).
  *
  * For each delivery (POST, PUT or PATCH to any path but /by-key/... and /healthz), with

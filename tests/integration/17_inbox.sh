@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The receiver-side inbox (schema/inbox.sql, DESIGN.md principle 4): a receiving service
+# The receiver-side inbox (schema/inbox.sql, docs/design.md principle 4): a receiving service
 # with its OWN database records each idempotency key and its answer in the transaction
 # of its effect, so duplicates get the stored answer and cause no second effect.
 #   - tests/inbox/inbox.sql (pgTAP: begin/finish, COMMIT check, concurrent duplicates)

@@ -14,6 +14,9 @@ cat <<'HEADER'
 -- file and one built from migrations/ have the same schema. Regenerate it
 -- with `make schema` whenever a migration is added.
 --
+-- The design is in docs/design.md. Comments of the older migrations cite it
+-- as DESIGN.md; applied migrations are never edited (migrate checks them).
+--
 -- Sections: 1 tables and states · 2 enqueue, fingerprint, outcome, NOTIFY ·
 -- 3 relay functions · 4 operator functions and the stuck view · 5 roles.
 

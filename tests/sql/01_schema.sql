@@ -1,4 +1,4 @@
--- 01_schema: the objects of the public contract (DESIGN.md "Data model", "Public
+-- 01_schema: the objects of the public contract (docs/design.md, "Data model", "Public
 -- contract"): tables and their contract columns with types and defaults, the
 -- enum values, the indexes the claim path and the views rely on, the
 -- statement-level NOTIFY trigger, and the functions' signatures.
@@ -86,7 +86,7 @@ SELECT lives_ok($$DELETE FROM outbox.targets WHERE name = 'free-t'$$, 'a target 
 -- enums: every state and attempt class
 SELECT enum_has_labels('outbox', 'intent_state',
        ARRAY['awaiting_approval', 'pending', 'in_flight', 'succeeded', 'failed', 'unknown', 'cancelled'],
-       'intent_state has exactly the states of DESIGN.md');
+       'intent_state has exactly the states of docs/design.md');
 SELECT enum_has_labels('outbox', 'attempt_class',
        ARRAY['not_sent', 'ambiguous', 'succeeded', 'retry_later', 'key_conflict', 'permanent_failure',
              'reconciled_executed', 'reconciled_not_executed', 'reconcile_inconclusive', 'resolved', 'released'],

@@ -1,4 +1,4 @@
--- 02_enqueue: outbox.enqueue (DESIGN.md "Enqueue semantics").
+-- 02_enqueue: outbox.enqueue (docs/design.md, "Enqueue semantics").
 --   same key + same payload      -> the existing intent (inserted = false), with its saved response once done
 --   same key + other payload     -> OR001 naming the key and the differing fields (on_mismatch = reject)
 --                                   or the original kept and the mismatch recorded (keep_original)

@@ -1,4 +1,4 @@
--- 03_fingerprint: the payload fingerprint (DESIGN.md "Enqueue semantics").
+-- 03_fingerprint: the payload fingerprint (docs/design.md, "Enqueue semantics").
 -- Key order, whitespace and number spelling (1, 1.0, 1e0; 2.50, 2.5), at any
 -- depth, and the target's volatile_paths do not change it; real differences do
 -- (1 vs 2, "1" vs 1, array order, an extra field). Checked on

@@ -1,5 +1,5 @@
 -- 04_states_operator: the agent-visible outcome and people's decisions
--- (DESIGN.md "States", "Public contract").
+-- (docs/design.md, "States", "Public contract").
 --   outbox.outcome(key)   status mapping, saved response, reason only for final states, no row for an unknown key
 --   approve / reject      awaiting_approval -> pending / cancelled; otherwise OR007; unknown key OR008
 --   cancel                only never-sent intents (not in flight, not after an ambiguous attempt)

@@ -1,4 +1,4 @@
--- 05_roles: least privilege (DESIGN.md "Around it": roles; migrations/0005_roles.sql).
+-- 05_roles: least privilege (docs/design.md, "Around it": roles; migrations/0005_roles.sql).
 --   outbox_app       enqueue and read outcomes, nothing else (no table rights, no secret references)
 --   outbox_relay     claim, renew, record, release; reads targets; cannot enqueue or decide
 --   outbox_operator  read-only: the stuck view and the tables; no writes, no decisions

@@ -2,7 +2,7 @@
  * test_outcome.c — relay/outcome.h: classification, decision, back-off,
  * Retry-After, enum names.
  *
- * The table tests follow DESIGN.md "Classifying one attempt" and "What
+ * The table tests follow docs/design.md "Classifying one attempt" and "What
  * follows from ambiguous" row by row. The loop tests state the invariant in
  * general: nothing that may have executed is reported failed, and nothing
  * that may have executed is re-sent to a target that cannot deduplicate it
@@ -143,7 +143,7 @@ START_TEST(classify_status_table)
 }
 END_TEST
 
-/* Every status from 100 to 599, against the DESIGN table stated by ranges. */
+/* Every status from 100 to 599, against the docs/design.md table stated by ranges. */
 START_TEST(classify_every_status)
 {
     for (long s = 100; s <= 599; s++) {
@@ -393,12 +393,12 @@ START_TEST(decide_invariant_never_failed_if_maybe_executed)
 END_TEST
 
 /*
- * DESIGN, "What follows from ambiguous": retry with the same key only while
+ * docs/design.md, "What follows from ambiguous": same key again only while
  * the first attempt is younger than key_ttl; otherwise (key may have
  * expired) no blind retry, state unknown. An intent that is already flagged
  * ambiguous and then gets a not_sent or retry_later answer is still an
  * intent that may have executed: once its key may have expired at the
- * target, re-sending it is exactly the blind retry DESIGN forbids.
+ * target, re-sending it is exactly the blind retry docs/design.md forbids.
  */
 START_TEST(decide_after_ambiguous_key_expired_no_resend)
 {
