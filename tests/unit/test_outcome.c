@@ -304,7 +304,7 @@ START_TEST(decide_ambiguous_keyed_young_retries_same_key)
     ck_assert_int_eq(d.delay_ms, 50);
 
     pr = progress_at(3, true);
-    pr.now_ms = T0 + p.key_ttl_ms - 60000; /* still young */
+    pr.now_ms = T0 + p.key_ttl_ms - 120000; /* still young (past the 1 min clock margin) */
     d = outcome_decide(CLASS_AMBIGUOUS, &p, &pr, 0.5);
     ck_assert_int_eq(d.next_state, STATE_PENDING);
     ck_assert(d.ambiguous);
