@@ -6,8 +6,9 @@
  * deliveries and the database, so everything here is bounded and nothing
  * blocks. Requests are parsed by libhttp-parser (no hand-rolled HTTP); we keep
  * only what routing needs: the method, the request target (bounded by
- * max_request_bytes) and whether the connection stays open. Headers and
- * bodies are counted, not stored.
+ * max_request_bytes), whether the connection stays open, and the value of an
+ * Authorization header (bounded). Other headers and bodies are counted, not
+ * stored.
  *
  * One request per connection at a time. The parser pauses in
  * on_message_complete; pipelined bytes wait in the input buffer (reading
@@ -16,43 +17,88 @@
  * queue, and a connection has at most one write in flight.
  *
  * Every connection is in one phase, and every phase has a deadline on the
- * connection's one timer, so no client can hold a slot forever:
+ * connection's one timer, so no client can hold a slot for long:
  *
  *   accept ─► IDLE ──first byte──► READING ──complete──► LOOKUP ──done()──► WRITING
- *             60 s                  10 s         │        10 s, then 503      10 s
- *              ▲                                 └──── other endpoints ────────►│
- *              └──────────────────── keep-alive ◄───────────────────────────────┤
+ *             └──── 5 s from accept, or from ────┘        │  10 s, then 503      10 s
+ *              ▲    the previous answer, for the           └── other endpoints ───►│
+ *              │    whole request                                                  │
+ *              └──────────────────── keep-alive ◄──────────────────────────────────┤
  *                                                  close ──► DRAINING (1 s) ──► closed
  *
- * A deadline closes the connection, except LOOKUP's, which answers 503.
+ * A deadline closes the connection, except LOOKUP's, which answers 503 (or,
+ * for a long-poll at the end of its wait, looks up once more and answers
+ * that). The first byte of a request does not restart the clock: a
+ * connection without a complete request is closed 5 s after it was accepted
+ * or last answered, however slowly its bytes trickle in.
  *
  * Closing after an error answer (400, 413, 503) is a lingering close: shut
  * down our write side, then read and discard until EOF or the drain deadline,
  * so that request bytes still arriving do not turn our FIN into a RST that
  * destroys the answer before the client has read it.
  *
- * Lookups outlive connections: lookup_intent gets a small request object
- * that points at its connection. When the connection closes first (client
- * gone, lookup deadline, admin_close), the pointer is cleared and the object
- * is orphaned; done() then only frees it. So done() is always safe, and the
- * server never waits for the database to close.
+ * CONNECTION LIMITS: PROBES ARE ALWAYS ANSWERED
+ * The kubelet restarts a pod whose /healthz fails, and a restart makes every
+ * delivery in flight ambiguous; so no number of idle connections or
+ * long-polls may keep /healthz and /readyz from being answered. Connections
+ * are in one of two lanes, chosen at accept:
  *
- * Limits: max_connections connections are served; one more is answered 503
- * and closed (as many again may be in that state; beyond that a connection is
- * closed without an answer). max_request_bytes bounds a request on the wire
- * (request line, headers, body): 413 and close.
+ *   main   max_connections connections; any request. Of them at most
+ *          max_waits may be held by ?wait= at once: one more gets 429 with
+ *          Retry-After: 1 (the connection stays usable).
+ *   probe  when the main lane is full, probe_reserve more. Only /healthz and
+ *          /readyz are served there, once (then the connection closes, and
+ *          its slot is free again); any other request moves to the main lane
+ *          if a slot has come free by then, else gets 503 and is closed. When
+ *          the probe lane is full too, the oldest probe-lane connection still
+ *          without a complete request is closed to make room, and only when
+ *          every one of them is being answered is the new connection closed.
+ *
+ * A probe therefore fails only if probe_reserve newer connections arrive
+ * between its accept and its request, a window of one round trip for the
+ * kubelet; idle and slow clients are closed within 5 s anyway. Someone who
+ * can open connections to the port at will can still disturb it: the
+ * NetworkPolicy (deploy/kubernetes/base/networkpolicy.yaml) keeps them out.
+ *
+ * LONG-POLLS
+ * A held request (?wait=) is "parked" between lookups. Once a second, and at
+ * once after admin_outcomes_changed(), every distinct key that has parked
+ * requests is looked up again, once for all its waiters (struct
+ * admin_recheck): so a wait sees outcomes recorded by other relays and by
+ * operators (outbox.cancel, approve, resolve) within about a second, at a
+ * cost of one query per key per second. A re-check that fails leaves the
+ * waiters parked. When the wait ends, a last lookup decides the answer: it is
+ * never older than the deadline.
+ *
+ * Lookups outlive connections: lookup_intent gets a small request object
+ * that points at its connection (or, for a re-check, at the server). When
+ * that goes first (client gone, lookup deadline, admin_close), the pointer
+ * is cleared and the object is orphaned; done() then only frees it. So
+ * done() is always safe, and the server never waits for the database to
+ * close.
+ *
+ * BEARER TOKEN
+ * With a token file, /metrics and /v1/ need "Authorization: Bearer <token>".
+ * Only the token's SHA-256 is kept; a presented token is hashed and the two
+ * digests are compared with CRYPTO_memcmp, so neither the time taken nor
+ * anything logged depends on the token.
  *
  * Invariants: every uv handle is closed through uv_close and its memory
  * freed in the close callback; a connection is freed when both its handles
- * are closed, and the server when its listener and every connection are.
+ * are closed, and the server when its listener, its re-check timer and every
+ * connection are.
  */
 #include "admin.h"
 
 #include "log.h"
+#include "metrics.h"
 
 #include <arpa/inet.h>
+#include <errno.h>
 #include <http_parser.h>
 #include <jansson.h>
+#include <openssl/crypto.h>
+#include <openssl/evp.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -60,20 +106,22 @@
 
 #define ADMIN_BACKLOG 64
 #define ADMIN_READ_CHUNK 4096
-#define ADMIN_KEY_MAX_BYTES 255 /* as outbox.enqueue */
 #define ADMIN_INTENTS_PREFIX "/v1/intents/"
+#define ADMIN_TOKEN_MAX_BYTES 4096
+/* Longest Authorization value kept: the scheme, spaces and a token. */
+#define ADMIN_AUTH_MAX_BYTES (ADMIN_TOKEN_MAX_BYTES + 64)
 /* Deadlines of the phases (see the diagram above); -D overrides are for tests. */
 #ifndef ADMIN_IDLE_TIMEOUT_MS
-#define ADMIN_IDLE_TIMEOUT_MS 60000
-#endif
-#ifndef ADMIN_REQUEST_TIMEOUT_MS
-#define ADMIN_REQUEST_TIMEOUT_MS 10000
+#define ADMIN_IDLE_TIMEOUT_MS 5000 /* accept or last answer → complete request */
 #endif
 #ifndef ADMIN_LOOKUP_TIMEOUT_MS
 #define ADMIN_LOOKUP_TIMEOUT_MS 10000
 #endif
 #ifndef ADMIN_WAIT_MAX_MS
 #define ADMIN_WAIT_MAX_MS 60000 /* longest ?wait= */
+#endif
+#ifndef ADMIN_RECHECK_MS
+#define ADMIN_RECHECK_MS 1000 /* parked long-polls look again this often */
 #endif
 #ifndef ADMIN_WRITE_TIMEOUT_MS
 #define ADMIN_WRITE_TIMEOUT_MS 10000
@@ -88,12 +136,26 @@
 #define CONTENT_TYPE_METRICS "text/plain; version=0.0.4; charset=utf-8"
 
 enum conn_phase {
-    PHASE_IDLE,     /* keep-alive: waiting for the first byte of a request */
+    PHASE_IDLE,     /* waiting for the first byte of a request */
     PHASE_READING,  /* a request has begun */
-    PHASE_LOOKUP,   /* waiting for lookup_intent's done() */
+    PHASE_LOOKUP,   /* waiting for lookup_intent's done(), or parked in a long-poll */
     PHASE_WRITING,  /* the answer is being written */
     PHASE_DRAINING, /* write side shut down; discarding input until EOF */
 };
+
+enum conn_lane {
+    LANE_MAIN,  /* any request */
+    LANE_PROBE, /* beyond max_connections: /healthz and /readyz only */
+};
+
+enum refusal {
+    REFUSED_CONNECTIONS, /* no slot: 503, or closed without an answer */
+    REFUSED_WAITS,       /* too many long-polls: 429 */
+    REFUSED_EVICTED,     /* a probe-lane connection closed to make room */
+    REFUSAL_KINDS,
+};
+
+static const char *const refusal_names[REFUSAL_KINDS] = {"connections", "waits", "evicted"};
 
 struct admin_lookup;
 
@@ -102,13 +164,13 @@ struct admin_conn {
     uv_timer_t timer; /* the deadline of the current phase */
     uv_shutdown_t shutdown_req;
     admin_server_t *server;
-    struct admin_conn *prev, *next;
+    struct admin_conn *prev, *next; /* newest first */
     int open_handles;
     enum conn_phase phase;
+    enum conn_lane lane;
     bool closing;
     bool reading;
     bool peer_eof; /* the client half-closed while we were busy */
-    bool refused;  /* over max_connections: answered 503 */
 
     http_parser parser;
     char *input; /* bytes read, parsed up to input_offset */
@@ -116,20 +178,39 @@ struct admin_conn {
     size_t message_bytes; /* wire bytes of the request being parsed */
     struct strbuf url;
     bool keep_alive;
+    bool head_request; /* the request line said HEAD (see on_url) */
     int reject_status; /* set by a parser callback that stopped parsing */
+
+    /* The Authorization header of the request being parsed. */
+    char header_name[16]; /* of the header being parsed, up to "authorization" */
+    size_t header_name_len;
+    bool header_in_value; /* the last header callback was a value */
+    bool header_is_auth;  /* the current header is Authorization */
+    int auth_headers;     /* how many the request has */
+    bool auth_too_long;
+    struct strbuf auth;
 
     struct admin_lookup *lookup; /* outstanding, or NULL */
 
-    /* Long-poll (?wait=): the key, when the wait ends, and the last answer. */
+    /* Long-poll (?wait=): the key and when the wait ends (0: not waiting;
+     * counted in server->waiting while not 0). */
     char wait_key[ADMIN_KEY_MAX_BYTES + 1];
-    uint64_t wait_until_ms; /* 0: not waiting */
-    bool parked;            /* waiting for admin_outcomes_changed() or the deadline */
-    char *last_body;        /* the latest non-final outcome seen */
+    uint64_t wait_until_ms;
+    bool parked; /* between lookups; counted in server->parked */
 };
 
-/* What lookup_intent holds; conn is NULL once the connection is gone. */
+/* What lookup_intent holds for one connection; conn is NULL once it is gone. */
 struct admin_lookup {
     struct admin_conn *conn;
+};
+
+/* One re-check of a key for every request parked on it; server is NULL once
+ * the server is closed. */
+struct admin_recheck {
+    admin_server_t *server;
+    struct admin_recheck *prev, *next;
+    bool again; /* outcomes changed while it was running: look once more */
+    char key[ADMIN_KEY_MAX_BYTES + 1];
 };
 
 struct admin_write {
@@ -143,17 +224,22 @@ struct admin_write {
 struct admin_server {
     uv_loop_t *loop;
     uv_tcp_t listener;
+    uv_timer_t recheck_timer;
     struct admin_hooks hooks;
-    int max_connections;
-    size_t max_request_bytes;
+    struct admin_limits limits;
     int port;
-    struct admin_conn *conns; /* every connection not yet closing */
-    int serving;              /* connections counted against max_connections */
-    int refusing;             /* connections being answered 503 */
-    int open_conns;           /* connection objects not yet freed */
+    struct admin_conn *conns;       /* every connection not yet closing, newest first */
+    int lane_conns[2];              /* of them, in each lane */
+    int waiting;                    /* connections held by ?wait= */
+    int parked;                     /* of them, between lookups */
+    struct admin_recheck *rechecks; /* running */
+    int open_conns;                 /* connection objects not yet freed */
     bool listener_open;
+    bool timer_open;
     bool closing;
-    uint64_t refused_total;
+    bool token_required;
+    unsigned char token_digest[32]; /* SHA-256 of the token */
+    uint64_t refused_total[REFUSAL_KINDS];
     uint64_t refused_logged_ms;
     bool refused_logged;
     void (*on_closed)(void *data);
@@ -164,6 +250,7 @@ static void conn_close(struct admin_conn *conn);
 static void conn_drive(struct admin_conn *conn);
 static void conn_start_reading(struct admin_conn *conn);
 static void on_conn_timer(uv_timer_t *timer);
+static void on_recheck_timer(uv_timer_t *timer);
 
 /* ---------------------------------------------------------------- small helpers */
 
@@ -226,7 +313,7 @@ static size_t utf8_length(const unsigned char *s, size_t n)
  * ADMIN_KEY_MAX_BYTES + 1 bytes), checked as outbox.enqueue checks keys.
  * Returns NULL, or why the key is refused.
  */
-static const char *admin_decode_key(const char *encoded, size_t n, char *out)
+const char *admin_decode_key(const char *encoded, size_t n, char *out)
 {
     size_t len = 0;
     for (size_t i = 0; i < n; i++) {
@@ -282,6 +369,8 @@ static const char *status_text(int status)
         return "OK";
     case 400:
         return "Bad Request";
+    case 401:
+        return "Unauthorized";
     case 404:
         return "Not Found";
     case 405:
@@ -290,6 +379,8 @@ static const char *status_text(int status)
         return "Request Timeout";
     case 413:
         return "Content Too Large";
+    case 429:
+        return "Too Many Requests";
     case 500:
         return "Internal Server Error";
     case 503:
@@ -301,14 +392,85 @@ static const char *status_text(int status)
     }
 }
 
+/* SHA-256 of n bytes; the digest is what tokens are compared by. */
+static void sha256(const void *data, size_t n, unsigned char out[32])
+{
+    unsigned int len = 0;
+    if (EVP_Digest(data, n, out, &len, EVP_sha256(), NULL) != 1 || len != 32)
+        abort(); /* cannot happen with a working libcrypto */
+}
+
+/*
+ * What readiness may say about a database connection that is down. libpq's
+ * messages name the host, the port and the user ('connection to server at
+ * "db.internal" (10.0.0.5), port 5432 failed: FATAL: password authentication
+ * failed for user "relay"'): they go to the log (db_connect_failed,
+ * db_connection_lost), and /readyz, which anyone who reaches the port reads,
+ * gets one of these phrases. The first row whose needles all occur wins.
+ */
+const char *admin_database_reason(const char *detail)
+{
+    static const struct {
+        const char *needle, *also, *reason;
+    } rows[] = {
+        {"not connected yet", NULL, "not connected yet"},
+        {"database system is starting up", NULL, "server starting up"},
+        {"database system is shutting down", NULL, "server shutting down"},
+        {"database system is in recovery", NULL, "server in recovery"},
+        {"not yet accepting connections", NULL, "server starting up"},
+        {"not accepting connections", NULL, "server not accepting connections"},
+        {"timeout expired", NULL, "timeout"},
+        {"timed out", NULL, "timeout"},
+        {"no answer from the database", NULL, "timeout"},
+        {"connection refused", NULL, "connection refused"},
+        {"no such file or directory", NULL, "connection refused"}, /* no Unix socket */
+        {"could not translate host name", NULL, "host name not resolved"},
+        {"name or service not known", NULL, "host name not resolved"},
+        {"temporary failure in name resolution", NULL, "host name not resolved"},
+        {"no route to host", NULL, "host unreachable"},
+        {"host is unreachable", NULL, "host unreachable"},
+        {"network is unreachable", NULL, "host unreachable"},
+        {"authentication failed", NULL, "authentication failed"},
+        {"no password supplied", NULL, "authentication failed"},
+        {"password is required", NULL, "authentication failed"},
+        {"no pg_hba.conf entry", NULL, "authentication failed"},
+        {"role \"", "does not exist", "authentication failed"},
+        {"database \"", "does not exist", "database does not exist"},
+        {"permission denied", NULL, "permission denied"},
+        {"too many connections", NULL, "too many connections"},
+        {"too many clients", NULL, "too many connections"},
+        {"connection slots are reserved", NULL, "too many connections"},
+        {"ssl", NULL, "TLS error"},
+        {"certificate", NULL, "TLS error"},
+        {"setup failed", NULL, "session setup failed"},
+        {"out of memory", NULL, "out of memory"},
+        {"server closed the connection", NULL, "connection lost"},
+        {"terminating connection", NULL, "connection lost"},
+        {"connection reset", NULL, "connection lost"},
+        {"broken pipe", NULL, "connection lost"},
+        {"could not receive data", NULL, "connection lost"},
+        {"could not send data", NULL, "connection lost"},
+        {"connection lost", NULL, "connection lost"},
+        {"end of file", NULL, "connection lost"},
+    };
+    if (detail == NULL || *detail == '\0')
+        return "connection failed";
+    for (size_t i = 0; i < sizeof(rows) / sizeof(rows[0]); i++)
+        if (strcasestr(detail, rows[i].needle) &&
+            (rows[i].also == NULL || strcasestr(detail, rows[i].also)))
+            return rows[i].reason;
+    return "connection failed";
+}
+
 /* ---------------------------------------------------------------- server lifetime */
 
 static void server_maybe_free(admin_server_t *s)
 {
-    if (!s->closing || s->listener_open || s->open_conns > 0)
+    if (!s->closing || s->listener_open || s->timer_open || s->open_conns > 0)
         return;
     void (*cb)(void *) = s->on_closed;
     void *data = s->closed_data;
+    OPENSSL_cleanse(s->token_digest, sizeof(s->token_digest));
     free(s);
     if (cb)
         cb(data);
@@ -321,6 +483,32 @@ static void on_listener_closed(uv_handle_t *handle)
     server_maybe_free(s);
 }
 
+static void on_recheck_timer_closed(uv_handle_t *handle)
+{
+    admin_server_t *s = handle->data;
+    s->timer_open = false;
+    server_maybe_free(s);
+}
+
+/* A connection or a request turned away for lack of room: counted (in
+ * /metrics), and logged at most once a minute. */
+static void server_note_refused(admin_server_t *s, enum refusal kind)
+{
+    s->refused_total[kind]++;
+    uint64_t now = uv_now(s->loop);
+    if (s->refused_logged && now - s->refused_logged_ms < ADMIN_REFUSED_LOG_EVERY_MS)
+        return;
+    s->refused_logged = true;
+    s->refused_logged_ms = now;
+    log_event(
+        LOG_WARN, "admin_connections_refused", "reason", json_string(refusal_names[kind]),
+        "max_connections", json_integer(s->limits.max_connections), "max_waits",
+        json_integer(s->limits.max_waits), "probe_reserve", json_integer(s->limits.probe_reserve),
+        "refused_total", json_integer((json_int_t)s->refused_total[REFUSED_CONNECTIONS]),
+        "waits_refused_total", json_integer((json_int_t)s->refused_total[REFUSED_WAITS]),
+        "evicted_total", json_integer((json_int_t)s->refused_total[REFUSED_EVICTED]), LOG_END);
+}
+
 /* ---------------------------------------------------------------- connection lifetime */
 
 static void on_conn_handle_closed(uv_handle_t *handle)
@@ -331,7 +519,7 @@ static void on_conn_handle_closed(uv_handle_t *handle)
     admin_server_t *s = conn->server;
     free(conn->input);
     strbuf_free(&conn->url);
-    free(conn->last_body);
+    strbuf_free(&conn->auth);
     free(conn);
     s->open_conns--;
     server_maybe_free(s);
@@ -348,6 +536,27 @@ static bool conn_busy(const struct admin_conn *conn)
     return conn->phase == PHASE_LOOKUP || conn->phase == PHASE_WRITING;
 }
 
+static void conn_set_parked(struct admin_conn *conn, bool parked)
+{
+    admin_server_t *s = conn->server;
+    if (conn->parked == parked)
+        return;
+    conn->parked = parked;
+    s->parked += parked ? 1 : -1;
+    if (parked && !uv_is_active((uv_handle_t *)&s->recheck_timer) && !s->closing)
+        uv_timer_start(&s->recheck_timer, on_recheck_timer, ADMIN_RECHECK_MS, ADMIN_RECHECK_MS);
+}
+
+/* The long-poll, if any, is over (answered, or the connection is closing). */
+static void conn_end_wait(struct admin_conn *conn)
+{
+    conn_set_parked(conn, false);
+    if (conn->wait_until_ms) {
+        conn->wait_until_ms = 0;
+        conn->server->waiting--;
+    }
+}
+
 /* Closes both handles at once; pending writes and the shutdown are cancelled
  * (their callbacks run before the close callbacks). */
 static void conn_close(struct admin_conn *conn)
@@ -362,10 +571,8 @@ static void conn_close(struct admin_conn *conn)
         s->conns = conn->next;
     if (conn->next)
         conn->next->prev = conn->prev;
-    if (conn->refused)
-        s->refusing--;
-    else
-        s->serving--;
+    s->lane_conns[conn->lane]--;
+    conn_end_wait(conn);
     if (conn->lookup) {
         conn->lookup->conn = NULL; /* orphaned: done() only frees it */
         conn->lookup = NULL;
@@ -420,14 +627,15 @@ static void on_write_done(uv_write_t *req, int status)
 }
 
 /* A complete answer with Content-Length (and no body for HEAD). The
- * connection stays open when the request allows it and nothing went wrong. */
+ * connection stays open when the request allows it, nothing went wrong and
+ * it is in the main lane. */
 static void conn_respond(struct admin_conn *conn, int status, const char *content_type,
                          const char *extra_headers, const char *body, size_t body_len)
 {
     if (conn->closing)
         return;
     admin_server_t *s = conn->server;
-    bool keep_alive = conn->keep_alive && !conn->peer_eof && !conn->refused && !s->closing;
+    bool keep_alive = conn->keep_alive && !conn->peer_eof && conn->lane == LANE_MAIN && !s->closing;
     const char *connection_header = "Connection: close\r\n";
     if (keep_alive)
         connection_header = conn->parser.http_minor == 0 ? "Connection: keep-alive\r\n" : "";
@@ -442,7 +650,13 @@ static void conn_respond(struct admin_conn *conn, int status, const char *conten
                             extra_headers ? extra_headers : "");
     if (head_len < 0 || (size_t)head_len >= sizeof(head))
         abort(); /* the headers are ours and short */
-    bool head_only = !conn->refused && conn->parser.method == HTTP_HEAD;
+    /* No body only when the request line was read and said HEAD: the parser's
+     * method is a guess while it reads the method ("H..." is HEAD until it
+     * fails) and stale after a previous request, and a 400 for such bytes
+     * must still carry the body its Content-Length promises (found by
+     * tests/fuzz/fuzz_admin_http). */
+    bool head_only = conn->head_request;
+    conn->head_request = false;
     size_t sent_body = head_only ? 0 : body_len;
     struct admin_write *w = malloc(sizeof(*w) + (size_t)head_len + sent_body);
     if (w == NULL) {
@@ -500,29 +714,12 @@ static bool outcome_is_final(const char *json_body)
     return final;
 }
 
-static void admin_lookup_done(void *req, int status, const char *json_body)
+/* The answer to a lookup: the wait (if any) is over. */
+static void conn_answer_lookup(struct admin_conn *conn, int status, const char *json_body)
 {
-    struct admin_lookup *lookup = req;
-    struct admin_conn *conn = lookup->conn;
-    free(lookup);
-    if (conn == NULL)
-        return; /* orphaned: the client, the deadline or admin_close came first */
-    conn->lookup = NULL;
+    conn_end_wait(conn);
     if (status < 100 || status > 599)
         status = 500;
-    if (conn->wait_until_ms && status == 200 && json_body && !outcome_is_final(json_body)) {
-        uint64_t now = uv_now(conn->server->loop);
-        if (now < conn->wait_until_ms) {
-            /* Not final yet: park until the relay records something or the wait ends. */
-            free(conn->last_body);
-            conn->last_body = strdup(json_body);
-            conn->parked = true;
-            conn_set_phase(conn, PHASE_LOOKUP, conn->wait_until_ms - now);
-            return;
-        }
-    }
-    conn->wait_until_ms = 0;
-    conn->parked = false;
     if (json_body) {
         conn_respond_json(conn, status, NULL, json_body);
         return;
@@ -533,21 +730,42 @@ static void admin_lookup_done(void *req, int status, const char *json_body)
     conn_respond_error(conn, status, NULL, message);
 }
 
+/* Whether an outcome read during a wait (before its deadline) ends it. */
+static bool conn_wait_goes_on(const struct admin_conn *conn, int status, const char *json_body)
+{
+    return conn->wait_until_ms && uv_now(conn->server->loop) < conn->wait_until_ms &&
+           status == 200 && json_body && !outcome_is_final(json_body);
+}
+
+/* Not final yet: wait for a re-check or the deadline. */
+static void conn_park(struct admin_conn *conn)
+{
+    uint64_t now = uv_now(conn->server->loop);
+    conn_set_parked(conn, true);
+    conn_set_phase(conn, PHASE_LOOKUP, conn->wait_until_ms - now);
+}
+
+static void admin_lookup_done(void *req, int status, const char *json_body)
+{
+    struct admin_lookup *lookup = req;
+    struct admin_conn *conn = lookup->conn;
+    free(lookup);
+    if (conn == NULL)
+        return; /* orphaned: the client, the deadline or admin_close came first */
+    conn->lookup = NULL;
+    if (conn_wait_goes_on(conn, status, json_body))
+        conn_park(conn);
+    else
+        conn_answer_lookup(conn, status, json_body);
+}
+
 static void conn_lookup_timed_out(struct admin_conn *conn)
 {
     if (conn->lookup) {
         conn->lookup->conn = NULL; /* done() will only free it */
         conn->lookup = NULL;
     }
-    bool waited = conn->wait_until_ms != 0;
-    conn->wait_until_ms = 0;
-    conn->parked = false;
-    if (waited && conn->last_body) {
-        /* The wait is over: answer with the latest (not final) outcome. */
-        conn_respond_json(conn, 200, NULL, conn->last_body);
-        return;
-    }
-    conn_respond_error(conn, 503, NULL, "the outcome could not be read in time");
+    conn_answer_lookup(conn, 503, "{\"error\":\"the outcome could not be read in time\"}");
 }
 
 static void conn_start_lookup(struct admin_conn *conn, uint64_t timeout_ms)
@@ -555,32 +773,139 @@ static void conn_start_lookup(struct admin_conn *conn, uint64_t timeout_ms)
     admin_server_t *s = conn->server;
     struct admin_lookup *lookup = malloc(sizeof(*lookup));
     if (lookup == NULL) {
-        conn_respond_error(conn, 503, NULL, "out of memory");
+        conn_answer_lookup(conn, 503, "{\"error\":\"out of memory\"}");
         return;
     }
     lookup->conn = conn;
     conn->lookup = lookup;
-    conn->parked = false;
+    conn_set_parked(conn, false);
     conn_set_phase(conn, PHASE_LOOKUP, timeout_ms);
     /* done() may even run before this returns: it answers at once then. */
     s->hooks.lookup_intent(s->hooks.data, conn->wait_key, lookup, admin_lookup_done);
 }
 
+/* ---------------------------------------------------------------- re-checks of parked waits */
+
+static struct admin_recheck *server_find_recheck(admin_server_t *s, const char *key)
+{
+    for (struct admin_recheck *rc = s->rechecks; rc; rc = rc->next)
+        if (strcmp(rc->key, key) == 0)
+            return rc;
+    return NULL;
+}
+
+static void server_unlink_recheck(admin_server_t *s, struct admin_recheck *rc)
+{
+    if (rc->prev)
+        rc->prev->next = rc->next;
+    else
+        s->rechecks = rc->next;
+    if (rc->next)
+        rc->next->prev = rc->prev;
+    rc->prev = rc->next = NULL;
+}
+
+static void admin_recheck_done(void *req, int status, const char *json_body);
+
+/* A re-check of key for the requests parked on it, linked into s->rechecks
+ * but not yet sent; NULL when one is already running (it is then told to
+ * look once more, if outcomes changed) or out of memory. */
+static struct admin_recheck *server_new_recheck(admin_server_t *s, const char *key,
+                                                bool outcomes_changed)
+{
+    struct admin_recheck *running = server_find_recheck(s, key);
+    if (running) {
+        running->again = running->again || outcomes_changed;
+        return NULL;
+    }
+    struct admin_recheck *rc = calloc(1, sizeof(*rc));
+    if (rc == NULL)
+        return NULL; /* the next tick tries again */
+    rc->server = s;
+    snprintf(rc->key, sizeof(rc->key), "%s", key);
+    rc->next = s->rechecks;
+    if (s->rechecks)
+        s->rechecks->prev = rc;
+    s->rechecks = rc;
+    return rc;
+}
+
+/* Looks up again every key with parked requests, once per key. The
+ * re-checks are created first and sent after: done() may run before
+ * lookup_intent returns and answer (even close) connections. */
+static void server_recheck_waits(admin_server_t *s, bool outcomes_changed)
+{
+    if (s->parked == 0 || s->hooks.lookup_intent == NULL)
+        return;
+    struct admin_recheck **batch = calloc((size_t)s->parked, sizeof(*batch));
+    if (batch == NULL)
+        return;
+    int count = 0;
+    for (struct admin_conn *conn = s->conns; conn && count < s->parked; conn = conn->next) {
+        if (!conn->parked || conn->closing)
+            continue;
+        struct admin_recheck *rc = server_new_recheck(s, conn->wait_key, outcomes_changed);
+        if (rc)
+            batch[count++] = rc;
+    }
+    for (int i = 0; i < count; i++)
+        s->hooks.lookup_intent(s->hooks.data, batch[i]->key, batch[i], admin_recheck_done);
+    free(batch);
+}
+
+static void admin_recheck_done(void *req, int status, const char *json_body)
+{
+    struct admin_recheck *rc = req;
+    admin_server_t *s = rc->server;
+    if (s == NULL) {
+        free(rc); /* orphaned by admin_close */
+        return;
+    }
+    server_unlink_recheck(s, rc);
+    char key[ADMIN_KEY_MAX_BYTES + 1];
+    snprintf(key, sizeof(key), "%s", rc->key);
+    bool again = rc->again;
+    free(rc);
+    /* A failed re-check changes nothing: the waiters stay parked, and the
+     * last lookup at their deadline decides. */
+    bool answerable = status == 404 || (status == 200 && json_body);
+    bool parked_left = false;
+    for (struct admin_conn *conn = s->conns, *next; conn; conn = next) {
+        next = conn->next; /* answering may close conn, never another */
+        if (!conn->parked || conn->closing || strcmp(conn->wait_key, key) != 0)
+            continue;
+        if (answerable && !conn_wait_goes_on(conn, status, json_body))
+            conn_answer_lookup(conn, status, json_body);
+        else
+            parked_left = true;
+    }
+    if (again && parked_left) {
+        struct admin_recheck *more = server_new_recheck(s, key, false);
+        if (more)
+            s->hooks.lookup_intent(s->hooks.data, more->key, more, admin_recheck_done);
+    }
+}
+
+static void on_recheck_timer(uv_timer_t *timer)
+{
+    admin_server_t *s = timer->data;
+    if (s->parked == 0) {
+        uv_timer_stop(timer); /* conn_set_parked starts it again */
+        return;
+    }
+    server_recheck_waits(s, false);
+}
+
 void admin_outcomes_changed(admin_server_t *s)
 {
-    if (s == NULL)
+    if (s == NULL || s->closing)
         return;
-    uint64_t now = uv_now(s->loop);
-    for (struct admin_conn *conn = s->conns, *next; conn; conn = next) {
-        next = conn->next;
-        if (conn->parked && !conn->closing && conn->wait_until_ms > now)
-            conn_start_lookup(conn, conn->wait_until_ms - now + ADMIN_LOOKUP_TIMEOUT_MS);
-    }
+    server_recheck_waits(s, true);
 }
 
 /* "?wait=30s", "wait=500ms", "wait=2" (seconds): the wait in ms, capped at
  * ADMIN_WAIT_MAX_MS; 0 without a wait; -1 when malformed. */
-static long parse_wait(const char *query, size_t n)
+long admin_parse_wait(const char *query, size_t n)
 {
     const char *p = query, *end = query + n;
     while (p < end) {
@@ -627,6 +952,28 @@ static void handle_ready(struct admin_conn *conn)
     free(body);
 }
 
+/* The port's own families, after the relay's. */
+static void write_admin_metrics(admin_server_t *s, struct strbuf *out)
+{
+    metrics_family(out, "outbox_admin_connections", METRICS_GAUGE,
+                   "Open connections of the admin port, by lane (main: any request; probe: the "
+                   "reserve for /healthz and /readyz once the main lane is full).");
+    metrics_sample(out, "outbox_admin_connections", METRICS_LABELS({"lane", "main"}),
+                   s->lane_conns[LANE_MAIN]);
+    metrics_sample(out, "outbox_admin_connections", METRICS_LABELS({"lane", "probe"}),
+                   s->lane_conns[LANE_PROBE]);
+    metrics_gauge(out, "outbox_admin_waiting", "Requests held by ?wait= (long-polls).",
+                  METRICS_NO_LABELS, s->waiting);
+    metrics_family(out, "outbox_admin_refused_total", METRICS_COUNTER,
+                   "Admin connections or requests turned away for lack of room (connections: "
+                   "503 or closed; waits: 429; evicted: a probe-lane connection closed to make "
+                   "room).");
+    for (int kind = 0; kind < REFUSAL_KINDS; kind++)
+        metrics_sample_uint(out, "outbox_admin_refused_total",
+                            METRICS_LABELS({"reason", refusal_names[kind]}),
+                            s->refused_total[kind]);
+}
+
 static void handle_metrics(struct admin_conn *conn)
 {
     admin_server_t *s = conn->server;
@@ -634,6 +981,7 @@ static void handle_metrics(struct admin_conn *conn)
     strbuf_init(&out);
     if (s->hooks.write_metrics)
         s->hooks.write_metrics(s->hooks.data, &out);
+    write_admin_metrics(s, &out);
     conn_respond(conn, 200, CONTENT_TYPE_METRICS, NULL, out.data, out.len);
     strbuf_free(&out);
 }
@@ -647,7 +995,7 @@ static void handle_intent(struct admin_conn *conn, const char *encoded_key, size
         conn_respond_error(conn, 400, NULL, problem);
         return;
     }
-    long wait_ms = parse_wait(query, query_len);
+    long wait_ms = admin_parse_wait(query, query_len);
     if (wait_ms < 0) {
         conn_respond_error(conn, 400, NULL,
                            "wait must be a duration such as 30s or 500ms (at most 60s)");
@@ -657,15 +1005,50 @@ static void handle_intent(struct admin_conn *conn, const char *encoded_key, size
         conn_respond_error(conn, 503, NULL, "outcome lookups are not available");
         return;
     }
-    free(conn->last_body);
-    conn->last_body = NULL;
-    conn->wait_until_ms = wait_ms > 0 ? uv_now(s->loop) + (uint64_t)wait_ms : 0;
+    if (wait_ms > 0 && s->waiting >= s->limits.max_waits) {
+        server_note_refused(s, REFUSED_WAITS);
+        char message[128];
+        snprintf(message, sizeof(message),
+                 "too many requests waiting (at most %d); retry, or ask without wait",
+                 s->limits.max_waits);
+        conn_respond_error(conn, 429, "Retry-After: 1\r\n", message);
+        return;
+    }
+    if (wait_ms > 0) {
+        conn->wait_until_ms = uv_now(s->loop) + (uint64_t)wait_ms;
+        s->waiting++;
+    }
     conn_start_lookup(conn, (uint64_t)wait_ms + ADMIN_LOOKUP_TIMEOUT_MS);
+}
+
+/* With a token: whether the request carries it ("Authorization: Bearer
+ * <token>", the scheme in any case). Constant time in the token. */
+static bool conn_authorized(const struct admin_conn *conn)
+{
+    const admin_server_t *s = conn->server;
+    if (!s->token_required)
+        return true;
+    if (conn->auth_headers != 1 || conn->auth_too_long || conn->auth.len < 7)
+        return false;
+    const char *p = conn->auth.data, *end = p + conn->auth.len;
+    while (p < end && (*p == ' ' || *p == '\t'))
+        p++;
+    if (end - p < 7 || strncasecmp(p, "bearer", 6) != 0 || (p[6] != ' ' && p[6] != '\t'))
+        return false;
+    p += 7;
+    while (p < end && (*p == ' ' || *p == '\t'))
+        p++;
+    while (end > p && (end[-1] == ' ' || end[-1] == '\t'))
+        end--;
+    unsigned char digest[32];
+    sha256(p, (size_t)(end - p), digest);
+    return CRYPTO_memcmp(digest, s->token_digest, sizeof(digest)) == 0;
 }
 
 /* Routes one complete request (the parser is paused). */
 static void conn_dispatch(struct admin_conn *conn)
 {
+    admin_server_t *s = conn->server;
     if (conn->parser.upgrade)
         conn->keep_alive = false; /* we never switch protocols */
     struct http_parser_url parts;
@@ -696,6 +1079,28 @@ static void conn_dispatch(struct admin_conn *conn)
     }
     if (conn->parser.method != HTTP_GET && conn->parser.method != HTTP_HEAD) {
         conn_respond_error(conn, 405, "Allow: GET, HEAD\r\n", "method not allowed");
+        return;
+    }
+    bool probe = route == ROUTE_HEALTH || route == ROUTE_READY;
+    if (conn->lane == LANE_PROBE && !probe) {
+        if (s->lane_conns[LANE_MAIN] >= s->limits.max_connections) {
+            server_note_refused(s, REFUSED_CONNECTIONS);
+            conn->keep_alive = false;
+            conn_respond_error(conn, 503, NULL, "too many admin connections");
+            return;
+        }
+        s->lane_conns[LANE_PROBE]--; /* a main slot came free: take it */
+        s->lane_conns[LANE_MAIN]++;
+        conn->lane = LANE_MAIN;
+    }
+    if (!probe && !conn_authorized(conn)) {
+        log_event(LOG_DEBUG, "admin_unauthorized", "authorization",
+                  json_string(conn->auth_headers ? "wrong" : "missing"), LOG_END);
+        conn_respond_error(conn, 401,
+                           conn->auth_headers
+                               ? "WWW-Authenticate: Bearer error=\"invalid_token\"\r\n"
+                               : "WWW-Authenticate: Bearer\r\n",
+                           "a bearer token is required (Authorization: Bearer <token>)");
         return;
     }
     switch (route) {
@@ -730,21 +1135,66 @@ static int on_message_begin(http_parser *parser)
 {
     struct admin_conn *conn = parser->data;
     strbuf_reset(&conn->url);
+    strbuf_reset(&conn->auth);
     conn->keep_alive = false;
+    conn->head_request = false;
     conn->reject_status = 0;
-    /* The deadline runs from the first byte, and slow bytes do not extend it. */
-    conn_set_phase(conn, PHASE_READING, ADMIN_REQUEST_TIMEOUT_MS);
+    conn->header_name_len = 0;
+    conn->header_in_value = false;
+    conn->header_is_auth = false;
+    conn->auth_headers = 0;
+    conn->auth_too_long = false;
+    /* The deadline set at accept or after the last answer keeps running:
+     * slow bytes do not buy time. */
+    conn->phase = PHASE_READING;
     return 0;
 }
 
 static int on_url(http_parser *parser, const char *at, size_t length)
 {
     struct admin_conn *conn = parser->data;
-    if (length > conn->server->max_request_bytes - conn->url.len) {
+    conn->head_request = parser->method == HTTP_HEAD; /* the method is complete here */
+    if (length > conn->server->limits.max_request_bytes - conn->url.len) {
         conn->reject_status = 413;
         return -1;
     }
     strbuf_append(&conn->url, at, length);
+    return 0;
+}
+
+/* Header names and values may arrive in pieces (one call per read). Only
+ * the name is kept, up to the length of "authorization", and only the value
+ * of Authorization, up to ADMIN_AUTH_MAX_BYTES. */
+static int on_header_field(http_parser *parser, const char *at, size_t length)
+{
+    struct admin_conn *conn = parser->data;
+    if (conn->header_in_value) { /* a new header begins */
+        conn->header_in_value = false;
+        conn->header_name_len = 0;
+    }
+    for (size_t i = 0; i < length; i++) {
+        if (conn->header_name_len < sizeof(conn->header_name))
+            conn->header_name[conn->header_name_len] = at[i];
+        conn->header_name_len++;
+    }
+    return 0;
+}
+
+static int on_header_value(http_parser *parser, const char *at, size_t length)
+{
+    struct admin_conn *conn = parser->data;
+    if (!conn->header_in_value) { /* the first piece of this header's value */
+        conn->header_in_value = true;
+        conn->header_is_auth =
+            conn->header_name_len == 13 && strncasecmp(conn->header_name, "authorization", 13) == 0;
+        if (conn->header_is_auth) {
+            conn->auth_headers++;
+            strbuf_reset(&conn->auth);
+        }
+    }
+    if (conn->header_is_auth &&
+        strbuf_append_capped(&conn->auth, at, length, ADMIN_AUTH_MAX_BYTES) < length)
+        conn->auth_too_long = true;
     return 0;
 }
 
@@ -753,7 +1203,7 @@ static int on_headers_complete(http_parser *parser)
     struct admin_conn *conn = parser->data;
     conn->keep_alive = http_should_keep_alive(parser) != 0;
     if ((parser->flags & F_CONTENTLENGTH) &&
-        parser->content_length > conn->server->max_request_bytes) {
+        parser->content_length > conn->server->limits.max_request_bytes) {
         conn->reject_status = 413; /* say so now, not after reading the body */
         return -1;
     }
@@ -766,10 +1216,13 @@ static int on_message_complete(http_parser *parser)
     return 0;
 }
 
-/* Headers and bodies are not kept: message_bytes counts them. */
+/* Bodies and headers other than Authorization are not kept: message_bytes
+ * counts them. */
 static const http_parser_settings parser_settings = {
     .on_message_begin = on_message_begin,
     .on_url = on_url,
+    .on_header_field = on_header_field,
+    .on_header_value = on_header_value,
     .on_headers_complete = on_headers_complete,
     .on_message_complete = on_message_complete,
 };
@@ -783,7 +1236,7 @@ static const http_parser_settings parser_settings = {
  */
 static void conn_drive(struct admin_conn *conn)
 {
-    size_t max_bytes = conn->server->max_request_bytes;
+    size_t max_bytes = conn->server->limits.max_request_bytes;
     while (!conn->closing && !conn_busy(conn) && conn->phase != PHASE_DRAINING &&
            conn->input_offset < conn->input_len) {
         const char *data = conn->input + conn->input_offset;
@@ -874,7 +1327,7 @@ static void on_read(uv_stream_t *stream, ssize_t nread, const uv_buf_t *buf)
     conn->input_len += (size_t)nread;
     if (conn_busy(conn)) {
         /* Pipelined bytes wait for the current answer; bound them. */
-        if (conn->input_len - conn->input_offset > conn->server->max_request_bytes)
+        if (conn->input_len - conn->input_offset > conn->server->limits.max_request_bytes)
             conn_stop_reading(conn);
         return;
     }
@@ -894,29 +1347,40 @@ static void conn_start_reading(struct admin_conn *conn)
 static void on_conn_timer(uv_timer_t *timer)
 {
     struct admin_conn *conn = timer->data;
-    if (conn->phase == PHASE_LOOKUP && (conn->lookup || conn->parked)) {
+    if (conn->phase == PHASE_LOOKUP && conn->parked) {
+        /* The wait is over: look once more, and answer that. */
+        conn_start_lookup(conn, ADMIN_LOOKUP_TIMEOUT_MS);
+        return;
+    }
+    if (conn->phase == PHASE_LOOKUP && conn->lookup) {
         conn_lookup_timed_out(conn);
         return;
     }
-    if (conn->phase == PHASE_READING || conn->phase == PHASE_WRITING)
+    static const char *const phase_names[] = {"idle", "reading", "lookup", "writing", "draining"};
+    if (conn->phase != PHASE_DRAINING)
         log_event(LOG_DEBUG, "admin_connection_timeout", "phase",
-                  json_string(conn->phase == PHASE_READING ? "reading" : "writing"), LOG_END);
+                  json_string(phase_names[conn->phase]), LOG_END);
     conn_close(conn);
 }
 
 /* ---------------------------------------------------------------- accepting */
 
-static void server_note_refused(admin_server_t *s)
+/* The probe lane is full: its oldest connection without a complete request
+ * (nothing being looked up or written for it) makes room. */
+static bool server_evict_probe(admin_server_t *s)
 {
-    s->refused_total++;
-    uint64_t now = uv_now(s->loop);
-    if (s->refused_logged && now - s->refused_logged_ms < ADMIN_REFUSED_LOG_EVERY_MS)
-        return;
-    s->refused_logged = true;
-    s->refused_logged_ms = now;
-    log_event(LOG_WARN, "admin_connections_refused", "max_connections",
-              json_integer(s->max_connections), "refused_total",
-              json_integer((json_int_t)s->refused_total), LOG_END);
+    struct admin_conn *oldest = NULL;
+    for (struct admin_conn *conn = s->conns; conn; conn = conn->next)
+        if (conn->lane == LANE_PROBE && !conn->closing &&
+            (conn->phase == PHASE_IDLE || conn->phase == PHASE_READING))
+            oldest = conn; /* the list is newest first */
+    if (oldest == NULL)
+        return false;
+    log_event(LOG_DEBUG, "admin_connection_evicted", "phase",
+              json_string(oldest->phase == PHASE_IDLE ? "idle" : "reading"), LOG_END);
+    server_note_refused(s, REFUSED_EVICTED);
+    conn_close(oldest);
+    return true;
 }
 
 static void on_connection(uv_stream_t *listener, int status)
@@ -927,11 +1391,19 @@ static void on_connection(uv_stream_t *listener, int status)
                   LOG_END);
         return;
     }
+    enum conn_lane lane = LANE_MAIN;
+    bool refuse = false;
+    if (s->lane_conns[LANE_MAIN] >= s->limits.max_connections) {
+        lane = LANE_PROBE;
+        refuse = s->lane_conns[LANE_PROBE] >= s->limits.probe_reserve && !server_evict_probe(s);
+    }
     struct admin_conn *conn = calloc(1, sizeof(*conn));
     if (conn == NULL)
         return; /* libuv calls again while the backlog is not empty */
     conn->server = s;
+    conn->lane = lane;
     strbuf_init(&conn->url);
+    strbuf_init(&conn->auth);
     uv_tcp_init(s->loop, &conn->tcp);
     uv_timer_init(s->loop, &conn->timer);
     conn->tcp.data = conn->timer.data = conn;
@@ -941,25 +1413,18 @@ static void on_connection(uv_stream_t *listener, int status)
     if (s->conns)
         s->conns->prev = conn;
     s->conns = conn;
+    s->lane_conns[lane]++;
     http_parser_init(&conn->parser, HTTP_REQUEST);
     conn->parser.data = conn;
-    conn->refused = s->serving >= s->max_connections;
-    if (conn->refused)
-        s->refusing++;
-    else
-        s->serving++;
 
     if (uv_accept(listener, (uv_stream_t *)&conn->tcp) != 0) {
         conn_close(conn);
         return;
     }
-    if (conn->refused) {
-        server_note_refused(s);
-        if (s->refusing > s->max_connections) {
-            conn_close(conn); /* too many even to answer */
-            return;
-        }
-        conn_respond_error(conn, 503, NULL, "too many admin connections");
+    if (refuse) {
+        /* Every probe-lane connection is being answered: no room at all. */
+        server_note_refused(s, REFUSED_CONNECTIONS);
+        conn_close(conn);
         return;
     }
     uv_tcp_nodelay(&conn->tcp, 1);
@@ -970,7 +1435,7 @@ static void on_connection(uv_stream_t *listener, int status)
 /* ---------------------------------------------------------------- public */
 
 /* "host:port" → a socket address; NULL, or what is wrong with it. */
-static const char *admin_parse_listen(const char *listen, struct sockaddr_storage *addr)
+const char *admin_parse_listen(const char *listen, struct sockaddr_storage *addr)
 {
     const char *colon = listen ? strrchr(listen, ':') : NULL;
     if (colon == NULL)
@@ -1006,14 +1471,50 @@ static const char *admin_parse_listen(const char *listen, struct sockaddr_storag
     return "the host must be a numeric IP address or localhost (no name lookup on the loop)";
 }
 
+/* Reads the bearer token from path into s->token_digest; NULL, or what is
+ * wrong (never the token itself). */
+static const char *server_read_token(admin_server_t *s, const char *path)
+{
+    FILE *file = fopen(path, "r");
+    if (file == NULL)
+        return strerror(errno);
+    char buffer[ADMIN_TOKEN_MAX_BYTES + 64];
+    size_t n = fread(buffer, 1, sizeof(buffer), file);
+    bool failed = ferror(file) != 0;
+    fclose(file);
+    const char *problem = NULL;
+    size_t start = 0, end = n;
+    while (start < end && strchr(" \t\r\n", buffer[start]))
+        start++;
+    while (end > start && strchr(" \t\r\n", buffer[end - 1]))
+        end--;
+    if (failed)
+        problem = "read error";
+    else if (n == sizeof(buffer) || end - start > ADMIN_TOKEN_MAX_BYTES)
+        problem = "the token is longer than 4096 bytes";
+    else if (end == start)
+        problem = "the file is empty";
+    for (size_t i = start; problem == NULL && i < end; i++)
+        if (buffer[i] < 0x21 || buffer[i] > 0x7E)
+            problem = "the token must be visible ASCII characters, without spaces";
+    if (problem == NULL) {
+        sha256(buffer + start, end - start, s->token_digest);
+        s->token_required = true;
+    }
+    OPENSSL_cleanse(buffer, sizeof(buffer));
+    return problem;
+}
+
 admin_server_t *admin_start(uv_loop_t *loop, const char *listen, struct admin_hooks hooks,
-                            int max_connections, size_t max_request_bytes)
+                            const struct admin_limits *limits, const char *token_file)
 {
     struct sockaddr_storage addr;
     memset(&addr, 0, sizeof(addr));
     const char *problem = admin_parse_listen(listen, &addr);
-    if (problem == NULL && (max_connections < 1 || max_request_bytes < 64))
-        problem = "max_connections must be at least 1 and max_request_bytes at least 64";
+    if (problem == NULL && (limits->max_connections < 1 || limits->max_waits < 1 ||
+                            limits->probe_reserve < 0 || limits->max_request_bytes < 64))
+        problem = "max_connections and max_waits must be at least 1, probe_reserve at least 0 "
+                  "and max_request_bytes at least 64";
     if (problem) {
         log_event(LOG_ERROR, "admin_listen_failed", "listen", json_string(listen ? listen : ""),
                   "error", json_string(problem), LOG_END);
@@ -1024,11 +1525,23 @@ admin_server_t *admin_start(uv_loop_t *loop, const char *listen, struct admin_ho
         return NULL;
     s->loop = loop;
     s->hooks = hooks;
-    s->max_connections = max_connections;
-    s->max_request_bytes = max_request_bytes;
+    s->limits = *limits;
+    if (token_file && *token_file) {
+        problem = server_read_token(s, token_file);
+        if (problem) {
+            log_event(LOG_ERROR, "admin_token_file_failed", "option",
+                      json_string("--admin-token-file (OUTBOX_RELAY_ADMIN_TOKEN_FILE)"), "path",
+                      json_string(token_file), "error", json_string(problem), LOG_END);
+            free(s);
+            return NULL;
+        }
+    }
     uv_tcp_init(loop, &s->listener);
     s->listener.data = s;
     s->listener_open = true;
+    uv_timer_init(loop, &s->recheck_timer);
+    s->recheck_timer.data = s;
+    s->timer_open = true;
 
     /* EADDRINUSE may come from bind or only from listen. */
     int rc = uv_tcp_bind(&s->listener, (const struct sockaddr *)&addr, 0);
@@ -1042,13 +1555,18 @@ admin_server_t *admin_start(uv_loop_t *loop, const char *listen, struct admin_ho
         log_event(LOG_ERROR, "admin_listen_failed", "listen", json_string(listen), "error",
                   json_string(uv_strerror(rc)), LOG_END);
         s->closing = true;
+        uv_close((uv_handle_t *)&s->recheck_timer, on_recheck_timer_closed);
         uv_close((uv_handle_t *)&s->listener, on_listener_closed); /* frees s */
         return NULL;
     }
     s->port = ntohs(bound.ss_family == AF_INET6 ? ((struct sockaddr_in6 *)&bound)->sin6_port
                                                 : ((struct sockaddr_in *)&bound)->sin_port);
     log_event(LOG_INFO, "admin_listening", "listen", json_string(listen), "port",
-              json_integer(s->port), "max_connections", json_integer(max_connections), LOG_END);
+              json_integer(s->port), "max_connections", json_integer(limits->max_connections),
+              "max_waits", json_integer(limits->max_waits), "probe_reserve",
+              json_integer(limits->probe_reserve), "auth",
+              json_string(s->token_required ? "bearer token for /metrics and /v1/" : "none"),
+              LOG_END);
     return s;
 }
 
@@ -1066,5 +1584,11 @@ void admin_close(admin_server_t *s, void (*on_closed)(void *data), void *data)
     s->closed_data = data;
     while (s->conns)
         conn_close(s->conns); /* unlinks itself */
+    while (s->rechecks) {
+        struct admin_recheck *rc = s->rechecks;
+        server_unlink_recheck(s, rc);
+        rc->server = NULL; /* done() will only free it */
+    }
+    uv_close((uv_handle_t *)&s->recheck_timer, on_recheck_timer_closed);
     uv_close((uv_handle_t *)&s->listener, on_listener_closed);
 }

@@ -3,22 +3,36 @@
  *
  *   GET /healthz           200 {"status":"ok"}: the loop is alive
  *   GET /readyz            200 {"status":"ready"} or 503 {"status":"not ready","reason":"..."}
- *   GET /metrics           200 Prometheus text (write_metrics)
+ *   GET /metrics           200 Prometheus text (write_metrics, then the port's own
+ *                          outbox_admin_* families)
  *   GET /v1/intents/{key}[?wait=30s]  what lookup_intent answers (200, 404, 503);
- *                          with wait, held until the outcome is final (looked up again
- *                          whenever admin_outcomes_changed() says the relay recorded
- *                          something) or the wait (at most 60 s) ends; the key is
- *                          percent-decoded, 1..255 bytes of UTF-8 without control
- *                          characters, else 400 {"error":"..."}
+ *                          with wait, held until the outcome is final or the wait (at
+ *                          most 60 s) ends, then looked up once more and answered. While
+ *                          held it is looked up again every second (one lookup per key,
+ *                          whoever waits on it: outcomes recorded by any relay or an
+ *                          operator) and at once when admin_outcomes_changed() says this
+ *                          relay recorded something. The key is percent-decoded, 1..255
+ *                          bytes of UTF-8 without control characters, else 400
+ *                          {"error":"..."}. More than max_waits held at once: 429 with
+ *                          Retry-After: 1.
+ *
+ * With a token (token_file), /metrics and /v1/ need "Authorization: Bearer
+ * <token>", else 401 with WWW-Authenticate: Bearer; /healthz and /readyz never
+ * do (the kubelet's probes carry no credentials).
  *
  * HEAD works wherever GET does. Other paths 404, other methods 405, malformed
- * HTTP 400, a request over max_request_bytes 413 (both then close), and a
- * connection beyond max_connections gets 503 and is closed. HTTP/1.1
+ * HTTP 400, a request over max_request_bytes 413 (both then close). HTTP/1.1
  * keep-alive and pipelining; "Connection: close" is honoured; every response
- * has Content-Length. Error bodies are JSON: {"error":"..."}. Deadlines: a
- * keep-alive connection idles 60 s, a request arrives within 10 s of its
- * first byte, a lookup answers within 10 s (else 503), an answer is written
- * within 10 s; past a deadline the connection is closed.
+ * has Content-Length. Error bodies are JSON: {"error":"..."}.
+ *
+ * Connections: max_connections serve any request; beyond them, probe_reserve
+ * more serve only /healthz and /readyz (once, then close; anything else 503
+ * unless a regular slot has come free), so that the kubelet's probes are
+ * answered however many connections clients hold; when the reserve is full
+ * too, its oldest connection still without an answer is closed to make room.
+ * Deadlines: a request must be complete within 5 s of the accept or of the
+ * previous answer (idle connections, keep-alive ones too, are closed), a
+ * lookup answers within 10 s (else 503), an answer is written within 10 s.
  *
  * It runs on the relay's own loop and never blocks it: the hooks are called
  * from the loop, and lookup_intent answers later through done().
@@ -33,7 +47,9 @@
 
 struct admin_hooks {
     void *data;
-    /* "" when ready, else the reason (e.g. "database not connected: ..."). */
+    /* "" when ready, else the reason (e.g. "database not connected: timeout").
+     * Anyone who reaches the port reads it: no host, port, user or other
+     * connection detail (admin_database_reason), those go to the log. */
     const char *(*ready_reason)(void *data);
     /* Append the relay's metrics in Prometheus text format to out. */
     void (*write_metrics)(void *data, struct strbuf *out);
@@ -47,15 +63,25 @@ struct admin_hooks {
                           void (*done)(void *req, int status, const char *json_body));
 };
 
+struct admin_limits {
+    int max_connections;      /* connections that serve any request (at least 1) */
+    int max_waits;            /* requests held with ?wait= at once (at least 1) */
+    int probe_reserve;        /* more connections, for /healthz and /readyz only (0 = none) */
+    size_t max_request_bytes; /* a request on the wire (at least 64) */
+};
+
 typedef struct admin_server admin_server_t;
 
 /* listen is "host:port" (port 0 = any; host a numeric IPv4 or IPv6 address,
  * "[::1]" form for IPv6, "localhost", or empty or "*" for all IPv4
- * interfaces). NULL and a logged error on failure (bad address, port in
- * use); a handle opened on the way is then still closing and is freed when
- * the loop next runs. */
+ * interfaces). token_file (NULL or "" = no token) holds the bearer token,
+ * read now: surrounding white space is ignored; it must be 1..4096 visible
+ * ASCII characters. Only its SHA-256 is kept, and it is never logged. NULL
+ * and a logged error on failure (bad address, port in use, unreadable or
+ * malformed token file); a handle opened on the way is then still closing
+ * and is freed when the loop next runs. */
 admin_server_t *admin_start(uv_loop_t *loop, const char *listen, struct admin_hooks hooks,
-                            int max_connections, size_t max_request_bytes);
+                            const struct admin_limits *limits, const char *token_file);
 /* The relay recorded outcomes: requests waiting with ?wait= look again. */
 void admin_outcomes_changed(admin_server_t *s);
 /* The bound port. */
@@ -64,5 +90,21 @@ int admin_port(const admin_server_t *s);
  * off; pending lookups are orphaned). on_closed (may be NULL) runs from the
  * loop once every handle is closed; then s is freed. */
 void admin_close(admin_server_t *s, void (*on_closed)(void *data), void *data);
+
+/* For tests and fuzzing (tests/fuzz/): the parsers behind the port. */
+#define ADMIN_KEY_MAX_BYTES 255 /* as outbox.enqueue */
+/* The key of /v1/intents/{key}: percent-decoded into out (at least
+ * ADMIN_KEY_MAX_BYTES + 1 bytes). NULL, or why the key is refused. */
+const char *admin_decode_key(const char *encoded, size_t n, char *out);
+/* The query of /v1/intents/{key}: the ?wait= in ms (capped), 0 without, -1 malformed. */
+long admin_parse_wait(const char *query, size_t n);
+/* admin_start's "host:port" → a socket address; NULL, or what is wrong with it. */
+const char *admin_parse_listen(const char *listen, struct sockaddr_storage *addr);
+
+/* What readiness may say about a database connection that is down, from
+ * libpq's or the connection's own message (which names host, port, user):
+ * a fixed phrase such as "connection refused", "authentication failed",
+ * "timeout", "connection lost"; "connection failed" when not recognised. */
+const char *admin_database_reason(const char *detail);
 
 #endif

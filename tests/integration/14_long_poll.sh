@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
-# GET /v1/intents/{key}?wait=…: held until the outcome is final, woken by the
-# relay's own recording (not by polling), or answered when the wait ends.
+# GET /v1/intents/{key}?wait=…: held until the outcome is final, woken at once
+# by the relay's own recording, within about a second by an outcome recorded
+# elsewhere (an operator's outbox.cancel), and answered when the wait ends
+# with the outcome as it is then, not as it was when last looked at.
 . "$(dirname "$0")/../lib/itest.sh"
 itest_setup
 
@@ -34,6 +36,36 @@ ms=$(( ($(date +%s%N) - start) / 1000000 ))
 echo "# $body (after $ms ms)"
 ok "when the wait ends: 200 with the current status" grep -q '"status":"pending".* 200$' <<<"$body"
 ok "after the wait (~1.5 s; took $ms ms)" test "$ms" -ge 1400 -a "$ms" -lt 4000
+
+# Cancelled by an operator 1 s into a 10 s wait: no delivery of this relay
+# wakes the wait, the periodic re-check does.
+sql "INSERT INTO outbox.intents (key, target, payload, fingerprint) VALUES ('lp:cancel', 'paused', '{}', '')" >/dev/null
+start=$(date +%s%N)
+curl -s -w ' %{http_code}' "$base/lp:cancel?wait=10s" >"$T/cancel.out" &
+poll=$!
+sleep 1
+sql "SELECT outbox.cancel('lp:cancel', 'x')" >/dev/null
+wait "$poll"
+ms=$(( ($(date +%s%N) - start) / 1000000 ))
+body=$(cat "$T/cancel.out")
+echo "# $body (after $ms ms)"
+ok "a wait ends with an operator's cancel" grep -q '"status":"cancelled".* 200$' <<<"$body"
+ok "within ~1 s of the cancel, not at the end of the wait (took $ms ms)" test "$ms" -lt 3000
+
+# Cancelled shortly before the wait ends: the answer is read at the deadline,
+# not the last outcome seen before it.
+sql "INSERT INTO outbox.intents (key, target, payload, fingerprint) VALUES ('lp:late', 'paused', '{}', '')" >/dev/null
+start=$(date +%s%N)
+curl -s -w ' %{http_code}' "$base/lp:late?wait=1500ms" >"$T/late.out" &
+poll=$!
+sleep 1.1
+sql "SELECT outbox.cancel('lp:late', 'x')" >/dev/null
+wait "$poll"
+ms=$(( ($(date +%s%N) - start) / 1000000 ))
+body=$(cat "$T/late.out")
+echo "# $body (after $ms ms)"
+ok "a cancel just before the deadline is in the answer" grep -q '"status":"cancelled".* 200$' <<<"$body"
+ok "by the deadline (~1.5 s; took $ms ms)" test "$ms" -lt 2500
 
 is "$(curl -s -o /dev/null -w '%{http_code}' "$base/lp:nope?wait=5s")" 404 "unknown key: 404 at once"
 body=$(curl -s -w ' %{http_code}' "$base/lp:1?wait=soon")

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The admin HTTP port of a real relay: /healthz, /readyz (ready, then not
-# ready with a reason while PostgreSQL is down, then ready again), /metrics
+# ready with a reason while PostgreSQL is down, then ready again; the reason
+# names no host, port or user, those are in the log), /metrics
 # (Prometheus text: per-target attempt counters, database reconnects), the
 # outcome of a key at /v1/intents/{key} (200, 404, 400, 503), and the HTTP
 # edges: keep-alive, 405, 404, 413, garbage on the socket. A second relay
@@ -26,6 +27,22 @@ wait_http() {
         sleep 0.1
     done
     return 1
+}
+
+# wait_body SECONDS URL BODY: poll until URL answers exactly BODY; 0 if it did.
+wait_body() {
+    local limit=$1 url=$2 want=$3 i
+    for i in $(seq 1 $((limit * 10))); do
+        http_get "$url"
+        [ "$HTTP_BODY" = "$want" ] && return 0
+        sleep 0.1
+    done
+    return 1
+}
+
+# discreet TEXT: no host, port, user or libpq wording in TEXT.
+discreet() {
+    ! grep -qiF -e "$PGHOST" -e "$PGPORT" -e "$PGUSER" -e "server at" -e "socket" -e "for user" <<<"$1"
 }
 
 # raw_exchange BYTES (printf %b escapes) → everything the server sent until it closed.
@@ -122,6 +139,11 @@ pgcluster_stop "$T/pg"
 ok "not ready while the database is down" wait_http 20 /readyz 503
 echo "# $HTTP_BODY"
 ok "not ready: status and a reason" grep -qE '^\{"status":"not ready","reason":".+"\}$' <<<"$HTTP_BODY"
+ok "the reason names no host, port or user" discreet "$HTTP_BODY"
+ok "the reason settles on: database not connected: connection refused" \
+    wait_body 20 "$ADMIN/readyz" '{"status":"not ready","reason":"database not connected: connection refused"}'
+ok "the full message, with host and port, is in the log" \
+    grep -qE "\"event\":\"db_(connect_failed|connection_lost)\".*$PGPORT" "$T/relay-one.log"
 http_get "$ADMIN/healthz"
 is "$HTTP_STATUS" 200 "healthz still 200: the loop is alive"
 http_get "$ADMIN/v1/intents/k1"
@@ -134,6 +156,18 @@ ok "outbox_db_reconnects_total counted the loss" \
     grep -qE '^outbox_db_reconnects_total [1-9][0-9]*$' "$T/metrics-after.txt"
 http_get "$ADMIN/v1/intents/k1"
 is "$HTTP_STATUS" 200 "outcome lookup works again"
+
+# ---------------------------------------------------------------- a login the database refuses
+relay_start badlogin --admin-listen "127.0.0.1:0" --reconnect-max-ms 500 \
+    --db "postgresql://no_such_login@$PGHOST:$PGPORT/$PGDATABASE"
+BAD_ADMIN="http://127.0.0.1:$(relay_admin_port badlogin)"
+ok "a refused login: database not connected: authentication failed" \
+    wait_body 20 "$BAD_ADMIN/readyz" '{"status":"not ready","reason":"database not connected: authentication failed"}'
+ok "the login's name is not on the port" discreet "$HTTP_BODY"
+ok "it is in the log" grep -q 'no_such_login' "$T/relay-badlogin.log"
+kill -TERM "$RELAY_PID_badlogin"
+relay_wait badlogin 20
+is "$?" 0 "that relay exits 0 on SIGTERM"
 
 # ---------------------------------------------------------------- port in use, shutdown
 relay_start two --admin-listen "127.0.0.1:$ADMIN_PORT"

@@ -100,6 +100,7 @@ START_TEST(defaults)
     ck_assert_int_eq(cfg.targets_refresh_ms, 10000);
     ck_assert(!cfg.exit_when_idle);
     ck_assert_str_eq(cfg.admin_listen, "127.0.0.1:9464");
+    ck_assert_str_eq(cfg.admin_token_file, ""); /* no token unless asked for */
     ck_assert_str_eq(cfg.log_level, "info");
     ck_assert_str_eq(cfg.db, "");
     ck_assert_str_eq(cfg.migrations_dir, "");
@@ -229,6 +230,8 @@ START_TEST(help_lists_every_option)
         "--exit-when-idle",
         "OUTBOX_RELAY_EXIT_WHEN_IDLE",
         "--admin-listen=VALUE",
+        "--admin-token-file=VALUE",
+        "OUTBOX_RELAY_ADMIN_TOKEN_FILE",
         "--log-level=VALUE",
         "OUTBOX_RELAY_MAX_IN_FLIGHT_PER_TARGET",
         "default '256'",
@@ -257,6 +260,29 @@ START_TEST(env_sets_value)
     unsetenv("OUTBOX_RELAY_BATCH_SIZE");
     unsetenv("OUTBOX_RELAY_MAX_IN_FLIGHT_PER_TARGET");
     unsetenv("OUTBOX_RELAY_LOG_LEVEL");
+}
+END_TEST
+
+/* The admin token's file: a path, from the flag or the environment. The file
+ * is read when the admin port starts (admin.c), not here: the operator
+ * commands, which share these options, never need it. */
+START_TEST(admin_token_file_option)
+{
+    struct config cfg;
+    setenv("OUTBOX_RELAY_ADMIN_TOKEN_FILE", "/run/secrets/admin-token", 1);
+    ck_assert_int_eq(load_captured(&cfg, 0, NULL), CONFIG_OK);
+    ck_assert_str_eq(cfg.admin_token_file, "/run/secrets/admin-token");
+    config_free(&cfg);
+    ck_assert_ptr_null(cfg.admin_token_file);
+
+    char *argv[] = {"--admin-token-file", "/etc/relay/token"};
+    ck_assert_int_eq(load_captured(&cfg, ARGC(argv), argv), CONFIG_OK);
+    ck_assert_str_eq(cfg.admin_token_file, "/etc/relay/token"); /* flag beats env */
+    config_free(&cfg);
+    unsetenv("OUTBOX_RELAY_ADMIN_TOKEN_FILE");
+
+    char *missing[] = {"--admin-token-file"};
+    assert_error_names(ARGC(missing), missing, "--admin-token-file", NULL);
 }
 END_TEST
 
@@ -417,6 +443,7 @@ Suite *config_suite(void)
     tcase_add_test(tc, help_lists_every_option);
     tcase_add_test(tc, env_sets_value);
     tcase_add_test(tc, flag_beats_env);
+    tcase_add_test(tc, admin_token_file_option);
     tcase_add_test(tc, database_url_fills_db);
     suite_add_tcase(s, tc);
 
