@@ -141,6 +141,7 @@ struct relay {
     int in_flight;
 
     struct outcome_list buffered;  /* waiting to be recorded */
+    size_t held_body_bytes;        /* response bodies in buffered + recording */
     struct outcome_list recording; /* on the wire */
     struct release_list releases;  /* claimed, never sent, to give back */
     bool releasing;
@@ -226,13 +227,30 @@ static void outcome_list_push(struct outcome_list *list, struct pending_outcome 
     list->items[list->count++] = *o;
 }
 
-static void outcome_list_clear(struct outcome_list *list)
+/* Frees the outcomes; returns the bytes of response bodies they held. */
+static size_t outcome_list_clear(struct outcome_list *list)
 {
+    size_t bytes = 0;
     for (size_t i = 0; i < list->count; i++) {
         free(list->items[i].error);
         free(list->items[i].body);
+        bytes += list->items[i].body_len;
     }
     list->count = 0;
+    return bytes;
+}
+
+/* Response bodies waiting to be recorded take delivery slots: one slot per
+ * max_response_bytes of them. So the bodies a relay holds, in flight or
+ * waiting, stay within max_in_flight x max_response_bytes (the memory bound
+ * in README) when recording falls behind, while small bodies (the common
+ * case) take no slot and cost no throughput. */
+static int relay_slots_held(const struct relay *r)
+{
+    if (r->cfg->max_response_bytes <= 0)
+        return 0;
+    size_t slots = r->held_body_bytes / (size_t)r->cfg->max_response_bytes;
+    return slots > (size_t)r->cfg->max_in_flight ? r->cfg->max_in_flight : (int)slots;
 }
 
 static bool relay_has_work(const struct relay *r)
@@ -279,6 +297,7 @@ static void relay_push_outcome(struct relay *r, struct target *t, int64_t intent
         .body_len = body ? body_len : 0,
     };
     outcome_list_push(&r->buffered, &o);
+    r->held_body_bytes += o.body_len;
     r->attempts_by_class[cls]++;
     if (t) {
         t->attempts_by_class[cls]++;
@@ -760,7 +779,7 @@ static void relay_maybe_claim(struct relay *r)
         r->claim_again = true;
         return;
     }
-    int room = r->cfg->max_in_flight - r->in_flight;
+    int room = r->cfg->max_in_flight - r->in_flight - relay_slots_held(r);
     /* Back-pressure: do not outrun the database with unrecorded outcomes. */
     if (r->buffered.count > (size_t)r->cfg->batch_size * 8)
         return;
@@ -816,7 +835,7 @@ static void on_recorded(void *data, PGresult *res, const char *error)
                       "attempt", json_integer(o->attempt), "state",
                       json_string(outcome_state_name(o->state)), "error", json_string(error),
                       LOG_END);
-            outcome_list_clear(&r->recording);
+            r->held_body_bytes -= outcome_list_clear(&r->recording);
             r->record_limit = 0;
         } else {
             log_event(LOG_WARN, "record_failed", "error", json_string(error), "outcomes",
@@ -843,12 +862,13 @@ static void on_recorded(void *data, PGresult *res, const char *error)
         log_event(LOG_WARN, "record_fenced_out", "outcomes",
                   json_integer((json_int_t)(r->recording.count - updated)), LOG_END);
     }
-    outcome_list_clear(&r->recording);
+    bool slots_were_held = relay_slots_held(r) > 0;
+    r->held_body_bytes -= outcome_list_clear(&r->recording);
     admin_outcomes_changed(r->admin); /* wakes ?wait= requests */
     relay_flush(r);
     if (r->stopping)
         relay_check_shutdown(r);
-    else if (r->more_due || r->in_flight == 0)
+    else if (r->more_due || r->in_flight == 0 || slots_were_held)
         relay_maybe_claim(r);
 }
 

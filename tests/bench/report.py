@@ -225,18 +225,63 @@ def main():
                runs=xs, fmt="{:.2f}")
 
     # ---------------------------------------------------------------- memory
+    # The bound of README ("Memory"): peak RSS <= base + in_flight x
+    # (response cap + overhead) + 3 x 4 MiB (one record batch's bodies, their
+    # escaped array, libpq's copy of it). MEMORY_BASE_MIB and
+    # MEMORY_OVERHEAD_KIB are the documented figures (measured, rounded up);
+    # the rows below check them and judge the cap run against the bound.
+    MEMORY_BASE_MIB = 12.0
+    MEMORY_OVERHEAD_KIB = 36.0
+    MEMORY_RECORD_MIB = 3 * 4.0
+    CURL_BUFFER_KIB = 16.0  # libcurl's receive buffer per handle: small answers leave it untouched
+
+    def memory_bound_mib(base_mib, in_flight, cap_bytes, overhead_kib):
+        return base_mib + in_flight * (cap_bytes / 1024.0 + overhead_kib) / 1024.0 + MEMORY_RECORD_MIB
+
     mem = [r for r in raw if r["kind"] == "memory"]
-    if wanted("memory") and not mem:
+    small = [r for r in mem if r.get("variant", "small") == "small"]
+    capped = [r for r in mem if r.get("variant") == "cap"]
+    if wanted("memory") and not small:
         figure("memory: 1,000 deliveries in flight", "relay peak RSS (VmHWM)", None, "MiB", 32, "<=")
-    if mem:
+    idle_mib = median([r.get("idle_maxrss_kb", 0) / 1024.0 for r in mem]) if mem else None
+    overheads = [(r["vmhwm_kb"] - r.get("idle_maxrss_kb", 0)) / float(r.get("in_flight_cap", 1000))
+                 for r in small]
+    overhead_kib = median(overheads) + CURL_BUFFER_KIB if overheads else None
+    if small:
         figure("memory: 1,000 deliveries in flight", "relay peak RSS (VmHWM)",
-               median([r["vmhwm_kb"] / 1024.0 for r in mem]), "MiB", 32, "<=",
-               [round(r["vmhwm_kb"] / 1024.0, 1) for r in mem],
-               "up to {} rows seen in state in_flight (deliveries plus outcomes not yet recorded); wait4 maxrss {:.1f} MiB; the same relay with nothing "
+               median([r["vmhwm_kb"] / 1024.0 for r in small]), "MiB", 32, "<=",
+               [round(r["vmhwm_kb"] / 1024.0, 1) for r in small],
+               "small responses; up to {} rows seen in state in_flight (deliveries plus outcomes not yet recorded); wait4 maxrss {:.1f} MiB; the same relay with nothing "
                "to deliver: {:.1f} MiB".format(
-                   max(r["max_in_flight_seen"] for r in mem),
-                   median([r["maxrss_kb"] / 1024.0 for r in mem]),
-                   median([r.get("idle_maxrss_kb", 0) / 1024.0 for r in mem])), fmt="{:.1f}")
+                   max(r["max_in_flight_seen"] for r in small),
+                   median([r["maxrss_kb"] / 1024.0 for r in small]), idle_mib), fmt="{:.1f}")
+        figure("memory: bound, base", "idle relay peak RSS", idle_mib, "MiB", MEMORY_BASE_MIB, "<=",
+               [round(r.get("idle_maxrss_kb", 0) / 1024.0, 1) for r in small],
+               "the relay with nothing to deliver (wait4 maxrss): base of the bound", fmt="{:.1f}")
+        figure("memory: bound, overhead", "per delivery", overhead_kib, "KiB", MEMORY_OVERHEAD_KIB, "<=",
+               [round(x + CURL_BUFFER_KIB, 1) for x in overheads],
+               "(small-response peak - idle) / in-flight cap = {:.1f} KiB, + {:.0f} KiB of libcurl's "
+               "receive buffer that a response at the cap fills".format(median(overheads), CURL_BUFFER_KIB),
+               fmt="{:.1f}")
+    if wanted("memory") and not capped:
+        figure("memory: 1,000 in flight, 64 KiB responses", "relay peak RSS (VmHWM)", None, "MiB")
+    if capped:
+        n = capped[0].get("in_flight_cap", 1000)
+        cap = capped[0].get("response_cap_bytes", 65536)
+        bound = memory_bound_mib(MEMORY_BASE_MIB, n, cap, MEMORY_OVERHEAD_KIB)
+        measured_bound = (memory_bound_mib(idle_mib, n, cap, overhead_kib)
+                          if idle_mib is not None and overhead_kib is not None else None)
+        figure("memory: {:,} in flight, {:.0f} KiB responses".format(n, cap / 1024.0),
+               "relay peak RSS (VmHWM)", median([r["vmhwm_kb"] / 1024.0 for r in capped]), "MiB",
+               round(bound, 1), "<=", [round(r["vmhwm_kb"] / 1024.0, 1) for r in capped],
+               "bound {:.0f} MiB + {:,} x ({:.0f} KiB + {:.0f} KiB) + 3 x 4 MiB = {:.1f} MiB{}; "
+               "up to {} rows seen in state in_flight (deliveries plus outcomes not yet recorded: "
+               "above {:,}, bodies wait beyond the in-flight cap)".format(
+                   MEMORY_BASE_MIB, n, cap / 1024.0, MEMORY_OVERHEAD_KIB, bound,
+                   "" if measured_bound is None else
+                   "; with this run's base and overhead {:.1f} MiB".format(measured_bound),
+                   max(r["max_in_flight_seen"] for r in capped), n), fmt="{:.1f}",
+               extra={"bound_mib": bound, "bound_measured_mib": measured_bound})
 
     # ---------------------------------------------------------------- history
     hist = [r for r in raw if r["kind"] == "history"]

@@ -63,6 +63,7 @@
 #define DRAIN_TIMEOUT_MS 2000u
 #define MAX_DELAY_MS 86400000ull
 #define MAX_RETRY_AFTER_BYTES 64u
+#define MAX_RESPONSE_BYTES (16ull * 1024ull * 1024ull)
 #define ARRIVAL_WINDOW_NS 1000000000ull
 #define NS_PER_MS 1000000ull
 
@@ -319,6 +320,7 @@ struct options {
     uint64_t delay_ms;
     double random_fault_rate;
     uint64_t seed;
+    uint64_t response_bytes; /* --response-bytes: pad delivery answers to this size; 0 = off */
     struct outage_mode mode; /* --mode-status, --mode-retry-after, --mode-status-checks */
 };
 
@@ -1103,11 +1105,42 @@ static void act_on_delivery(struct receiver *receiver, struct key_state *entry)
     entry->stored_status = 200;
 }
 
+/*
+ * The stored answer as sent: with --response-bytes N, its JSON object gets a
+ * last field "pad":"xxx..." that makes the body exactly N bytes (an answer
+ * already that long, or longer, is sent as it is).  The padding is added
+ * here, not stored, so that the per-key state stays small however many keys
+ * a bench sends; /status/{key} and --dedupe answers are padded the same way.
+ */
 static void send_stored_response(struct connection *connection, const struct key_state *entry,
                                  uint64_t delay_ms)
 {
-    send_response(connection, entry->stored_status, NULL, entry->stored_body,
-                  entry->stored_body_length, delay_ms);
+    static const char pad_field[] = ",\"pad\":\"";
+    const size_t field_length = sizeof pad_field - 1;
+    const char *body = entry->stored_body;
+    size_t length = entry->stored_body_length;
+    uint64_t target = connection->receiver->options.response_bytes;
+    /* "{...}" becomes "{...,"pad":"<P x>"}": length + field + P + 2 - 1 bytes. */
+    if (target == 0 || length < 2 || body[length - 1] != '}' || body[length - 2] == '{' ||
+        target < length + field_length + 1) {
+        send_response(connection, entry->stored_status, NULL, body, length, delay_ms);
+        return;
+    }
+    size_t pad = (size_t)target - length - field_length - 1;
+    char *padded = checked_malloc((size_t)target);
+    char *at = padded;
+    memcpy(at, body, length - 1);
+    at += length - 1;
+    memcpy(at, pad_field, field_length);
+    at += field_length;
+    memset(at, 'x', pad);
+    at += pad;
+    *at++ = '"';
+    *at++ = '}';
+    if ((size_t)(at - padded) != target)
+        abort();
+    send_response(connection, entry->stored_status, NULL, padded, (size_t)target, delay_ms);
+    free(padded);
 }
 
 static void handle_delivery(struct connection *connection)
@@ -1271,7 +1304,7 @@ static void handle_status_lookup(struct connection *connection, const char *enco
     else if (!entry || entry->stored_status == 0)
         send_error(connection, 404, "not found");
     else
-        send_response(connection, 200, NULL, entry->stored_body, entry->stored_body_length, 0);
+        send_stored_response(connection, entry, 0);
 }
 
 /*
@@ -1796,6 +1829,8 @@ static void print_usage(FILE *stream)
           "                          (200..599; 0 or 200 = normal, the default)\n"
           "  --mode-retry-after S    Retry-After value of the outage mode answers\n"
           "  --mode-status-checks    the outage mode answers GET /status/{key} too\n"
+          "  --response-bytes N      pad the JSON of delivery answers to N bytes with a \"pad\"\n"
+          "                          field (0..16777216; default 0 = no padding)\n"
           "  --help                  show this help\n",
           stream);
 }
@@ -1841,6 +1876,7 @@ static void parse_options(int argc, char **argv, struct options *options)
     options->delay_ms = 0;
     options->random_fault_rate = 0.0;
     options->seed = 1;
+    options->response_bytes = 0;
     long long mode_status = 0;
     const char *mode_retry_after = NULL;
     bool mode_status_checks = false;
@@ -1861,7 +1897,8 @@ static void parse_options(int argc, char **argv, struct options *options)
                            strcmp(name, "--late-ms") == 0 || strcmp(name, "--delay-ms") == 0 ||
                            strcmp(name, "--random-faults") == 0 || strcmp(name, "--seed") == 0 ||
                            strcmp(name, "--mode-status") == 0 ||
-                           strcmp(name, "--mode-retry-after") == 0;
+                           strcmp(name, "--mode-retry-after") == 0 ||
+                           strcmp(name, "--response-bytes") == 0;
         if (takes_value && !value) {
             if (i + 1 >= argc)
                 die_bad_option(name, "missing value");
@@ -1900,6 +1937,8 @@ static void parse_options(int argc, char **argv, struct options *options)
             mode_retry_after = value;
         } else if (strcmp(name, "--mode-status-checks") == 0) {
             mode_status_checks = true;
+        } else if (strcmp(name, "--response-bytes") == 0) {
+            options->response_bytes = parse_unsigned_option(name, value, MAX_RESPONSE_BYTES);
         } else {
             die_bad_option(argument, "unknown option");
         }
