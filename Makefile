@@ -55,7 +55,7 @@ build build/asan:
 # Everything a test run needs, sanitizers on.
 test: deps
 	@$(MAKE) --no-print-directory build/outbox-relay build/test-receiver build/asan/outbox-relay \
-	    build/asan/test-receiver build/asan/unit-tests build/inbox-receiver
+	    build/asan/test-receiver build/asan/unit-tests build/inbox-receiver fuzz-build
 	@tests/run.sh
 
 unit: deps build/asan/unit-tests
@@ -85,3 +85,48 @@ lint: format-check
 
 clean:
 	rm -rf build
+
+# ---- fuzzing (tests/fuzz/README.md) --------------------------------- begin fuzz block
+# libFuzzer targets tests/fuzz/fuzz_<name>.c, built with clang and
+# -fsanitize=fuzzer,address,undefined against the relay sources (not main.c,
+# not relay.c; a static archive, so each target links only what it calls).
+#   make fuzz-build                  build/fuzz/fuzz_<name> for every target
+#   make fuzz [FUZZ_SECONDS=60]      run each target that long (tests/fuzz/run.sh)
+#   make fuzz-<name> [FUZZ_SECONDS=] one target, corpus kept in build/fuzz/corpus/<name>
+FUZZ_CC      ?= clang
+FUZZ_SECONDS ?= 60
+FUZZ_NAMES   := $(patsubst tests/fuzz/fuzz_%.c,%,$(wildcard tests/fuzz/fuzz_*.c))
+FUZZ_BINS    := $(FUZZ_NAMES:%=build/fuzz/fuzz_%)
+FUZZ_SAN     := -fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer
+FUZZ_LIB_SRC := $(filter-out relay/main.c relay/relay.c,$(wildcard relay/*.c))
+FUZZ_LIB_OBJ := $(FUZZ_LIB_SRC:relay/%.c=build/fuzz/obj/%.o)
+# The admin port's deadlines, short, so that no input waits seconds.
+FUZZ_ADMIN_DEFS := -DADMIN_IDLE_TIMEOUT_MS=200 -DADMIN_LOOKUP_TIMEOUT_MS=20 \
+    -DADMIN_WAIT_MAX_MS=40 -DADMIN_RECHECK_MS=10 -DADMIN_WRITE_TIMEOUT_MS=200 \
+    -DADMIN_DRAIN_TIMEOUT_MS=20
+
+.PHONY: fuzz fuzz-build $(FUZZ_NAMES:%=fuzz-%)
+
+fuzz-build: $(FUZZ_BINS)
+
+fuzz: deps fuzz-build
+	@FUZZ_SECONDS=$(FUZZ_SECONDS) tests/fuzz/run.sh
+
+$(FUZZ_NAMES:%=fuzz-%): fuzz-%: build/fuzz/fuzz_%
+	@FUZZ_SECONDS=$(FUZZ_SECONDS) tests/fuzz/run.sh $*
+
+build/fuzz/obj/%.o: relay/%.c $(RELAY_HDR) | build/fuzz/obj
+	$(FUZZ_CC) $(BASE) -O1 -fsanitize=fuzzer-no-link $(FUZZ_SAN) \
+	    $(if $(filter admin,$*),$(FUZZ_ADMIN_DEFS)) $(PKG_CFLAGS) -c $< -o $@
+
+build/fuzz/librelay.a: $(FUZZ_LIB_OBJ)
+	@rm -f $@
+	ar rcs $@ $^
+
+build/fuzz/fuzz_%: tests/fuzz/fuzz_%.c tests/fuzz/fuzz.h build/fuzz/librelay.a $(RELAY_HDR)
+	$(FUZZ_CC) $(BASE) -O1 -fsanitize=fuzzer $(FUZZ_SAN) -Irelay $(PKG_CFLAGS) \
+	    $< build/fuzz/librelay.a -o $@ $(PKG_LIBS)
+
+build/fuzz/obj:
+	@mkdir -p $@
+# ---- end fuzz block ---------------------------------------------------------------------

@@ -9,6 +9,7 @@
 
 #include <inttypes.h>
 #include <stdarg.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -67,7 +68,7 @@ size_t strbuf_append_capped(struct strbuf *b, const char *s, size_t n, size_t li
         size_t cap = b->cap ? b->cap * 2 : 256;
         if (cap < b->len + n + 1)
             cap = b->len + n + 1;
-        if (cap > limit + 1)
+        if (limit < SIZE_MAX && cap > limit + 1)
             cap = limit + 1;
         char *grown = realloc(b->data, cap);
         if (grown == NULL)

@@ -14,6 +14,7 @@
 #include "log.h"
 
 #include <jansson.h>
+#include <limits.h>
 #include <openssl/evp.h>
 #include <openssl/hmac.h>
 #include <stdio.h>
@@ -96,23 +97,36 @@ static void load_secret(struct target *t)
         return;
     }
     if (strncmp(value, "whsec_", 6) == 0) {
+        /* Standard base64, white space around it ignored (a secret mounted
+         * from a file often ends in a newline). Checked here, not left to
+         * EVP_DecodeBlock: it trims only some white space, takes '=' as data
+         * anywhere and counts padding bytes, so "whsec_====" gave a secret_len
+         * of SIZE_MAX (HMAC read past the key, target_clear wiped past it) and
+         * "whsec_AA==\n" a 3-byte key instead of 1 (found by
+         * tests/fuzz/fuzz_targets). */
         const char *b64 = value + 6;
         size_t len = strlen(b64);
-        unsigned char *decoded = xmalloc(len + 3);
-        int n = EVP_DecodeBlock(decoded, (const unsigned char *)b64, (int)len);
-        if (n < 0) {
+        while (len > 0 && strchr(" \t\r\n\v\f", *b64))
+            b64++, len--;
+        while (len > 0 && strchr(" \t\r\n\v\f", b64[len - 1]))
+            len--;
+        size_t pad = 0;
+        while (pad < len && pad < 3 && b64[len - 1 - pad] == '=')
+            pad++;
+        bool valid = len % 4 == 0 && pad <= 2 && len <= INT_MAX;
+        for (size_t i = 0; valid && i < len - pad; i++)
+            valid = strchr("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/",
+                           b64[i]) != NULL;
+        unsigned char *decoded = xmalloc(len / 4 * 3 + 3);
+        int n = valid ? EVP_DecodeBlock(decoded, (const unsigned char *)b64, (int)len) : -1;
+        if (n < 0 || (size_t)n < pad) {
             free(decoded);
             log_event(LOG_WARN, "target_secret_invalid", "target", json_string(t->name),
                       "secret_env", json_string(t->secret_env), LOG_END);
             return;
         }
-        /* EVP_DecodeBlock counts padding bytes as data. */
-        while (len > 0 && b64[len - 1] == '=') {
-            len--;
-            n--;
-        }
         t->secret = decoded;
-        t->secret_len = (size_t)n;
+        t->secret_len = (size_t)n - pad; /* EVP_DecodeBlock counts padding bytes as data */
     } else {
         t->secret_len = strlen(value);
         t->secret = xmalloc(t->secret_len);

@@ -5,12 +5,13 @@
 #   unit         Check, relay modules under ASan+UBSan (build/asan/unit-tests)
 #   sql          pgTAP via pg_prove, plus schema equivalence (tests/sql/run.sh)
 #   scale        operator views on a million rows (tests/sql/scale_views.sh)
+#   fuzz         libFuzzer targets, FUZZ_SECONDS (20) each (tests/fuzz/run.sh)
 #   integration  scenarios with the sanitizer-built relay (tests/integration/*.sh)
 #
 # Each suite starts what it needs (its own PostgreSQL clusters on free ports)
 # and stops it, also on failure. Ends with "N passed, N failed"; exits
-# non-zero on any failure. ONLY=sql|unit|scale|integration|lint runs one suite;
-# ONLY=integration FILTER=03 runs matching scenarios.
+# non-zero on any failure. ONLY=sql|unit|fuzz|scale|integration|lint runs
+# one suite; ONLY=integration FILTER=03 runs matching scenarios.
 set -u
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 cd "$ROOT"
@@ -52,6 +53,18 @@ if want unit; then
     if [ -z "$checks" ]; then count unit 0 1
     elif [ "$rc" != 0 ] && [ "$bad" = 0 ]; then count unit "$checks" 1
     else count unit $((checks - bad)) "$bad"; fi
+fi
+
+if want fuzz; then
+    # A short corpus run of every libFuzzer target (tests/fuzz/README.md):
+    # FUZZ_SECONDS each (default 20), one pass per target without a finding.
+    FUZZ_SECONDS=${FUZZ_SECONDS:-20} tests/fuzz/run.sh >"$LOG_DIR/fuzz.tap" 2>&1
+    rc=$?
+    sed -e "s/^/  /" "$LOG_DIR/fuzz.tap"
+    ok_n=$(grep -c '^ok ' "$LOG_DIR/fuzz.tap")
+    bad_n=$(grep -c '^not ok ' "$LOG_DIR/fuzz.tap")
+    if [ "$rc" != 0 ] && [ "$bad_n" = 0 ]; then bad_n=1; fi
+    count fuzz "$ok_n" "$bad_n"
 fi
 
 if want sql; then

@@ -63,15 +63,7 @@ for r in a b; do pid_var=RELAY_PID_$r; kill -TERM "${!pid_var}"; done
 for r in a b; do relay_wait $r 30; is "$?" 0 "relay $r exits 0 on SIGTERM"; done
 
 # Effects per key at each receiver, joined with the table in SQL.
-for kind in dedupe status legacy; do
-    port_var=RECV_PORT_$kind
-    curl -s "http://127.0.0.1:${!port_var}/_effects" >"$T/effects-$kind.json"
-    chmod 644 "$T/effects-$kind.json"
-done
-sql "CREATE TABLE effects AS
-       SELECT r.kind, e.key, e.value::int AS n
-         FROM (VALUES ('dedupe'), ('status'), ('legacy')) AS r(kind),
-              jsonb_each_text(pg_read_file('$T/effects-' || r.kind || '.json')::jsonb) AS e" >/dev/null
+effects_table dedupe status legacy
 
 faults=$(for kind in dedupe status legacy; do port_var=RECV_PORT_$kind; curl -s "http://127.0.0.1:${!port_var}/_stats"; echo; done)
 deliveries=$(sed -n 's/.*"deliveries_total":\([0-9]*\).*/\1/p' <<<"$faults" | awk '{s += $1} END {print s + 0}')

@@ -43,15 +43,7 @@ ok "within 60 s of the last fault nothing is pending or in flight" wait_for 60 \
 echo "# settled $(( $(date +%s) - last_fault )) s after the last fault"
 echo "# states: $(sql "SELECT string_agg(target || '/' || state || '=' || n, ' ' ORDER BY target, state)
                       FROM (SELECT target, state, count(*) n FROM outbox.intents GROUP BY 1, 2) s")"
-for kind in dedupe status legacy; do
-    port_var=RECV_PORT_$kind
-    curl -s "http://127.0.0.1:${!port_var}/_effects" >"$T/effects-$kind.json"
-    chmod 644 "$T/effects-$kind.json"
-done
-sql "CREATE TABLE effects AS
-       SELECT r.kind, e.key, e.value::int AS n
-         FROM (VALUES ('dedupe'), ('status'), ('legacy')) AS r(kind),
-              jsonb_each_text(pg_read_file('$T/effects-' || r.kind || '.json')::jsonb) AS e" >/dev/null
+effects_table dedupe status legacy
 is "$(sql "SELECT count(*) FROM effects WHERE kind IN ('status', 'legacy') AND n > 1")" 0 \
     "no duplicate effect at receivers that cannot deduplicate"
 is "$(sql "SELECT count(*) FROM outbox.intents i LEFT JOIN effects e ON e.kind = i.target AND e.key = i.key

@@ -167,6 +167,22 @@ wait_for() {
     return 1
 }
 
+# effects_table NAME...: the table public.effects (kind, key, n) from the
+# /_effects of the receivers started as NAME..., for joins with the outbox.
+effects_table() {
+    local kind port_var values=""
+    for kind in "$@"; do
+        port_var=RECV_PORT_$kind
+        curl -s "http://127.0.0.1:${!port_var}/_effects" >"$T/effects-$kind.json"
+        chmod 644 "$T/effects-$kind.json"
+        values="$values${values:+, }('$kind')"
+    done
+    sql "CREATE TABLE effects AS
+           SELECT r.kind, e.key, e.value::int AS n
+             FROM (VALUES $values) AS r(kind),
+                  jsonb_each_text(pg_read_file('$T/effects-' || r.kind || '.json')::jsonb) AS e" >/dev/null
+}
+
 # A sanitizer report in any relay log fails the scenario.
 relay_logs_clean() {
     ! grep -lE 'ERROR: (AddressSanitizer|LeakSanitizer)|runtime error:' "$T"/relay-*.log 2>/dev/null
