@@ -23,10 +23,22 @@
 --    and lease take-overs, where the dead relay's request is not known; those
 --    keep following the target's header, as before).
 --
+-- 5. targets.secret_env names a variable of the prefix OUTBOX_SECRET_ (the
+--    relay reads no other): a row naming DATABASE_URL would have made the
+--    database password a signing key. NOT VALID: existing rows are kept (the
+--    relay refuses to read them and logs target_secret_refused); new and
+--    changed rows must comply. Static header values may be {"env": "NAME"}
+--    with the same prefix, so that credentials stay out of the table.
+--
 -- The previous signatures (record with 12 arrays, take_over_expired with 3
 -- arguments) stay for relays of the previous release during a rollback.
 
 ALTER TABLE outbox.attempts ADD COLUMN key_sent boolean;
+
+ALTER TABLE outbox.targets ADD CONSTRAINT targets_secret_env_prefix
+    CHECK (secret_env ~ '^OUTBOX_SECRET_[A-Za-z0-9_]+$') NOT VALID;
+COMMENT ON COLUMN outbox.targets.secret_env IS
+    'Name of the relay environment variable holding the signing secret (never the secret itself); it must start with OUTBOX_SECRET_.';
 COMMENT ON COLUMN outbox.attempts.key_sent IS
     'The request carried the idempotency key header (NULL: not known: before migration 0011, lease take-overs, decisions).';
 

@@ -6,7 +6,11 @@
  * variable (secret_env) and the relay reads it here. A secret of the form
  * "whsec_<base64>" is decoded as Standard Webhooks prescribes; any other value
  * is used as raw bytes. Static headers may not carry CR or LF (no header
- * injection), and neither may keys (enqueue refuses control characters).
+ * injection), and neither may keys (enqueue refuses control characters). A
+ * static header's value may be {"env": "OUTBOX_SECRET_..."} instead of a
+ * string, read here, so that credentials stay out of the table. Secrets come
+ * only from variables named OUTBOX_SECRET_*: a row naming DATABASE_URL must
+ * not turn the database password into a signing key or a header.
  */
 #include "targets.h"
 #include "xalloc.h"
@@ -58,6 +62,53 @@ static bool header_text_ok(const char *s)
     return strpbrk(s, "\r\n") == NULL;
 }
 
+bool target_secret_env_allowed(const char *name)
+{
+    size_t prefix = strlen(TARGET_SECRET_ENV_PREFIX);
+    if (name == NULL || strncmp(name, TARGET_SECRET_ENV_PREFIX, prefix) != 0 || !name[prefix])
+        return false;
+    for (const char *p = name + prefix; *p; p++)
+        if (!(*p == '_' || (*p >= 'A' && *p <= 'Z') || (*p >= 'a' && *p <= 'z') ||
+              (*p >= '0' && *p <= '9')))
+            return false;
+    return true;
+}
+
+/* The value of one static header: a string as it is, or {"env": "NAME"}, the
+ * value of the relay's environment variable NAME (OUTBOX_SECRET_ names only),
+ * so that a credential such as Authorization is not in the table, where
+ * operator roles can read it. NULL when it cannot be had (logged). */
+static const char *static_header_value(const char *target, const char *name, json_t *value)
+{
+    if (json_is_string(value))
+        return json_string_value(value);
+    json_t *env = json_is_object(value) && json_object_size(value) == 1
+                      ? json_object_get(value, "env")
+                      : NULL;
+    if (!json_is_string(env)) {
+        log_event(LOG_WARN, "target_header_ignored", "target", json_string(target), "header",
+                  json_string(name), "reason",
+                  json_string("the value must be a string or {\"env\": \"OUTBOX_SECRET_...\"}"),
+                  LOG_END);
+        return NULL;
+    }
+    const char *var = json_string_value(env);
+    if (!target_secret_env_allowed(var)) {
+        log_event(LOG_WARN, "target_header_ignored", "target", json_string(target), "header",
+                  json_string(name), "env", json_string(var), "reason",
+                  json_string("only variables named " TARGET_SECRET_ENV_PREFIX "... may be read"),
+                  LOG_END);
+        return NULL;
+    }
+    const char *text = getenv(var);
+    if (text == NULL || *text == '\0') {
+        log_event(LOG_WARN, "target_header_missing", "target", json_string(target), "header",
+                  json_string(name), "env", json_string(var), LOG_END);
+        return NULL;
+    }
+    return text;
+}
+
 static char **parse_static_headers(const char *target, const char *json_text)
 {
     json_error_t err;
@@ -70,15 +121,17 @@ static char **parse_static_headers(const char *target, const char *json_text)
     if (n > 0) {
         json_object_foreach(obj, name, value)
         {
-            if (!json_is_string(value) || !header_text_ok(name) ||
-                !header_text_ok(json_string_value(value)) || strchr(name, ':')) {
+            const char *text = static_header_value(target, name, value);
+            if (text == NULL)
+                continue;
+            if (!header_text_ok(name) || !header_text_ok(text) || strchr(name, ':')) {
                 log_event(LOG_WARN, "target_header_ignored", "target", json_string(target),
                           "header", json_string(name), LOG_END);
                 continue;
             }
-            size_t len = strlen(name) + strlen(json_string_value(value)) + 3;
+            size_t len = strlen(name) + strlen(text) + 3;
             list[i] = xmalloc(len);
-            snprintf(list[i], len, "%s: %s", name, json_string_value(value));
+            snprintf(list[i], len, "%s: %s", name, text);
             i++;
         }
     }
@@ -90,6 +143,15 @@ static void load_secret(struct target *t)
 {
     if (t->secret_env == NULL)
         return;
+    if (!target_secret_env_allowed(t->secret_env)) {
+        /* Any other variable could be the database password (DATABASE_URL,
+         * PGPASSWORD): an admin's typo must not turn it into a signing key. */
+        log_event(LOG_WARN, "target_secret_refused", "target", json_string(t->name), "secret_env",
+                  json_string(t->secret_env), "reason",
+                  json_string("only variables named " TARGET_SECRET_ENV_PREFIX "... may be read"),
+                  LOG_END);
+        return;
+    }
     const char *value = getenv(t->secret_env);
     if (value == NULL || *value == '\0') {
         log_event(LOG_WARN, "target_secret_missing", "target", json_string(t->name), "secret_env",

@@ -62,6 +62,11 @@ void targets_free(struct target_set *set);
 
 struct retry_policy target_retry_policy(const struct target *t);
 
+/* The relay reads a secret (secret_env, {"env": ...} header values) only from
+ * variables with this prefix: never DATABASE_URL, PGPASSWORD or the like. */
+#define TARGET_SECRET_ENV_PREFIX "OUTBOX_SECRET_"
+bool target_secret_env_allowed(const char *name);
+
 /* Headers for one delivery: key header, content type, static headers,
  * and Standard Webhooks signature headers when the target has a secret. */
 struct curl_slist *target_request_headers(const struct target *t, const char *key, const char *body,

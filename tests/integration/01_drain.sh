@@ -8,8 +8,8 @@ receiver_start plain
 target_add legacy "http://127.0.0.1:$RECV_PORT_plain/effects" key_header=NULL
 receiver_start keyed
 target_add signed "http://127.0.0.1:$RECV_PORT_keyed/hooks" \
-    "headers='{\"X-Team\": \"payments\"}'" secret_env="'OUTBOX_TEST_SECRET'"
-export OUTBOX_TEST_SECRET=whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw
+    "headers='{\"X-Team\": \"payments\"}'" secret_env="'OUTBOX_SECRET_TEST'"
+export OUTBOX_SECRET_TEST=whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw
 
 enqueue_many legacy "drain:" 10000
 sql "SELECT outbox.enqueue('signed:1', 'signed', '{\"amount\": 5, \"currency\": \"EUR\"}')" >/dev/null
@@ -38,7 +38,7 @@ ok "webhook-id is the key" grep -q '"webhook-id":"signed:1"' <<<"$headers"
 ts=$(sed -n 's/.*"webhook-timestamp":"\([0-9]*\)".*/\1/p' <<<"$headers")
 sig=$(sed -n 's/.*"webhook-signature":"v1,\([^"]*\)".*/\1/p' <<<"$headers")
 body=$(curl -s "http://127.0.0.1:$RECV_PORT_keyed/_requests/signed:1" | sed -n 's/.*"last_body":"\(.*\)"}$/\1/p' | sed 's/\\"/"/g')
-keyhex=$(echo -n "${OUTBOX_TEST_SECRET#whsec_}" | base64 -d | od -An -tx1 | tr -d ' \n')
+keyhex=$(echo -n "${OUTBOX_SECRET_TEST#whsec_}" | base64 -d | od -An -tx1 | tr -d ' \n')
 want=$(printf '%s' "signed:1.$ts.$body" | openssl dgst -sha256 -mac HMAC -macopt "hexkey:$keyhex" -binary | base64)
 is "$sig" "$want" "webhook-signature verifies with the secret"
 ok "the legacy target got no key header" bash -c "! curl -s http://127.0.0.1:$RECV_PORT_plain/_requests/- | grep -q idempotency-key"

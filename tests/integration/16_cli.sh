@@ -22,8 +22,8 @@ set_state() { sql "UPDATE outbox.intents SET $2 WHERE key = '$1'" >/dev/null; }
 
 receiver_start recv --dedupe
 URL="http://127.0.0.1:$RECV_PORT_recv"
-export CLI_TEST_SIGNING_SECRET='s3cr3t-do-not-print-42'
-target_add keyed "$URL/keyed" secret_env="'CLI_TEST_SIGNING_SECRET'"
+export OUTBOX_SECRET_CLI_TEST_SIGNING='s3cr3t-do-not-print-42'
+target_add keyed "$URL/keyed" secret_env="'OUTBOX_SECRET_CLI_TEST_SIGNING'"
 target_add legacy "$URL/legacy" key_header=NULL status_url="'$URL/status/{key}'"
 target_add appr "$URL/appr" approval_rule="'\$.amount > 100'"
 # enqueue KEY TARGET [PAYLOAD]
@@ -128,14 +128,14 @@ is "$(sed -n 1p <<<"$OUT" | tr -s ' ')" \
     "NAME URL METHOD KEY_HEADER KEY_TTL STATUS_URL TIMEOUT_MS RETRY ENABLED CIRCUIT SECRET_ENV" "targets: header"
 ok "targets: a target without a key header says it cannot deduplicate" \
     grep -qE '^legacy +http://\S+/legacy +POST +\(none: cannot deduplicate\) +1d +http://\S+/status/\{key\} +10000 +3d +yes +closed +-$' <<<"$OUT"
-ok "targets: the secret's variable name is shown" grep -qE '^keyed .* CLI_TEST_SIGNING_SECRET$' <<<"$OUT"
+ok "targets: the secret's variable name is shown" grep -qE '^keyed .* OUTBOX_SECRET_CLI_TEST_SIGNING$' <<<"$OUT"
 ok "targets: the secret's value never" bash -c '! grep -q "s3cr3t" "$1"' _ "$T/cli.out"
 cli targets --json
 is "$RC" 0 "targets --json: 0"
 is "$(jfield '[.targets[] | .name] | @json')" '["appr","keyed","legacy"]' "targets --json: by name"
 is "$(jfield '.targets[] | select(.name == "legacy") | [.key_header, .deduplicates, .key_ttl_s, .timeout_ms, .enabled] | @json')" \
     '[null,false,86400,10000,true]' "targets --json: legacy cannot deduplicate"
-is "$(jfield '.targets[] | select(.name == "keyed") | .secret_env')" CLI_TEST_SIGNING_SECRET "targets --json: secret_env is a name"
+is "$(jfield '.targets[] | select(.name == "keyed") | .secret_env')" OUTBOX_SECRET_CLI_TEST_SIGNING "targets --json: secret_env is a name"
 is "$(jfield '.targets[] | select(.name == "legacy") | [.max_attempts, .retry_for_s, .circuit] | @json')" '[null,259200,"closed"]' \
     "targets --json: no cap on attempts, retry for 3 days, circuit closed"
 ok "targets --json: the secret's value never" bash -c '! grep -q "s3cr3t" "$1"' _ "$T/cli.out"

@@ -8,7 +8,7 @@
 BEGIN;
 SELECT plan(63);
 
-INSERT INTO outbox.targets (name, url, secret_env) VALUES ('t1', 'https://t1.test/hook', 'T1_SIGNING_SECRET');
+INSERT INTO outbox.targets (name, url, secret_env) VALUES ('t1', 'https://t1.test/hook', 'OUTBOX_SECRET_T1_SIGNING');
 INSERT INTO outbox.targets (name, url, approval_rule) VALUES ('appr', 'https://appr.test/hook', '$.amount > 100000');
 
 SELECT has_role(r, format('role %s exists', r))

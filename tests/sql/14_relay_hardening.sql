@@ -6,7 +6,7 @@
 --   retry_now          refuses an unknown row whose maybe-executed attempt went without a key,
 --                      even after the target was switched to keyed
 BEGIN;
-SELECT plan(14);
+SELECT plan(17);
 
 INSERT INTO outbox.targets (name, url) VALUES ('hk', 'https://hk.test/hook');
 INSERT INTO outbox.targets (name, url, key_header) VALUES ('hl', 'https://hl.test/hook', NULL);
@@ -77,6 +77,17 @@ SELECT throws_ok($$SELECT outbox.retry_now('hl-1', 'alice')$$, 'OR007',
 INSERT INTO outbox.attempts (intent_id, attempt, relay, class, request_sent, recorded)
 VALUES (pg_temp.id('hl-1'), 1, 'r1', 'reconciled_not_executed', true, true);
 SELECT is(outbox.retry_now('hl-1', 'alice')::text, 'pending', 'once a status check disproved it, retry_now may send it');
+
+-- ---------------------------------------------------------------------------
+-- secret_env: OUTBOX_SECRET_ names only
+SELECT throws_ok($$INSERT INTO outbox.targets (name, url, secret_env) VALUES ('hs1', 'https://hs.test', 'DATABASE_URL')$$,
+                 '23514', 'new row for relation "targets" violates check constraint "targets_secret_env_prefix"',
+                 'secret_env may not name DATABASE_URL');
+SELECT throws_ok($$UPDATE outbox.targets SET secret_env = 'PGPASSWORD' WHERE name = 'hk'$$,
+                 '23514', 'new row for relation "targets" violates check constraint "targets_secret_env_prefix"',
+                 'nor be changed to PGPASSWORD');
+SELECT lives_ok($$INSERT INTO outbox.targets (name, url, secret_env) VALUES ('hs2', 'https://hs.test', 'OUTBOX_SECRET_HS2')$$,
+                'an OUTBOX_SECRET_ name is accepted');
 
 SELECT * FROM finish();
 ROLLBACK;

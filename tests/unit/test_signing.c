@@ -523,13 +523,74 @@ START_TEST(load_drops_unsafe_static_headers)
 }
 END_TEST
 
+/* Secrets come only from OUTBOX_SECRET_* variables: a target row naming
+ * DATABASE_URL (or PGPASSWORD) signs nothing with it and sends nothing of it. */
+START_TEST(load_secret_env_prefix_only)
+{
+    ck_assert(target_secret_env_allowed("OUTBOX_SECRET_PAYMENTS"));
+    ck_assert(!target_secret_env_allowed("OUTBOX_SECRET_"));
+    ck_assert(!target_secret_env_allowed("DATABASE_URL"));
+    ck_assert(!target_secret_env_allowed("PGPASSWORD"));
+    ck_assert(!target_secret_env_allowed("OUTBOX_SECRETX"));
+    ck_assert(!target_secret_env_allowed("OUTBOX_SECRET_A-B"));
+    ck_assert(!target_secret_env_allowed(NULL));
+
+    setenv("DATABASE_URL", "postgresql://relay:hunter2@db/outbox", 1);
+    struct target_row row = default_row("leaky");
+    row.v[13] = "DATABASE_URL";
+    row.v[12] = "{\"Authorization\": {\"env\": \"DATABASE_URL\"}}";
+    struct target_set set = load_targets(&row, 1);
+    struct target *t = targets_find(&set, "leaky");
+    ck_assert_ptr_null(t->secret);
+    struct curl_slist *h = target_request_headers(t, "k1", "{}", 2, 1);
+    for (const struct curl_slist *p = h; p; p = p->next)
+        ck_assert_msg(strstr(p->data, "hunter2") == NULL, "the database password was sent: '%s'",
+                      p->data);
+    ck_assert_ptr_null(slist_value(h, "webhook-signature"));
+    ck_assert_ptr_null(slist_value(h, "Authorization"));
+    curl_slist_free_all(h);
+    targets_free(&set);
+    unsetenv("DATABASE_URL");
+}
+END_TEST
+
+/* A static header's value from the environment ({"env": ...}): the credential
+ * is not in the table; a missing variable leaves the header out. */
+START_TEST(load_header_value_from_env)
+{
+    setenv("OUTBOX_SECRET_UNIT_API_TOKEN", "Bearer s3cr3t", 1);
+    struct target_row row = default_row("api");
+    row.v[12] =
+        "{\"Authorization\": {\"env\": \"OUTBOX_SECRET_UNIT_API_TOKEN\"}, \"X-Plain\": \"p\","
+        " \"X-Missing\": {\"env\": \"OUTBOX_SECRET_UNIT_NOT_SET\"}, \"X-Odd\": {\"file\": \"x\"}}";
+    struct target_set set = load_targets(&row, 1);
+    struct target *t = targets_find(&set, "api");
+    struct curl_slist *h = target_request_headers(t, "k1", "{}", 2, 1);
+    ck_assert_str_eq(slist_value(h, "Authorization"), "Bearer s3cr3t");
+    ck_assert_str_eq(slist_value(h, "X-Plain"), "p");
+    ck_assert_ptr_null(slist_value(h, "X-Missing"));
+    ck_assert_ptr_null(slist_value(h, "X-Odd"));
+    curl_slist_free_all(h);
+    targets_free(&set);
+
+    setenv("OUTBOX_SECRET_UNIT_API_TOKEN", "a\r\nInjected: yes", 1);
+    set = load_targets(&row, 1);
+    h = target_request_headers(targets_find(&set, "api"), "k1", "{}", 2, 1);
+    ck_assert_ptr_null(slist_value(h, "Authorization"));
+    ck_assert_ptr_null(slist_value(h, "Injected"));
+    curl_slist_free_all(h);
+    targets_free(&set);
+    unsetenv("OUTBOX_SECRET_UNIT_API_TOKEN");
+}
+END_TEST
+
 /* End to end: a whsec_ secret from the environment, decoded and used as the
  * Standard Webhooks test vector prescribes. */
 START_TEST(load_whsec_secret_signs_spec_vector)
 {
-    setenv("UNIT_TEST_WEBHOOK_SECRET", "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw", 1);
+    setenv("OUTBOX_SECRET_UNIT_TEST_WEBHOOK", "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw", 1);
     struct target_row row = default_row("signed");
-    row.v[13] = "UNIT_TEST_WEBHOOK_SECRET";
+    row.v[13] = "OUTBOX_SECRET_UNIT_TEST_WEBHOOK";
     struct target_set set = load_targets(&row, 1);
     struct target *t = targets_find(&set, "signed");
     ck_assert_ptr_nonnull(t->secret);
@@ -543,7 +604,7 @@ START_TEST(load_whsec_secret_signs_spec_vector)
     ck_assert_str_eq(slist_value(h, "webhook-timestamp"), "1614265330");
     curl_slist_free_all(h);
     targets_free(&set);
-    unsetenv("UNIT_TEST_WEBHOOK_SECRET");
+    unsetenv("OUTBOX_SECRET_UNIT_TEST_WEBHOOK");
 }
 END_TEST
 
@@ -552,9 +613,9 @@ END_TEST
 START_TEST(load_whsec_secret_with_padding)
 {
     static const unsigned char raw[16] = {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15};
-    setenv("UNIT_TEST_WEBHOOK_SECRET", "whsec_AAECAwQFBgcICQoLDA0ODw==", 1);
+    setenv("OUTBOX_SECRET_UNIT_TEST_WEBHOOK", "whsec_AAECAwQFBgcICQoLDA0ODw==", 1);
     struct target_row row = default_row("padded");
-    row.v[13] = "UNIT_TEST_WEBHOOK_SECRET";
+    row.v[13] = "OUTBOX_SECRET_UNIT_TEST_WEBHOOK";
     struct target_set set = load_targets(&row, 1);
     struct target *t = targets_find(&set, "padded");
     ck_assert_ptr_nonnull(t->secret);
@@ -562,19 +623,19 @@ START_TEST(load_whsec_secret_with_padding)
     ck_assert_mem_eq(t->secret, raw, 16);
     targets_free(&set);
 
-    setenv("UNIT_TEST_WEBHOOK_SECRET", "whsec_AAECAwQFBgcICQoLDA0ODxA=", 1); /* 17 bytes */
+    setenv("OUTBOX_SECRET_UNIT_TEST_WEBHOOK", "whsec_AAECAwQFBgcICQoLDA0ODxA=", 1); /* 17 bytes */
     set = load_targets(&row, 1);
     ck_assert_uint_eq(set.items[0]->secret_len, 17);
     targets_free(&set);
-    unsetenv("UNIT_TEST_WEBHOOK_SECRET");
+    unsetenv("OUTBOX_SECRET_UNIT_TEST_WEBHOOK");
 }
 END_TEST
 
 START_TEST(load_raw_and_missing_secret)
 {
-    setenv("UNIT_TEST_WEBHOOK_SECRET", "topsecret", 1);
+    setenv("OUTBOX_SECRET_UNIT_TEST_WEBHOOK", "topsecret", 1);
     struct target_row row = default_row("raw");
-    row.v[13] = "UNIT_TEST_WEBHOOK_SECRET";
+    row.v[13] = "OUTBOX_SECRET_UNIT_TEST_WEBHOOK";
     struct target_set set = load_targets(&row, 1);
     struct target *t = targets_find(&set, "raw");
     ck_assert_uint_eq(t->secret_len, 9);
@@ -587,7 +648,7 @@ START_TEST(load_raw_and_missing_secret)
     targets_free(&set);
 
     /* the variable is named but not set: no secret, so no signature headers */
-    unsetenv("UNIT_TEST_WEBHOOK_SECRET");
+    unsetenv("OUTBOX_SECRET_UNIT_TEST_WEBHOOK");
     set = load_targets(&row, 1);
     t = targets_find(&set, "raw");
     ck_assert_ptr_null(t->secret);
@@ -657,6 +718,8 @@ Suite *signing_suite(void)
     tcase_add_test(tc, load_reads_every_column);
     tcase_add_test(tc, load_null_key_header);
     tcase_add_test(tc, load_drops_unsafe_static_headers);
+    tcase_add_test(tc, load_secret_env_prefix_only);
+    tcase_add_test(tc, load_header_value_from_env);
     tcase_add_test(tc, load_whsec_secret_signs_spec_vector);
     tcase_add_test(tc, load_whsec_secret_with_padding);
     tcase_add_test(tc, load_raw_and_missing_secret);
