@@ -26,7 +26,8 @@
  * server is told statement_timeout a second shorter, so that a statement that
  * is merely slow ends with an error first, and the connection is kept. TCP
  * keepalives (libpq's keepalives_* settings, when the connection string does
- * not set them) notice a peer that went away while idle.
+ * not set them) notice a peer that went away while idle, and
+ * tcp_user_timeout one that stops acknowledging what we send.
  *
  * Invariant: a uv_poll_t exists only while its PGconn is open, and is freed
  * in its close callback.
@@ -230,19 +231,18 @@ static void pg_schedule_reconnect(pg_conn_t *pg)
 
 static void pg_connect_start(pg_conn_t *pg)
 {
-    /* Keepalives and a name in pg_stat_activity first: a value in the
-     * connection string (expanded from dbname, which comes after them)
-     * overrides them. */
-    static const char *const keywords[] = {"application_name",
-                                           "keepalives",
-                                           "keepalives_idle",
-                                           "keepalives_interval",
-                                           "keepalives_count",
-                                           "dbname",
-                                           NULL};
-    char application_name[64];
+    /* Keepalives, a TCP user timeout (unacknowledged data for longer than a
+     * query may take ends the connection in the kernel) and a name in
+     * pg_stat_activity first: a value in the connection string (expanded
+     * from dbname, which comes after them) overrides them. */
+    static const char *const keywords[] = {
+        "application_name", "keepalives",       "keepalives_idle", "keepalives_interval",
+        "keepalives_count", "tcp_user_timeout", "dbname",          NULL};
+    char application_name[64], user_timeout[24];
     snprintf(application_name, sizeof(application_name), "outbox-relay/%s", pg_name(pg));
-    const char *values[] = {application_name, "1", "10", "5", "3", pg->conninfo, NULL};
+    snprintf(user_timeout, sizeof(user_timeout), "%d", pg->query_timeout_ms);
+    const char *values[] = {application_name, "1",          "10", "5", "3",
+                            user_timeout,     pg->conninfo, NULL};
     pg->conn = PQconnectStartParams(keywords, values, 1);
     if (pg->conn == NULL) {
         set_reason(pg, "out of memory starting a connection");
