@@ -51,7 +51,7 @@ ALTER TABLE outbox.targets
     ALTER COLUMN max_attempts SET DEFAULT NULL,
     ALTER COLUMN max_in_flight SET DEFAULT 1024;
 COMMENT ON COLUMN outbox.targets.rate_limit_per_s IS
-    'Requests per second to this target, all relays together (NULL = unlimited). No 1-second window carries more than 1.05 x this, plus one.';
+    'Requests per second to this target, all relays together (NULL = unlimited). No 1-second window carries more than 1.025 x this, plus one.';
 COMMENT ON COLUMN outbox.targets.retry_for IS
     'Retry horizon: an intent not sent, or told to retry later, is retried until this long after its first attempt.';
 COMMENT ON COLUMN outbox.targets.max_attempts IS
@@ -108,11 +108,11 @@ CREATE TRIGGER targets_state_insert AFTER INSERT ON outbox.targets
 CREATE TRIGGER targets_state_enable AFTER UPDATE OF enabled ON outbox.targets
     FOR EACH ROW WHEN (NEW.enabled AND NOT OLD.enabled) EXECUTE FUNCTION outbox.targets_state_row();
 
--- The rate limit's bucket: a burst of 5 % of a second's worth (at least one
+-- The rate limit's bucket: a burst of 2.5 % of a second's worth (at least one
 -- token), and a claim waits for half of it, so that a rate-limited target is
 -- claimed in handfuls rather than one row per statement.
 CREATE FUNCTION outbox.rate_burst(p_rate real) RETURNS double precision
-LANGUAGE sql IMMUTABLE AS $$ SELECT greatest(1.0, p_rate * 0.05) $$;
+LANGUAGE sql IMMUTABLE AS $$ SELECT greatest(1.0, p_rate * 0.025) $$;
 CREATE FUNCTION outbox.rate_claim_at_least(p_rate real) RETURNS double precision
 LANGUAGE sql IMMUTABLE AS $$ SELECT greatest(1.0, floor(outbox.rate_burst(p_rate) / 2)) $$;
 

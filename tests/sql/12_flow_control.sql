@@ -2,7 +2,7 @@
 --   target_state        one row per target, made by a trigger; enabling a target closes its circuit
 --   claim               an open circuit claims nothing until its probe time, then exactly one row (the
 --                       probe, returned with probe = true) for one relay; a pause claims nothing; a
---                       rate limit hands out tokens for exactly the rows claimed
+--                       rate limit hands out tokens for exactly the rows claimed (a bucket of 2.5 %)
 --   next_due_ms(t[])    only the targets asked for, enabled ones, and only once their gate opens
 --   target_event        open (from closed only), probe_failed (owner only, interval doubles up to
 --                       circuit_probe_max_ms), probe_succeeded (owner only), gone (disables the target),
@@ -104,16 +104,16 @@ SELECT results_eq($$SELECT gate_ms FROM outbox.target_event('r1', 'fb', 'pause',
                   $$VALUES (3000::bigint)$$, 'a shorter pause does not cut a longer one');
 
 -- ---------------------------------------------------------------------------
--- rate limit: 200/s, a bucket of 10, claims of at least 5
-SELECT is((SELECT count(*)::int FROM outbox.claim('r1', ARRAY['fr'], ARRAY[100], 100, 30000)), 10,
-          'a full bucket: 10 rows (5 % of the rate), not the room of 100');
+-- rate limit: 200/s, a bucket of 5, claims of at least 2
+SELECT is((SELECT count(*)::int FROM outbox.claim('r1', ARRAY['fr'], ARRAY[100], 100, 30000)), 5,
+          'a full bucket: 5 rows (2.5 % of the rate), not the room of 100');
 SELECT is((SELECT tokens FROM outbox.target_state WHERE target = 'fr'), 0::double precision, 'the tokens are spent');
 SELECT is_empty($$SELECT * FROM outbox.claim('r2', ARRAY['fr'], ARRAY[100], 100, 30000)$$,
                 'another relay in the same instant: no tokens, nothing');
-SELECT is(outbox.next_due_ms(ARRAY['fr']), 25::bigint, 'next_due_ms: when 5 tokens are back (25 ms at 200/s)');
-UPDATE outbox.target_state SET tokens = 7.5, tokens_at = now() WHERE target = 'fr';
+SELECT is(outbox.next_due_ms(ARRAY['fr']), 10::bigint, 'next_due_ms: when 2 tokens are back (10 ms at 200/s)');
+UPDATE outbox.target_state SET tokens = 4.5, tokens_at = now() WHERE target = 'fr';
 SELECT is((SELECT count(*)::int FROM outbox.claim('r2', ARRAY['fr'], ARRAY[3], 100, 30000)), 3, 'the room still caps a claim');
-SELECT is((SELECT tokens FROM outbox.target_state WHERE target = 'fr'), 4.5::double precision,
+SELECT is((SELECT tokens FROM outbox.target_state WHERE target = 'fr'), 1.5::double precision,
           'tokens are taken for the rows claimed only');
 
 -- ---------------------------------------------------------------------------
