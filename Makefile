@@ -130,3 +130,15 @@ build/fuzz/fuzz_%: tests/fuzz/fuzz_%.c tests/fuzz/fuzz.h build/fuzz/librelay.a $
 build/fuzz/obj:
 	@mkdir -p $@
 # ---- end fuzz block ---------------------------------------------------------------------
+
+# ---- model checking (tests/model/README.md) ------------------------------ begin model block
+# The delivery protocol (claim, lease, deliver, record, take-over, reconcile)
+# as a SPIN model: every property on every reachable state, and seeded bugs
+# that must be caught. About 30 s on 2 cores; also the suite "model" of make test.
+#   make model                                  tests/model/run.sh
+#   make model MODEL_DEFINES="-DSLOWS=2"        a deeper search (minutes)
+.PHONY: model
+
+model: deps
+	@MODEL_DEFINES="$(MODEL_DEFINES)" tests/model/run.sh
+# ---- end model block ---------------------------------------------------------------------
