@@ -6,10 +6,10 @@
  * status_url_for_key).
  *
  * Input: the first line is the value of the environment variable
- * OUTBOX_FUZZ_SECRET; every further line is a row of the STMT_TARGETS
+ * OUTBOX_SECRET_FUZZ; every further line is a row of the STMT_TARGETS
  * result, cells separated by TAB, "\N" for SQL NULL (COPY's text format).
  * A row with fewer than 20 cells takes the rest from a valid default row
- * (whose secret_env is OUTBOX_FUZZ_SECRET). At most 8 rows; the result is
+ * (whose secret_env is OUTBOX_SECRET_FUZZ). At most 8 rows; the result is
  * loaded twice (a reload keeps the records).
  *
  * Properties: never a crash, leak or UB; a static header is "Name: value"
@@ -30,7 +30,7 @@
 
 #define COLUMNS 20
 #define MAX_ROWS 8
-#define SECRET_ENV "OUTBOX_FUZZ_SECRET"
+#define SECRET_ENV "OUTBOX_SECRET_FUZZ"
 
 static const char *const default_row[COLUMNS] = {
     "billing",
