@@ -359,7 +359,8 @@ BEGIN
                    JOIN outbox.targets t ON t.name = u.name AND t.enabled
                    LEFT JOIN outbox.target_state s ON s.target = u.name
                   CROSS JOIN LATERAL (SELECT min(i.next_attempt_at) AS due FROM outbox.intents i
-                                       WHERE i.state = 'pending' AND i.target = u.name) d),
+                                       WHERE i.state = 'pending' AND i.target = u.name) d
+                  WHERE d.due IS NOT NULL),   -- a gate alone (a pause that ended) is nothing due
                 (SELECT min(lease_expires_at) FROM outbox.intents WHERE state = 'in_flight'),
                 (SELECT min(greatest(i.next_attempt_at, coalesce(i.lease_expires_at, i.next_attempt_at)))
                    FROM outbox.intents i JOIN outbox.targets t ON t.name = i.target

@@ -11,7 +11,7 @@
 --   defaults            retry_for 3 days, max_attempts NULL, max_in_flight 1024, threshold 10
 -- One transaction: now() is one instant; times are set relative to it.
 BEGIN;
-SELECT plan(48);
+SELECT plan(49);
 
 INSERT INTO outbox.targets (name, url) VALUES ('fa', 'https://fa.test/hook'), ('fb', 'https://fb.test/hook');
 INSERT INTO outbox.targets (name, url, rate_limit_per_s) VALUES ('fr', 'https://fr.test/hook', 200);
@@ -102,6 +102,13 @@ SELECT is_empty($$SELECT * FROM outbox.claim('r1', ARRAY['fb'], ARRAY[10], 10, 3
 SELECT is(outbox.next_due_ms(ARRAY['fb']), 3000::bigint, 'next_due_ms: the end of the pause');
 SELECT results_eq($$SELECT gate_ms FROM outbox.target_event('r1', 'fb', 'pause', 'HTTP 429', 1000)$$,
                   $$VALUES (3000::bigint)$$, 'a shorter pause does not cut a longer one');
+-- a target with a gate and nothing pending is not due (the relay with --exit-when-idle waited forever)
+UPDATE outbox.target_state SET paused_until = now() - interval '1 second' WHERE target = 'fd';
+UPDATE outbox.targets SET enabled = true WHERE name = 'fd';
+UPDATE outbox.intents SET state = 'succeeded' WHERE target = 'fd';
+SELECT is(outbox.next_due_ms(ARRAY['fd']), outbox.next_due_ms(ARRAY[]::text[]),
+          'a pause that ended, no pending row: the target adds nothing due (only the other rows'' times remain)');
+UPDATE outbox.targets SET enabled = false WHERE name = 'fd';
 
 -- ---------------------------------------------------------------------------
 -- rate limit: 200/s, a bucket of 5, claims of at least 2

@@ -423,8 +423,8 @@ SELECT is(outbox.next_due_ms(ARRAY['tw', 'tx']), 0::bigint,
           'wake-up: next_due_ms answers 0 while an enqueue of one of its targets is open (the relay claims again soon)');
 SELECT is(outbox.next_due_ms(ARRAY['tx']), NULL::bigint, 'wake-up: ...not for a target no enqueue is open for');
 UPDATE outbox.target_state SET circuit = 'open', probe_at = now() + interval '1 hour', circuit_reason = 'test' WHERE target = 'tw';
-SELECT cmp_ok(outbox.next_due_ms(ARRAY['tw']), '>', 3000000::bigint,
-              'wake-up: ...nor for a target whose circuit is open (its gate time, as before)');
+SELECT ok(coalesce(outbox.next_due_ms(ARRAY['tw']), 3600000) > 3000000,
+          'wake-up: ...nor for a target whose circuit is open (not before its gate; NULL: nothing committed is due)');
 UPDATE outbox.target_state SET circuit = 'closed', probe_at = NULL, circuit_reason = NULL WHERE target = 'tw';
 SELECT dblink_exec('a', 'COMMIT') \g /dev/null
 SELECT results_eq($$SELECT key FROM outbox.claim('rw', ARRAY['tw', 'tx'], ARRAY[10, 10], 10, 30000)$$,
