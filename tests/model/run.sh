@@ -5,9 +5,9 @@
 # "N passed, N failed"; exits non-zero on any failure. The checks:
 #   properties   each property on the model of the committed protocol, all four
 #                target kinds at once, with relay ids per incarnation and with a
-#                restarted relay keeping its id (NAME/same-id); each must hold,
-#                and the search must be exhaustive (full state storage, no
-#                depth truncation)
+#                restarted relay keeping its id ("(same id after restart)");
+#                each must hold, and the search must be exhaustive (full state
+#                storage, stopped neither by the depth nor by the memory bound)
 #   seeded bugs  a variant with one bug (-DSEEDED_BUG_...); its property must
 #                be violated: a seeded bug that passes is a failure
 #   assumptions  a variant without one timing assumption (README.md, "Timing
@@ -17,8 +17,9 @@
 # MODEL_JOBS (default 2) compiles and searches that many variants at once.
 # MODEL_DEFINES adds -D options to the property checks, e.g.
 # MODEL_DEFINES="-DSLOWS=2" for a deeper (minutes) search, or
-# "-DHARDENING_0011" for take_over_expired as migration 0011 changes it.
+# "-DTAKEOVER_0003" for take_over_expired before migration 0011.
 # MODEL_KEEP=1 keeps the work directory (pan sources, trails, logs).
+# MODEL_MEMLIM and MODEL_CFLAGS: see PAN_CFLAGS below.
 set -u
 HERE=$(cd "$(dirname "$0")" && pwd)
 JOBS=${MODEL_JOBS:-2}
@@ -27,7 +28,11 @@ CC=${CC:-cc}
 # -m: search depth bound, far above the deepest path of the model (~200);
 # a truncated search is reported as a failure, not as a pass.
 PAN_DEPTH=100000
-PAN_CFLAGS=(-w -DMEMLIM=4096)
+# MODEL_MEMLIM: MB a verifier may use (4096); MODEL_CFLAGS: more options for
+# its compiler, e.g. -DCOLLAPSE (a third of the memory, slower) for deep runs.
+# A search that reaches the memory bound stops early: reported as a failure.
+# shellcheck disable=SC2206 # MODEL_CFLAGS: several options
+PAN_CFLAGS=(-w "-DMEMLIM=${MODEL_MEMLIM:-4096}" ${MODEL_CFLAGS:-})
 
 if ! command -v spin >/dev/null 2>&1; then
     echo "not ok 1 - spin is not installed (make deps, or: apt-get install spin)"
@@ -107,14 +112,14 @@ run_group() {
         states=$(sed -n 's/^ *\([0-9.e+]*\) states, stored.*/\1/p' "$key.out" | tail -1)
         depth=$(sed -n 's/.*depth reached \([0-9]*\).*/\1/p' "$key.out" | tail -1)
         full=$(grep -c 'Full statespace search' "$key.out")
-        truncated=$(grep -c 'max search depth too small' "$key.out")
+        truncated=$(grep -c -e 'max search depth too small' -e 'reached -DMEMLIM bound' -e 'out of memory' "$key.out")
         if [ -z "$errors" ]; then
             { echo "not ok - $name: the verifier did not finish ($what)"; tail -n 20 "$key.out" | sed 's/^/#   /'; } >"$key.result"
             continue
         fi
         local how="exhaustive: $states states, depth $depth, ${secs} s"
         [ "$full" = 1 ] && [ "$truncated" = 0 ] ||
-            how="NOT exhaustive (bounded: depth $depth of $PAN_DEPTH, $states states, truncated $truncated), ${secs} s"
+            how="NOT exhaustive (stopped at the depth or memory bound: depth $depth of $PAN_DEPTH, $states states), ${secs} s"
         [ "$errors" = 0 ] || how="violated after $states states, ${secs} s"
         if [ "$errors" != 0 ] && [ -f protocol.pml.trail ]; then
             # shellcheck disable=SC2086 # $defines: several -D options
