@@ -134,7 +134,7 @@ build/fuzz/obj:
 # ---- model checking (tests/model/README.md) ------------------------------ begin model block
 # The delivery protocol (claim, lease, deliver, record, take-over, reconcile)
 # as a SPIN model: every property on every reachable state, and seeded bugs
-# that must be caught. About 30 s on 2 cores; also the suite "model" of make test.
+# that must be caught. 30 to 60 s on 2 cores; also the suite "model" of make test.
 #   make model                                  tests/model/run.sh
 #   make model MODEL_DEFINES="-DSLOWS=2"        a deeper search (minutes)
 .PHONY: model
