@@ -182,7 +182,8 @@ struct relay {
     uint64_t claim_started_ns;
 
     /* Counters for the closing log line and /metrics. */
-    uint64_t claimed, attempts_by_class[CLASS_COUNT], taken_over, recorded, fenced_out, released;
+    uint64_t claimed, attempts_by_class[CLASS_COUNT], taken_over, recorded, fenced_out, released,
+        claims_late;
 };
 
 static void relay_maybe_claim(struct relay *r);
@@ -653,6 +654,37 @@ static void relay_reconcile(struct relay *r)
 
 /* ---------------------------------------------------------------- claim */
 
+/* Gives every row of a claim's answer back unsent. */
+static void relay_release_claimed(struct relay *r, PGresult *res)
+{
+    for (int i = 0; i < PQntuples(res); i++)
+        relay_release_later(r, strtoll(PQgetvalue(res, i, 0), NULL, 10),
+                            (int)strtol(PQgetvalue(res, i, 4), NULL, 10));
+}
+
+/* True when the claim's answer came so late that its leases may be close to
+ * expiring: the database stamps a lease at the start of the claim's
+ * transaction, and a claim that waited on a lock, or an answer held up on the
+ * way, leaves less of it than lease_ms. A row sent after its lease expired
+ * may also be sent by the relay that took it over, and that second request
+ * is a second effect at a target that cannot deduplicate (the model's T3,
+ * tests/model/README.md). Half the lease is the margin: renewals run every
+ * third of it. The rows go back unsent ('released') and are claimed again. */
+static bool relay_claim_answer_late(struct relay *r, int rows)
+{
+    uint64_t elapsed_ms = (uv_hrtime() - r->claim_started_ns) / 1000000u;
+    if (rows == 0 || elapsed_ms <= (uint64_t)r->cfg->lease_ms / 2)
+        return false;
+    r->claims_late++;
+    log_event(LOG_WARN, "claim_answer_late", "rows", json_integer(rows), "elapsed_ms",
+              json_integer((json_int_t)elapsed_ms), "lease_ms", json_integer(r->cfg->lease_ms),
+              "reason",
+              json_string("the claim answered after half its lease: its rows are given back "
+                          "unsent and claimed again"),
+              LOG_END);
+    return true;
+}
+
 static void on_claimed(void *data, PGresult *res, const char *error)
 {
     struct relay *r = data;
@@ -668,10 +700,15 @@ static void on_claimed(void *data, PGresult *res, const char *error)
     if (r->stopping) {
         /* A claim that was on the wire when the signal came: give its rows
          * back unsent, and let the shutdown go on (it waited for this claim). */
-        for (int i = 0; i < rows; i++)
-            relay_release_later(r, strtoll(PQgetvalue(res, i, 0), NULL, 10),
-                                (int)strtol(PQgetvalue(res, i, 4), NULL, 10));
+        relay_release_claimed(r, res);
         relay_check_shutdown(r);
+        return;
+    }
+    if (relay_claim_answer_late(r, rows)) {
+        relay_release_claimed(r, res);
+        r->more_due = true;
+        relay_flush(r);
+        relay_maybe_claim(r);
         return;
     }
     for (int i = 0; i < rows; i++) {
@@ -1328,6 +1365,9 @@ static void relay_write_metrics(void *data, struct strbuf *out)
                              &r->claim_seconds);
     metrics_counter(out, "outbox_claimed_total", "Rows claimed by this relay.", METRICS_NO_LABELS,
                     r->claimed);
+    metrics_counter(out, "outbox_claims_late_total",
+                    "Claims answered after half their lease; their rows were given back unsent.",
+                    METRICS_NO_LABELS, r->claims_late);
     metrics_counter(out, "outbox_taken_over_total",
                     "In-flight rows of dead relays taken over (as ambiguous).", METRICS_NO_LABELS,
                     r->taken_over);
