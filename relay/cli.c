@@ -42,6 +42,7 @@ enum cli_flag {
     FLAG_NOTE = 1u << 1,
     FLAG_BY = 1u << 2,
     FLAG_REASON = 1u << 3,
+    FLAG_DRY_RUN = 1u << 4,
 };
 
 struct flag_def {
@@ -51,10 +52,8 @@ struct flag_def {
 };
 
 static const struct flag_def flag_defs[] = {
-    {"json", FLAG_JSON, false},
-    {"note", FLAG_NOTE, true},
-    {"by", FLAG_BY, true},
-    {"reason", FLAG_REASON, true},
+    {"json", FLAG_JSON, false},    {"note", FLAG_NOTE, true},        {"by", FLAG_BY, true},
+    {"reason", FLAG_REASON, true}, {"dry-run", FLAG_DRY_RUN, false},
 };
 
 #define FLAG_COUNT (sizeof(flag_defs) / sizeof(flag_defs[0]))
@@ -71,6 +70,8 @@ struct cli_args {
     const char *by;
     const char *reason;
     bool json;
+    bool dry_run;
+    int prune_batch; /* --prune-batch, for prune */
 };
 
 typedef int (*command_fn)(PGconn *conn, const struct cli_args *args);
@@ -553,6 +554,110 @@ static int command_retry(PGconn *conn, const struct cli_args *args)
                         "retry requested for");
 }
 
+/* prune --dry-run: what would go, per target and final state. */
+static int command_prune_dry_run(PGconn *conn, const struct cli_args *args)
+{
+    static const char *const headers[] = {"TARGET", "STATE", "INTENTS", "OLDEST_SETTLED",
+                                          "RETAIN_FOR"};
+    int exit_code = CLI_EXIT_OK;
+    PGresult *res = run_query(conn, args->command,
+                              "SELECT target, state, intents, "
+                              "to_char(oldest_settled AT TIME ZONE 'UTC', "
+                              "'YYYY-MM-DD\"T\"HH24:MI:SS\"Z\"'), "
+                              "floor(extract(epoch FROM retain_for))::bigint, "
+                              "(SELECT count(*) FROM outbox.tombstones WHERE forget_at < now()) "
+                              "FROM outbox.prunable() "
+                              "UNION ALL SELECT NULL, NULL, NULL, NULL, NULL, "
+                              "(SELECT count(*) FROM outbox.tombstones WHERE forget_at < now())",
+                              0, NULL, &exit_code);
+    if (res == NULL)
+        return exit_code;
+    int rows = PQntuples(res) - 1; /* the last row only carries the tombstone count */
+    long long total = 0, expired = cell_int(res, rows, 5);
+    for (int r = 0; r < rows; r++)
+        total += cell_int(res, r, 2);
+    if (args->json) {
+        json_t *list = json_array();
+        for (int r = 0; r < rows; r++) {
+            json_t *item = json_object();
+            json_object_set_new(item, "target", json_text_or_null(cell(res, r, 0)));
+            json_object_set_new(item, "state", json_text_or_null(cell(res, r, 1)));
+            json_object_set_new(item, "intents", json_int_or_null(res, r, 2));
+            json_object_set_new(item, "oldest_settled", json_text_or_null(cell(res, r, 3)));
+            json_object_set_new(item, "retain_for_s", json_int_or_null(res, r, 4));
+            json_array_append_new(list, item);
+        }
+        json_t *doc = json_object();
+        json_object_set_new(doc, "dry_run", json_true());
+        json_object_set_new(doc, "would_prune", json_integer(total));
+        json_object_set_new(doc, "would_forget", json_integer(expired));
+        json_object_set_new(doc, "by_target", list);
+        print_json(doc);
+    } else {
+        if (rows > 0) {
+            struct table t;
+            table_init(&t, headers, 5, (size_t)rows);
+            for (int r = 0; r < rows; r++) {
+                char retain[32];
+                format_duration(cell_int(res, r, 4), retain, sizeof(retain));
+                for (int c = 0; c < 4; c++)
+                    table_set(&t, (size_t)r, (size_t)c, cell(res, r, c));
+                table_set(&t, (size_t)r, 4, retain);
+            }
+            table_print(&t);
+            table_free(&t);
+        }
+        printf("dry run: would prune %lld intents and forget %lld expired keys\n", total, expired);
+    }
+    PQclear(res);
+    return CLI_EXIT_OK;
+}
+
+/* prune: outbox.prune_step until a step finds less than a batch. */
+static int command_prune(PGconn *conn, const struct cli_args *args)
+{
+    if (args->dry_run)
+        return command_prune_dry_run(conn, args);
+    char batch[24];
+    snprintf(batch, sizeof(batch), "%d", args->prune_batch);
+    const char *params[1] = {batch};
+    long long pruned = 0, forgotten = 0;
+    int steps = 0;
+    bool locked_out = false;
+    for (;;) {
+        int exit_code = CLI_EXIT_OK;
+        PGresult *res = run_query(conn, args->command,
+                                  "SELECT pruned, forgotten, locked FROM outbox.prune_step($1)", 1,
+                                  params, &exit_code);
+        if (res == NULL)
+            return exit_code;
+        long long step_pruned = cell_int(res, 0, 0), step_forgotten = cell_int(res, 0, 1);
+        locked_out = PQgetvalue(res, 0, 2)[0] != 't';
+        PQclear(res);
+        if (locked_out)
+            break;
+        steps++;
+        pruned += step_pruned;
+        forgotten += step_forgotten;
+        if (step_pruned < args->prune_batch && step_forgotten < args->prune_batch)
+            break;
+    }
+    if (args->json) {
+        json_t *doc = json_object();
+        json_object_set_new(doc, "pruned", json_integer(pruned));
+        json_object_set_new(doc, "forgotten", json_integer(forgotten));
+        json_object_set_new(doc, "steps", json_integer(steps));
+        json_object_set_new(doc, "locked_out", json_boolean(locked_out));
+        print_json(doc);
+    } else if (locked_out && steps == 0) {
+        printf("another session is pruning; nothing done\n");
+    } else {
+        printf("pruned %lld intents and forgot %lld expired keys (%d transactions)\n", pruned,
+               forgotten, steps);
+    }
+    return CLI_EXIT_OK;
+}
+
 static const struct command_def commands[] = {
     {"status", "status KEY [--json]", 1, 1, FLAG_JSON, 0, command_status},
     {"stuck", "stuck [--json]", 0, 0, FLAG_JSON, 0, command_stuck},
@@ -566,6 +671,7 @@ static const struct command_def commands[] = {
      command_cancel},
     {"retry", "retry KEY [--by NAME] [--json]", 1, 1, FLAG_JSON | FLAG_BY, 0, command_retry},
     {"targets", "targets [--json]", 0, 0, FLAG_JSON, 0, command_targets},
+    {"prune", "prune [--dry-run] [--json]", 0, 0, FLAG_JSON | FLAG_DRY_RUN, 0, command_prune},
 };
 
 #define COMMAND_COUNT (sizeof(commands) / sizeof(commands[0]))
@@ -629,6 +735,9 @@ static void store_flag(struct cli_args *args, const struct flag_def *flag, const
         break;
     case FLAG_REASON:
         args->reason = value;
+        break;
+    case FLAG_DRY_RUN:
+        args->dry_run = true;
         break;
     }
 }
@@ -760,6 +869,7 @@ int cli_run(const char *command, int argc, char **argv)
         return CLI_EXIT_USAGE;
     }
     PGconn *conn = connect_database(&cfg, cmd->name);
+    args.prune_batch = cfg.prune_batch;
     config_free(&cfg);
     if (conn == NULL)
         return CLI_EXIT_DATABASE;

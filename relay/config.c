@@ -68,6 +68,11 @@ static const struct option_def options[] = {
         "bytes of a response body kept (the rest is discarded)"),
     OPT("targets-refresh-ms", OPT_INT, targets_refresh_ms, "10000", 100, 3600000,
         "how often outbox.targets is reloaded"),
+    OPT("prune-interval-ms", OPT_INT, prune_interval_ms, "60000", 0, 86400000,
+        "how often the relay prunes final intents past their target's retain_for (one relay at "
+        "a time); 0 = never (a CronJob runs outbox-relay prune)"),
+    OPT("prune-batch", OPT_INT, prune_batch, "5000", 1, 100000,
+        "intents pruned per transaction by a prune (the relay's and outbox-relay prune's)"),
     OPT("exit-when-idle", OPT_BOOL, exit_when_idle, "false", 0, 0,
         "exit 0 once nothing is due or in flight (for demos and batch runs)"),
 };
@@ -165,6 +170,9 @@ void config_print_help(FILE *out)
         "                                      target that honours keys, within its key_ttl;\n"
         "                                      failed with no attempt that may have executed\n"
         "  targets                             the registered targets (never a secret value)\n"
+        "  prune [--dry-run]                   remove final intents past their target's\n"
+        "                                      retain_for now (keys stay remembered for\n"
+        "                                      dedupe_window); --dry-run lists what would go\n"
         "  exit codes: 0 ok, 1 database or connection error, 2 usage error, 3 no such key,\n"
         "  4 refused (wrong state, or not safe); errors go to stderr\n\n"
         "options (every option also reads OUTBOX_RELAY_<NAME>):\n");

@@ -30,6 +30,8 @@ struct config {
     int query_timeout_ms;         /* deadline of one database round trip */
     int max_response_bytes;       /* bounded copy of a response body */
     int targets_refresh_ms;       /* how often targets are reloaded */
+    int prune_interval_ms;        /* retention run period; 0 = off */
+    int prune_batch;              /* intents per prune transaction */
     bool exit_when_idle;          /* exit 0 once nothing is due or in flight (demo, tests) */
 };
 

@@ -49,6 +49,7 @@
 #include "metrics.h"
 #include "outcome.h"
 #include "pg.h"
+#include "prune.h"
 #include "sql.h"
 #include "strbuf.h"
 #include "targets.h"
@@ -125,8 +126,9 @@ struct release_list {
 struct relay {
     uv_loop_t loop;
     const struct config *cfg;
-    pg_conn_t *pg;     /* claims, leases, take-over, LISTEN, admin lookups */
-    pg_conn_t *pg_rec; /* outbox.record only */
+    pg_conn_t *pg;         /* claims, leases, take-over, LISTEN, admin lookups */
+    pg_conn_t *pg_rec;     /* outbox.record only */
+    struct pruner *pruner; /* retention, on a connection of its own; NULL: off */
     http_client_t *http;
     struct target_set targets;
     bool targets_loaded;
@@ -1365,6 +1367,7 @@ static void relay_write_metrics(void *data, struct strbuf *out)
                              &r->claim_seconds);
     metrics_counter(out, "outbox_claimed_total", "Rows claimed by this relay.", METRICS_NO_LABELS,
                     r->claimed);
+    pruner_write_metrics(r->pruner, out);
     metrics_counter(out, "outbox_claims_late_total",
                     "Claims answered after half their lease; their rows were given back unsent.",
                     METRICS_NO_LABELS, r->claims_late);
@@ -1542,6 +1545,8 @@ static void relay_close(struct relay *r)
     uv_close((uv_handle_t *)&r->sigint, NULL);
     pg_conn_close(r->pg, on_pg_closed, r);
     pg_conn_close(r->pg_rec, on_pg_closed, r);
+    pruner_close(r->pruner);
+    r->pruner = NULL;
     http_client_close(r->http, on_http_closed, r);
 }
 
@@ -1623,6 +1628,7 @@ int relay_run(const struct config *cfg)
         pg_conn_set_query_timeout(r->pg_rec, cfg->query_timeout_ms);
         pg_conn_start(r->pg);
         pg_conn_start(r->pg_rec);
+        r->pruner = pruner_start(&r->loop, cfg);
     }
     uv_run(&r->loop, UV_RUN_DEFAULT);
 

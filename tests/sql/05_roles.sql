@@ -167,7 +167,9 @@ SELECT set_eq(
              ('outbox_admin', 'live_counts'), ('outbox_admin', 'retry_now'),
              ('outbox_app', 'compensate'), ('outbox_app', 'cancel_run'), ('outbox_app', 'compensations'), ('outbox_app', 'links'),
              ('outbox_operator', 'compensations'), ('outbox_operator', 'links'),
-             ('outbox_admin', 'compensate'), ('outbox_admin', 'cancel_run'), ('outbox_admin', 'compensations'), ('outbox_admin', 'links')$$,
+             ('outbox_admin', 'compensate'), ('outbox_admin', 'cancel_run'), ('outbox_admin', 'compensations'), ('outbox_admin', 'links'),
+             ('outbox_relay', 'prune'), ('outbox_relay', 'prune_step'), ('outbox_admin', 'prune'),
+             ('outbox_admin', 'prune_step'), ('outbox_operator', 'prunable'), ('outbox_admin', 'prunable')$$,
     'EXECUTE matrix: each role reaches exactly its functions (SECURITY DEFINER internals reach nobody)');
 SELECT set_eq(
     $$SELECT r.rolname::text, c.relname::text, priv
@@ -187,7 +189,8 @@ SELECT set_eq(
              ('outbox_admin', 'targets', 'DELETE'),
              ('outbox_operator', 'target_health', 'SELECT'), ('outbox_admin', 'target_health', 'SELECT'),
              ('outbox_relay', 'target_state', 'SELECT'), ('outbox_operator', 'target_state', 'SELECT'),
-             ('outbox_admin', 'target_state', 'SELECT')$$,
+             ('outbox_admin', 'target_state', 'SELECT'),
+             ('outbox_operator', 'tombstones', 'SELECT'), ('outbox_admin', 'tombstones', 'SELECT')$$,
     'table matrix: the app has no table rights; relay reads targets and target_state; operator reads; admin also edits targets');
 SELECT set_eq(
     $$SELECT r.rolname::text FROM pg_roles r

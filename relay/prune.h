@@ -1,0 +1,28 @@
+/*
+ * prune.h — retention run by the relay: every --prune-interval-ms, calls of
+ * outbox.prune_step on a connection of its own until a call finds less than
+ * a batch (migrations/0012_retention.sql, docs/design.md "Retention").
+ *
+ * Owns: the "prune" database connection, its timer, the counters of
+ * /metrics and one log line per run. One relay at a time prunes: the SQL
+ * function takes a transaction-level advisory lock and returns at once
+ * without it. Nothing else in the relay waits for a prune.
+ */
+#ifndef OUTBOX_PRUNE_H
+#define OUTBOX_PRUNE_H
+
+#include "config.h"
+#include "strbuf.h"
+
+#include <uv.h>
+
+struct pruner;
+
+/* NULL when cfg->prune_interval_ms is 0 (retention left to a CronJob). */
+struct pruner *pruner_start(uv_loop_t *loop, const struct config *cfg);
+/* Stops the timer and closes the connection through its callbacks; frees p. */
+void pruner_close(struct pruner *p);
+/* The prune families of /metrics (also when p is NULL: zeros). */
+void pruner_write_metrics(const struct pruner *p, struct strbuf *out);
+
+#endif
