@@ -13,6 +13,7 @@ packages=(
     curl ca-certificates procps iproute2 clang-format python3 python3-yaml openssl valgrind
     clang libclang-rt-14-dev # libFuzzer for tests/fuzz (-fsanitize=fuzzer; only recommended by clang)
     spin # the model checker of tests/model (it compiles its verifiers with gcc)
+    prometheus # prometheus and promtool for tests/integration/32_prometheus.sh (dashboard and alerts)
 )
 # The deploy manifest check renders the kustomize base with kubectl; any
 # kubectl will do (Debian's kubernetes-client ships one; another package may
