@@ -309,6 +309,38 @@ def main():
                    median(hcpu), "x", runs=[round(x, 3) for x in hcpu],
                    note="below 1: history makes PostgreSQL spend more CPU per intent", fmt="{:.2f}")
 
+    # ---------------------------------------------------------------- retention
+    ret = [r for r in raw if r["kind"] == "retention"]
+    if wanted("retention") and not ret:
+        figure("retention: steady state", "table size end / start", None, "x", 1.05, "<=")
+    for r in ret:
+        g = json.loads(r["figures"])
+        scen = "retention: {:,}/s for {} s, retain_for 1 min".format(r["rate"], r["seconds"])
+        total_start = g["intents_b_start"] + g["attempts_b_start"] + g["tombstones_b_start"]
+        total_end = g["intents_b_end"] + g["attempts_b_end"] + g["tombstones_b_end"]
+        mib = lambda b: b / 1048576.0
+        figure(scen, "table size end / start", total_end / total_start if total_start else None, "x", 1.05, "<=",
+               note="intents {:.1f} -> {:.1f} MiB, attempts {:.1f} -> {:.1f} MiB, tombstones {:.1f} -> {:.1f} MiB "
+                    "(t={} s -> {} s, heap + indexes); intent rows {:,} -> {:,}".format(
+                   mib(g["intents_b_start"]), mib(g["intents_b_end"]), mib(g["attempts_b_start"]),
+                   mib(g["attempts_b_end"]), mib(g["tombstones_b_start"]), mib(g["tombstones_b_end"]),
+                   g["start_t"], g["end_t"], g["intent_rows_start"], g["intent_rows_end"]), fmt="{:.2f}")
+        figure(scen, "drain rate last / first minute",
+               g["last_min_rate"] / g["first_min_rate"] if g["first_min_rate"] else None, "x", 0.9, ">=",
+               note="first minute {:,.0f}/s, last minute {:,.0f}/s; pgbench {} tx/s".format(
+                   g["first_min_rate"], g["last_min_rate"], r.get("pgbench_tps")), fmt="{:.2f}")
+        figure(scen, "prune cost per row", g["prune_ms"] * 1000.0 / g["pruned"] if g["pruned"] else None, "µs",
+               note="{:,} rows in {} runs, {:,} ms in all".format(g["pruned"], g["prune_runs"], g["prune_ms"]),
+               fmt="{:.1f}")
+        figure(scen, "p99 enqueue latency during prunes", g["p99_in_prune_ms"], "ms",
+               note="{:,} of {:,} enqueues ended during a prune; p99 outside prunes {} ms".format(
+                   g["enq_in_prune"], g["enqueues"], g["p99_outside_ms"]), fmt="{:.2f}")
+        if r.get("tombstone_rows"):
+            figure(scen, "tombstone size per key", (r["tombstone_heap_b"] + r["tombstone_index_b"]) / r["tombstone_rows"],
+                   "bytes", note="{:,} tombstones: heap {:.0f} + indexes {:.0f} bytes per key".format(
+                       r["tombstone_rows"], r["tombstone_heap_b"] / r["tombstone_rows"],
+                       r["tombstone_index_b"] / r["tombstone_rows"]), fmt="{:.0f}")
+
     # ---------------------------------------------------------------- output
     def fmt_value(f):
         if f["value"] is None:

@@ -25,7 +25,9 @@
 # BENCH_HISTORY_ROWS (2000000), BENCH_HISTORY_INTENTS (50000),
 # BENCH_TRICKLE_SECONDS (20), BENCH_PGBENCH_SECONDS (10), BENCH_BATCH_SIZE,
 # BENCH_MAX_IN_FLIGHT, BENCH_ONLY (comma list of scenarios to run),
-# BENCH_BUDGET_S (540: later drain rounds are skipped past it), KEEP_TMP=1.
+# BENCH_BUDGET_S (540: later drain rounds are skipped past it),
+# BENCH_STEADY_SECONDS (300) and BENCH_STEADY_RATE (2000) for the retention
+# steady state (tests/bench/retention.sh), KEEP_TMP=1.
 #
 # Exit status: 0 when every scenario produced its figures (a MISS against a
 # target is a finding, not a failure); 1 when the bench itself broke
@@ -699,6 +701,8 @@ scenario_history() {
     done
 }
 
+. "$ROOT/tests/bench/retention.sh"
+
 # ------------------------------------------------------------------ main
 
 say "building helpers into build/bench/"
@@ -783,6 +787,7 @@ want trickle && { scenario_trickle || true; }
 want enqueue && { scenario_enqueue || true; }
 want memory && { scenario_memory || true; }
 want history && { scenario_history || true; }
+want retention && { scenario_retention || true; }
 broken_text=""
 [ ${#BROKEN[@]} -gt 0 ] && broken_text=$(printf '%s; ' "${BROKEN[@]}")
 emit kind=end elapsed_s=$((SECONDS - STARTED_S)) load_after="$(cut -d' ' -f1-3 /proc/loadavg)" \
