@@ -20,7 +20,7 @@ RELAY_SRC := $(filter-out relay/main.c,$(wildcard relay/*.c))
 RELAY_HDR := $(wildcard relay/*.h)
 UNIT_SRC  := $(wildcard tests/unit/test_*.c)
 
-.PHONY: all deps test unit demo bench lint format format-check schema clean
+.PHONY: all deps test unit demo bench lint cppcheck format format-check schema clean
 
 all: build/outbox-relay
 
@@ -78,10 +78,14 @@ format:
 format-check:
 	@clang-format --dry-run --Werror relay/*.[ch] tests/unit/*.[ch] tests/receiver/*.c tests/inbox/*.c && echo "format: ok"
 
-lint: format-check
+lint: format-check cppcheck
 	@tests/lib/banned-calls.sh
-	cppcheck --quiet --error-exitcode=1 --enable=warning,portability --std=c11 \
-	    --suppress=missingIncludeSystem relay/ tests/receiver/
+
+# Static analysis of every C file of the project (also run by make test's lint suite).
+cppcheck:
+	@cppcheck --quiet --error-exitcode=1 --enable=warning,portability --std=c11 \
+	    --suppress=missingIncludeSystem relay/ tests/receiver/ tests/inbox/ tests/bench/ tests/unit/ \
+	    && echo "cppcheck: ok"
 
 clean:
 	rm -rf build

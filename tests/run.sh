@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # tests/run.sh — every test suite, against real PostgreSQL and real HTTP.
 #
-#   lint         clang-format, banned calls
+#   lint         clang-format, banned calls, cppcheck
 #   unit         Check, relay modules under ASan+UBSan (build/asan/unit-tests)
 #   sql          pgTAP via pg_prove, plus schema equivalence (tests/sql/run.sh)
 #   scale        operator views on a million rows (tests/sql/scale_views.sh)
@@ -36,7 +36,8 @@ want() { [ -z "$ONLY" ] || [ "$ONLY" = "$1" ]; }
 
 if want lint; then
     if make --no-print-directory format-check >"$LOG_DIR/lint.log" 2>&1 &&
-        tests/lib/banned-calls.sh >>"$LOG_DIR/lint.log" 2>&1; then
+        tests/lib/banned-calls.sh >>"$LOG_DIR/lint.log" 2>&1 &&
+        make --no-print-directory cppcheck >>"$LOG_DIR/lint.log" 2>&1; then
         count lint 1 0
     else
         cat "$LOG_DIR/lint.log"

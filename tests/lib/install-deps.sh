@@ -10,7 +10,7 @@ packages=(
     libpq-dev libcurl4-openssl-dev libuv1-dev libjansson-dev libssl-dev libhttp-parser-dev
     check
     postgresql postgresql-contrib postgresql-15-pgtap libtap-parser-sourcehandler-pgtap-perl
-    curl ca-certificates procps iproute2 clang-format python3 python3-yaml openssl valgrind
+    curl ca-certificates procps iproute2 clang-format cppcheck python3 python3-yaml openssl valgrind
     clang libclang-rt-14-dev # libFuzzer for tests/fuzz (-fsanitize=fuzzer; only recommended by clang)
     spin # the model checker of tests/model (it compiles its verifiers with gcc)
     prometheus # prometheus and promtool for tests/integration/32_prometheus.sh (dashboard and alerts)
