@@ -46,7 +46,7 @@ int main(int argc, char **argv)
         config_free(&cfg);
         return loaded == CONFIG_HELP ? 0 : 2;
     }
-    int rc = !strcmp(command, "run") ? relay_run(&cfg) : migrate_run(&cfg, argv[0]);
+    int rc = !strcmp(command, "run") ? relay_run(&cfg) : migrate_run(&cfg);
     config_free(&cfg);
     return rc;
 }

@@ -89,7 +89,7 @@ static void sha256_hex(const char *data, size_t len, char out[65])
 
 /* The migrations directory: the option, else ../migrations beside the
  * binary (build/ in a checkout), else the installed location. */
-static void find_migrations_dir(const struct config *cfg, const char *argv0, char *out, size_t size)
+static void find_migrations_dir(const struct config *cfg, char *out, size_t size)
 {
     if (cfg->migrations_dir && *cfg->migrations_dir) {
         snprintf(out, size, "%s", cfg->migrations_dir);
@@ -109,7 +109,6 @@ static void find_migrations_dir(const struct config *cfg, const char *argv0, cha
                 return;
         }
     }
-    (void)argv0;
     snprintf(out, size, "/usr/share/outbox-relay/migrations");
 }
 
@@ -256,10 +255,10 @@ static void quiet_notices(void *arg, const char *message)
     (void)message;
 }
 
-int migrate_run(const struct config *cfg, const char *argv0)
+int migrate_run(const struct config *cfg)
 {
     char dir[PATH_MAX];
-    find_migrations_dir(cfg, argv0, dir, sizeof(dir));
+    find_migrations_dir(cfg, dir, sizeof(dir));
     struct migration_file *files = NULL;
     size_t count = 0;
     int rc = load_files(dir, &files, &count);

@@ -7,6 +7,6 @@
 #include "config.h"
 
 /* Returns the process exit code: 0 applied or up to date, 1 refused or failed. */
-int migrate_run(const struct config *cfg, const char *argv0);
+int migrate_run(const struct config *cfg);
 
 #endif

@@ -1209,13 +1209,6 @@ static void on_record_db_ready(void *data)
         relay_check_shutdown(r);
 }
 
-static void on_db_lost(void *data, const char *reason)
-{
-    struct relay *r = data;
-    (void)r;
-    (void)reason;
-}
-
 static void on_db_notify(void *data, const char *channel)
 {
     struct relay *r = data;
@@ -1564,15 +1557,11 @@ int relay_run(const struct config *cfg)
     curl_global_init(CURL_GLOBAL_DEFAULT);
 
     r->http = http_client_new(&r->loop, on_delivery_done);
-    struct pg_events events = {.name = "main",
-                               .data = r,
-                               .on_ready = on_db_ready,
-                               .on_lost = on_db_lost,
-                               .on_notify = on_db_notify};
+    struct pg_events events = {
+        .name = "main", .data = r, .on_ready = on_db_ready, .on_notify = on_db_notify};
     r->pg = pg_conn_new(&r->loop, cfg->db, relay_statements, RELAY_STATEMENT_COUNT, SQL_CHANNEL,
                         cfg->connect_timeout_ms, cfg->reconnect_max_ms, events);
-    struct pg_events record_events = {
-        .name = "record", .data = r, .on_ready = on_record_db_ready, .on_lost = on_db_lost};
+    struct pg_events record_events = {.name = "record", .data = r, .on_ready = on_record_db_ready};
     r->pg_rec = pg_conn_new(&r->loop, cfg->db, relay_statements, RELAY_STATEMENT_COUNT, NULL,
                             cfg->connect_timeout_ms, cfg->reconnect_max_ms, record_events);
 
