@@ -1,32 +1,27 @@
 #!/usr/bin/env bash
-# Writes schema/outbox.sql: the header below, then every migration in order
-# under a banner. `make schema` runs it; tests/sql/schema_equivalence.sh
-# proves the result builds the same schema as migrations/.
+# Writes schema/outbox.sql: the net schema, what a database looks like after
+# every migration, ordered for reading. `make schema` runs it whenever a
+# migration is added; tests/sql/schema_equivalence.sh proves that the file
+# builds the same schema as migrations/.
+#
+# How: a throwaway cluster (tests/lib/pgcluster.sh), the migrations applied
+# in order, pg_dump --schema-only of schema outbox, then tests/lib/schema-order.py
+# regroups the dump (types, tables with their indexes and constraints,
+# functions, views, triggers, privileges) and writes each object's COMMENT
+# as a comment above it. Roles are cluster-wide and not in a schema dump:
+# the header creates them as migration 0005 does.
 set -euo pipefail
-cd "$(dirname "$0")/../.."
-{
-cat <<'HEADER'
--- schema/outbox.sql — the whole outbox schema, as the migrations build it.
---
--- Read this file to learn the data model; apply migrations/ (outbox-relay
--- migrate, or psql -f of each file in order) to build it. A test
--- (tests/sql/schema_equivalence.sh) proves that a database built from this
--- file and one built from migrations/ have the same schema. Regenerate it
--- with `make schema` whenever a migration is added.
---
--- The design is in docs/design.md. Comments of the older migrations cite it
--- as DESIGN.md; applied migrations are never edited (migrate checks them).
---
--- Sections: 1 tables and states · 2 enqueue, fingerprint, outcome, NOTIFY ·
--- 3 relay functions · 4 operator functions and the stuck view · 5 roles.
-
-HEADER
-n=1
-for f in migrations/0*.sql; do
-    echo "-- ==================================================================== $n. from $(basename "$f")"
-    echo
-    cat "$f"
-    echo
-    n=$((n + 1))
+root=$(cd "$(dirname "$0")/../.." && pwd)
+. "$root/tests/lib/pgcluster.sh"
+work=$(mktemp -d)
+trap 'pgcluster_stop "$work/pg" >/dev/null 2>&1; rm -rf "$work"' EXIT
+chmod 755 "$work"
+pgcluster_start "$work/pg" >/dev/null 2>&1 || { echo "schema-file: cannot start PostgreSQL" >&2; exit 1; }
+for m in "$root"/migrations/0*.sql; do
+    psql -X -q -v ON_ERROR_STOP=1 -d postgres -f "$m" >/dev/null 2>"$work/err" ||
+        { cat "$work/err" >&2; echo "schema-file: $(basename "$m") failed" >&2; exit 1; }
 done
-} > schema/outbox.sql
+"$(pgcluster_bindir)/pg_dump" --schema-only --schema=outbox --no-owner -d postgres >"$work/dump.sql"
+python3 "$root/tests/lib/schema-order.py" "$work/dump.sql" "$(ls "$root"/migrations/0*.sql | tail -1 | xargs basename)" \
+    >"$root/schema/outbox.sql"
+echo "schema/outbox.sql written ($(wc -l <"$root/schema/outbox.sql") lines)"
