@@ -3,13 +3,13 @@
 #
 # Enqueue at a fixed rate (pgbench -R, BENCH_STEADY_RATE, default 2,000/s)
 # for BENCH_STEADY_SECONDS (300) into a target with retain_for = 1 minute
-# and dedupe_window = 2 minutes, while one relay with default options
+# and dedupe_window = 1 minute (its least), while one relay with default options
 # delivers and prunes (every minute, its default). Every 10 s it samples the
 # sizes of intents, attempts and tombstones (heap + indexes + TOAST) and the
 # receiver's delivery count. Raw figures go to one kind=retention line; the
 # arithmetic is report.py's:
-#   - table sizes after the first 150 s (history has reached retain_for +
-#     one prune interval) and at the end: flat means the end is not larger;
+#   - table sizes after the first 180 s (intents and tombstones have reached
+#     retain_for + dedupe_window + one prune interval) and at the end: flat means the end is not larger;
 #   - deliveries in the first and in the last minute;
 #   - prune cost per row (the relay's prune_run log lines);
 #   - p99 enqueue latency inside prune runs and outside them (pgbench -l,
@@ -21,7 +21,7 @@ STEADY_RATE=${BENCH_STEADY_RATE:-2000}
 scenario_retention() {
     local db=bench_ret script=$B/ret-enqueue.sql samples=$B/ret-samples.txt t0 pgb_pid relay_pid
     newdb "$db" || { broken "retention: createdb"; return 1; }
-    q "$db" "UPDATE outbox.targets SET retain_for = '1 minute', dedupe_window = '2 minutes'" \
+    q "$db" "UPDATE outbox.targets SET retain_for = '1 minute', dedupe_window = '1 minute'" \
         "CREATE SEQUENCE public.steady_keys" >/dev/null || { broken "retention: setup"; return 1; }
     cat >"$script" <<'SQL'
 SELECT outbox.enqueue('steady:' || nextval('public.steady_keys'), 'bench',
@@ -70,9 +70,9 @@ for line in open(samples_path):
         samples.append([float(p[0]) - t0] + [int(x) for x in p[1:6]] + [int(p[6]) - base])
 def at(t):  # the first sample at or after t seconds
     return next((s for s in samples if s[0] >= t), samples[-1])
-# steady: history has reached retain_for plus one prune interval (150 s), or
-# half the run in a shorter one
-start, end = at(min(150, samples[-1][0] / 2)), samples[-1]
+# steady: intents and tombstones have reached retain_for + dedupe_window +
+# one prune interval (180 s), or half the run in a shorter one
+start, end = at(min(180, samples[-1][0] / 2)), samples[-1]
 # deliveries in the first and the last full minute
 first_min = at(60)[6] - samples[0][6]
 last_t = end[0]
