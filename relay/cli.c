@@ -1,6 +1,6 @@
 /*
  * cli.c — the operator commands (status, stuck, resolve, approve, reject,
- * cancel, retry, targets).
+ * cancel, retry, targets, prune, redrive).
  *
  * Shape: each command is a short-lived process that runs one statement, so
  * it uses libpq's blocking API (the event-loop rule applies to `run` only),
@@ -12,7 +12,8 @@
  * prints: aligned text for people, one JSON document (--json) for scripts.
  *
  * The command line is split in two. Positional arguments and the commands'
- * own flags (--json, --note, --by, --reason) are consumed here, each command
+ * own flags (--json, --note, --by, --reason, --dry-run, --target, --since,
+ * --until, --limit) are consumed here, each command
  * accepting only its own; every other --option goes to config_load, so the
  * connection options are those of `run` (--db, DATABASE_URL, PG*,
  * OUTBOX_RELAY_*). A passed-on "--name value" takes the next argument as its
@@ -43,6 +44,10 @@ enum cli_flag {
     FLAG_BY = 1u << 2,
     FLAG_REASON = 1u << 3,
     FLAG_DRY_RUN = 1u << 4,
+    FLAG_TARGET = 1u << 5,
+    FLAG_SINCE = 1u << 6,
+    FLAG_UNTIL = 1u << 7,
+    FLAG_LIMIT = 1u << 8,
 };
 
 struct flag_def {
@@ -53,7 +58,8 @@ struct flag_def {
 
 static const struct flag_def flag_defs[] = {
     {"json", FLAG_JSON, false},    {"note", FLAG_NOTE, true},        {"by", FLAG_BY, true},
-    {"reason", FLAG_REASON, true}, {"dry-run", FLAG_DRY_RUN, false},
+    {"reason", FLAG_REASON, true}, {"dry-run", FLAG_DRY_RUN, false}, {"target", FLAG_TARGET, true},
+    {"since", FLAG_SINCE, true},   {"until", FLAG_UNTIL, true},      {"limit", FLAG_LIMIT, true},
 };
 
 #define FLAG_COUNT (sizeof(flag_defs) / sizeof(flag_defs[0]))
@@ -71,6 +77,10 @@ struct cli_args {
     const char *reason;
     bool json;
     bool dry_run;
+    const char *target; /* redrive */
+    const char *since;
+    const char *until;
+    const char *limit;
     int prune_batch; /* --prune-batch, for prune */
 };
 
@@ -96,7 +106,11 @@ static int exit_code_for_sqlstate(const char *sqlstate)
         return CLI_EXIT_NO_SUCH_KEY;
     if (!strcmp(sqlstate, "OR007"))
         return CLI_EXIT_REFUSED;
-    if (!strcmp(sqlstate, "22023"))
+    /* An argument the database rejects: a bad value (22023), a time it
+     * cannot read (22007, 22008: redrive's --since, --until), a target it
+     * does not know (OR002: redrive's --target). */
+    if (!strcmp(sqlstate, "22023") || !strcmp(sqlstate, "22007") || !strcmp(sqlstate, "22008") ||
+        !strcmp(sqlstate, "OR002"))
         return CLI_EXIT_USAGE;
     return CLI_EXIT_DATABASE;
 }
@@ -658,6 +672,105 @@ static int command_prune(PGconn *conn, const struct cli_args *args)
     return CLI_EXIT_OK;
 }
 
+/* redrive's --limit: as outbox.redrive takes it. */
+#define REDRIVE_LIMIT_MAX 1000000
+#define REDRIVE_LIMIT_DEFAULT "10000"
+
+static bool limit_valid(const char *text)
+{
+    if (*text < '0' || *text > '9')
+        return false;
+    char *end = NULL;
+    long n = strtol(text, &end, 10);
+    return *end == '\0' && n >= 1 && n <= REDRIVE_LIMIT_MAX;
+}
+
+/* redrive: outbox.redrive, one statement. The rows it moved (or, with
+ * --dry-run, would move), oldest settled first; a last row carries the
+ * window as the database read it (UTC) and how many failed intents of the
+ * target the window held when the statement began, so that those left
+ * failed (an attempt may have executed, or another session held the row)
+ * are counted, never passed over in silence. */
+#define REDRIVE_UTC "'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.MS\"Z\"')"
+static const char redrive_sql[] =
+    "SELECT key, target, to_char(settled_at AT TIME ZONE " REDRIVE_UTC ", attempts, last_error, n"
+    " FROM outbox.redrive($1, $2::timestamptz, $3::timestamptz, $4::boolean, $5::integer, $6)"
+    " WITH ORDINALITY AS r(key, target, settled_at, attempts, last_error, n)"
+    " UNION ALL SELECT NULL, NULL, to_char($2::timestamptz AT TIME ZONE " REDRIVE_UTC ","
+    " (SELECT count(*) FROM outbox.intents i WHERE i.target = $1 AND i.state = 'failed'"
+    " AND i.updated_at >= $2::timestamptz AND i.updated_at < $3::timestamptz)::int,"
+    " to_char($3::timestamptz AT TIME ZONE " REDRIVE_UTC ", NULL"
+    " ORDER BY 6 NULLS LAST";
+
+static int command_redrive(PGconn *conn, const struct cli_args *args)
+{
+    static const char *const headers[] = {"KEY", "TARGET", "SETTLED_AT", "ATTEMPTS", "LAST_ERROR"};
+    const char *limit = args->limit ? args->limit : REDRIVE_LIMIT_DEFAULT;
+    const char *params[6] = {
+        args->target, args->since, args->until, args->dry_run ? "true" : "false", limit, args->by};
+    int exit_code = CLI_EXIT_OK;
+    PGresult *res = run_query(conn, args->command, redrive_sql, 6, params, &exit_code);
+    if (res == NULL)
+        return exit_code;
+    int rows = PQntuples(res) - 1; /* the last row only carries the window */
+    const char *since = cell(res, rows, 2), *until = cell(res, rows, 4);
+    long limit_n = strtol(limit, NULL, 10); /* checked by limit_valid */
+    bool limit_reached = rows == limit_n;
+    long long left = cell_int(res, rows, 3) - rows; /* failed in the window, not moved */
+    if (left < 0)
+        left = 0; /* rows that failed while the statement ran */
+    if (args->json) {
+        json_t *list = json_array();
+        for (int r = 0; r < rows; r++) {
+            json_t *item = json_object();
+            json_object_set_new(item, "key", json_text_or_null(cell(res, r, 0)));
+            json_object_set_new(item, "target", json_text_or_null(cell(res, r, 1)));
+            json_object_set_new(item, "settled_at", json_text_or_null(cell(res, r, 2)));
+            json_object_set_new(item, "attempts", json_int_or_null(res, r, 3));
+            json_object_set_new(item, "last_error", json_text_or_null(cell(res, r, 4)));
+            json_array_append_new(list, item);
+        }
+        json_t *doc = json_object();
+        json_object_set_new(doc, "dry_run", json_boolean(args->dry_run));
+        json_object_set_new(doc, "target", json_text_or_null(args->target));
+        json_object_set_new(doc, "since", json_text_or_null(since));
+        json_object_set_new(doc, "until", json_text_or_null(until));
+        json_object_set_new(doc, args->dry_run ? "would_redrive" : "redriven", json_integer(rows));
+        json_object_set_new(doc, "limit", json_integer(limit_n));
+        json_object_set_new(doc, "limit_reached", json_boolean(limit_reached));
+        json_object_set_new(doc, "left_failed", json_integer(left));
+        json_object_set_new(doc, "intents", list);
+        print_json(doc);
+    } else {
+        if (rows > 0) {
+            struct table t;
+            table_init(&t, headers, 5, (size_t)rows);
+            for (int r = 0; r < rows; r++)
+                for (int c = 0; c < 5; c++)
+                    table_set(&t, (size_t)r, (size_t)c, cell(res, r, c));
+            table_print(&t);
+            table_free(&t);
+        }
+        char *target = printable(args->target);
+        printf("%s %d failed intent%s of target '%s' settled in [%s, %s)%s\n",
+               args->dry_run ? "dry run: would redrive" : "redriven", rows, rows == 1 ? "" : "s",
+               target, since ? since : "-", until ? until : "-",
+               args->dry_run || rows == 0 ? "" : ": pending again, due now");
+        free(target);
+        if (limit_reached)
+            printf("the limit of %s was reached: %s\n", limit,
+                   args->dry_run ? "there may be more" : "run it again for the rest");
+        else if (left > 0)
+            printf(
+                "%lld other failed intent%s of the target in the window stay%s failed: an attempt "
+                "may have executed (outbox-relay status KEY; a person decides), or another "
+                "session held %s\n",
+                left, left == 1 ? "" : "s", left == 1 ? "s" : "", left == 1 ? "it" : "them");
+    }
+    PQclear(res);
+    return CLI_EXIT_OK;
+}
+
 static const struct command_def commands[] = {
     {"status", "status KEY [--json]", 1, 1, FLAG_JSON, 0, command_status},
     {"stuck", "stuck [--json]", 0, 0, FLAG_JSON, 0, command_stuck},
@@ -672,6 +785,10 @@ static const struct command_def commands[] = {
     {"retry", "retry KEY [--by NAME] [--json]", 1, 1, FLAG_JSON | FLAG_BY, 0, command_retry},
     {"targets", "targets [--json]", 0, 0, FLAG_JSON, 0, command_targets},
     {"prune", "prune [--dry-run] [--json]", 0, 0, FLAG_JSON | FLAG_DRY_RUN, 0, command_prune},
+    {"redrive",
+     "redrive --target NAME --since TIME --until TIME [--limit N] [--by NAME] [--dry-run] [--json]",
+     0, 0, FLAG_JSON | FLAG_DRY_RUN | FLAG_TARGET | FLAG_SINCE | FLAG_UNTIL | FLAG_LIMIT | FLAG_BY,
+     FLAG_TARGET | FLAG_SINCE | FLAG_UNTIL, command_redrive},
 };
 
 #define COMMAND_COUNT (sizeof(commands) / sizeof(commands[0]))
@@ -738,6 +855,18 @@ static void store_flag(struct cli_args *args, const struct flag_def *flag, const
         break;
     case FLAG_DRY_RUN:
         args->dry_run = true;
+        break;
+    case FLAG_TARGET:
+        args->target = value;
+        break;
+    case FLAG_SINCE:
+        args->since = value;
+        break;
+    case FLAG_UNTIL:
+        args->until = value;
+        break;
+    case FLAG_LIMIT:
+        args->limit = value;
         break;
     }
 }
@@ -810,6 +939,11 @@ static enum parse_result parse_arguments(const struct command_def *cmd, int argc
     if (cmd->run == command_resolve && strcmp(args->positional[1], "succeeded") != 0 &&
         strcmp(args->positional[1], "failed") != 0) {
         usage_error(cmd, "the outcome must be succeeded or failed, not '%s'", args->positional[1]);
+        return PARSE_ERROR;
+    }
+    if (args->limit != NULL && !limit_valid(args->limit)) {
+        usage_error(cmd, "--limit must be a whole number from 1 to %d, not '%s'", REDRIVE_LIMIT_MAX,
+                    args->limit);
         return PARSE_ERROR;
     }
     return PARSE_OK;

@@ -173,6 +173,10 @@ void config_print_help(FILE *out)
         "  prune [--dry-run]                   remove final intents past their target's\n"
         "                                      retain_for now (keys stay remembered for\n"
         "                                      dedupe_window); --dry-run lists what would go\n"
+        "  redrive --target NAME --since TIME --until TIME [--limit N] [--by NAME] [--dry-run]\n"
+        "                                      send again the target's failed intents settled in\n"
+        "                                      [since, until) (e.g. 2026-03-01T09:00:00Z) that no\n"
+        "                                      attempt may have executed; --dry-run lists them\n"
         "  exit codes: 0 ok, 1 database or connection error, 2 usage error, 3 no such key,\n"
         "  4 refused (wrong state, or not safe); errors go to stderr\n\n"
         "options (every option also reads OUTBOX_RELAY_<NAME>):\n");

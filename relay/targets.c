@@ -3,9 +3,13 @@
  *
  * Security: targets are registered by admins; an intent can only name one.
  * The signing secret is never in the database: the row names an environment
- * variable (secret_env) and the relay reads it here. A secret of the form
- * "whsec_<base64>" is decoded as Standard Webhooks prescribes; any other value
- * is used as raw bytes. Static headers may not carry CR or LF (no header
+ * variable (secret_env) and the relay reads it here. The variable may hold
+ * several secrets separated by white space (rotation: the relay signs with
+ * each, and webhook-signature carries one entry per secret). A secret of the
+ * form "whsec_<base64>" is decoded as Standard Webhooks prescribes; any other
+ * one is used as raw bytes (so a raw secret cannot contain white space). A
+ * secret's value is never logged: only the variable's name and the secret's
+ * position in it. Static headers may not carry CR or LF (no header
  * injection), and neither may keys (enqueue refuses control characters). A
  * static header's value may be {"env": "OUTBOX_SECRET_..."} instead of a
  * string, read here, so that credentials stay out of the table. Secrets come
@@ -16,6 +20,7 @@
 #include "xalloc.h"
 
 #include "log.h"
+#include "strbuf.h"
 
 #include <jansson.h>
 #include <limits.h>
@@ -47,14 +52,15 @@ static void target_clear(struct target *t)
     free(t->status_url);
     free(t->secret_env);
     free_strings(t->static_headers);
-    if (t->secret) {
-        memset(t->secret, 0, t->secret_len);
-        free(t->secret);
+    for (size_t i = 0; i < t->secret_count; i++) {
+        memset(t->secrets[i].bytes, 0, t->secrets[i].len);
+        free(t->secrets[i].bytes);
+        t->secrets[i].bytes = NULL;
+        t->secrets[i].len = 0;
     }
     t->url = t->method = t->key_header = t->status_url = t->secret_env = NULL;
     t->static_headers = NULL;
-    t->secret = NULL;
-    t->secret_len = 0;
+    t->secret_count = 0;
 }
 
 static bool header_text_ok(const char *s)
@@ -139,7 +145,52 @@ static char **parse_static_headers(const char *target, const char *json_text)
     return list;
 }
 
-static void load_secret(struct target *t)
+#define SECRET_SPACE " \t\r\n\v\f"
+
+/* One secret of the variable (n bytes at text, no white space) into out:
+ * "whsec_<base64>" decoded, anything else as it is. False when a whsec_
+ * secret is not standard base64 (checked here, not left to EVP_DecodeBlock:
+ * it takes '=' as data anywhere and counts padding bytes, so "whsec_===="
+ * gave a length of SIZE_MAX; found by tests/fuzz/fuzz_targets), or when the
+ * key would be empty (an HMAC with an empty key proves nothing). */
+static bool decode_secret(const char *text, size_t n, struct target_secret *out)
+{
+    if (n == 0)
+        return false;
+    if (n < 6 || strncmp(text, "whsec_", 6) != 0) {
+        out->bytes = xmalloc(n);
+        memcpy(out->bytes, text, n);
+        out->len = n;
+        return true;
+    }
+    const char *b64 = text + 6;
+    size_t len = n - 6;
+    size_t pad = 0;
+    while (pad < len && pad < 3 && b64[len - 1 - pad] == '=')
+        pad++;
+    bool valid = len > 0 && len % 4 == 0 && pad <= 2 && len <= INT_MAX;
+    for (size_t i = 0; valid && i < len - pad; i++)
+        valid = strchr("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/",
+                       b64[i]) != NULL;
+    if (!valid)
+        return false;
+    unsigned char *decoded = xmalloc(len / 4 * 3 + 3);
+    int got = EVP_DecodeBlock(decoded, (const unsigned char *)b64, (int)len);
+    if (got < 0 || (size_t)got <= pad) {
+        free(decoded);
+        return false;
+    }
+    out->bytes = decoded;
+    out->len = (size_t)got - pad; /* EVP_DecodeBlock counts padding bytes as data */
+    return true;
+}
+
+/* The secrets of secret_env, in their order: white space separates them
+ * (and surrounds them: a secret mounted from a file often ends in a
+ * newline). An invalid one is left out (target_secret_invalid, with its
+ * position), the others are used; beyond TARGET_MAX_SECRETS the rest are
+ * left out (target_secrets_ignored). */
+static void load_secrets(struct target *t)
 {
     if (t->secret_env == NULL)
         return;
@@ -153,47 +204,30 @@ static void load_secret(struct target *t)
         return;
     }
     const char *value = getenv(t->secret_env);
-    if (value == NULL || *value == '\0') {
+    if (value == NULL || value[strspn(value, SECRET_SPACE)] == '\0') {
         log_event(LOG_WARN, "target_secret_missing", "target", json_string(t->name), "secret_env",
                   json_string(t->secret_env), LOG_END);
         return;
     }
-    if (strncmp(value, "whsec_", 6) == 0) {
-        /* Standard base64, white space around it ignored (a secret mounted
-         * from a file often ends in a newline). Checked here, not left to
-         * EVP_DecodeBlock: it trims only some white space, takes '=' as data
-         * anywhere and counts padding bytes, so "whsec_====" gave a secret_len
-         * of SIZE_MAX (HMAC read past the key, target_clear wiped past it) and
-         * "whsec_AA==\n" a 3-byte key instead of 1 (found by
-         * tests/fuzz/fuzz_targets). */
-        const char *b64 = value + 6;
-        size_t len = strlen(b64);
-        while (len > 0 && strchr(" \t\r\n\v\f", *b64))
-            b64++, len--;
-        while (len > 0 && strchr(" \t\r\n\v\f", b64[len - 1]))
-            len--;
-        size_t pad = 0;
-        while (pad < len && pad < 3 && b64[len - 1 - pad] == '=')
-            pad++;
-        bool valid = len % 4 == 0 && pad <= 2 && len <= INT_MAX;
-        for (size_t i = 0; valid && i < len - pad; i++)
-            valid = strchr("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/",
-                           b64[i]) != NULL;
-        unsigned char *decoded = xmalloc(len / 4 * 3 + 3);
-        int n = valid ? EVP_DecodeBlock(decoded, (const unsigned char *)b64, (int)len) : -1;
-        if (n < 0 || (size_t)n < pad) {
-            free(decoded);
+    size_t position = 0, ignored = 0;
+    for (const char *p = value + strspn(value, SECRET_SPACE); *p; p += strspn(p, SECRET_SPACE)) {
+        size_t n = strcspn(p, SECRET_SPACE);
+        position++;
+        if (t->secret_count == TARGET_MAX_SECRETS) {
+            ignored++;
+        } else if (decode_secret(p, n, &t->secrets[t->secret_count])) {
+            t->secret_count++;
+        } else {
             log_event(LOG_WARN, "target_secret_invalid", "target", json_string(t->name),
-                      "secret_env", json_string(t->secret_env), LOG_END);
-            return;
+                      "secret_env", json_string(t->secret_env), "position",
+                      json_integer((json_int_t)position), LOG_END);
         }
-        t->secret = decoded;
-        t->secret_len = (size_t)n - pad; /* EVP_DecodeBlock counts padding bytes as data */
-    } else {
-        t->secret_len = strlen(value);
-        t->secret = xmalloc(t->secret_len);
-        memcpy(t->secret, value, t->secret_len);
+        p += n;
     }
+    if (ignored > 0)
+        log_event(LOG_WARN, "target_secrets_ignored", "target", json_string(t->name), "secret_env",
+                  json_string(t->secret_env), "ignored", json_integer((json_int_t)ignored),
+                  "reason", json_string("at most 8 secrets are used, the first ones"), LOG_END);
 }
 
 struct target *targets_find(const struct target_set *set, const char *name)
@@ -219,6 +253,7 @@ void targets_load(struct target_set *set, PGresult *res)
             set->items = grown;
             set->items[set->count++] = t;
         }
+        size_t secrets_before = t->secret_count;
         target_clear(t);
         t->url = dup_or_null(res, r, 1);
         t->method = dup_or_null(res, r, 2);
@@ -240,7 +275,12 @@ void targets_load(struct target_set *set, PGresult *res)
         t->circuit = flow_circuit_parse(PQgetvalue(res, r, 18));
         t->paused = PQgetvalue(res, r, 19)[0] == 't';
         t->present = true;
-        load_secret(t);
+        load_secrets(t);
+        if (t->secret_count > 0 && t->secret_count != secrets_before)
+            /* How many secrets sign (never which): a rotation shows here. */
+            log_event(LOG_INFO, "target_signing", "target", json_string(t->name), "secret_env",
+                      json_string(t->secret_env), "secrets",
+                      json_integer((json_int_t)t->secret_count), LOG_END);
     }
 }
 
@@ -270,25 +310,63 @@ struct retry_policy target_retry_policy(const struct target *t)
     return p;
 }
 
-void webhook_signature(const unsigned char *secret, size_t secret_len, const char *id,
-                       int64_t timestamp, const char *body, size_t body_len, char *out,
-                       size_t out_size)
+/* What Standard Webhooks signs: id "." timestamp "." body. Caller frees. */
+static unsigned char *signed_content(const char *id, int64_t timestamp, const char *body,
+                                     size_t body_len, size_t *len)
 {
     char prefix[512];
     int prefix_len = snprintf(prefix, sizeof(prefix), "%s.%lld.", id, (long long)timestamp);
     if (prefix_len < 0 || (size_t)prefix_len >= sizeof(prefix))
         prefix_len = 0;
-    unsigned char mac[EVP_MAX_MD_SIZE];
-    unsigned int mac_len = 0;
     unsigned char *joined = xmalloc((size_t)prefix_len + body_len + 1);
     memcpy(joined, prefix, (size_t)prefix_len);
-    memcpy(joined + prefix_len, body, body_len);
-    HMAC(EVP_sha256(), secret, (int)secret_len, joined, (size_t)prefix_len + body_len, mac,
-         &mac_len);
-    free(joined);
+    if (body_len > 0)
+        memcpy(joined + prefix_len, body, body_len);
+    *len = (size_t)prefix_len + body_len;
+    return joined;
+}
+
+/* "v1,<base64>" of HMAC-SHA256(secret, content) into out. */
+static void sign_content(const unsigned char *secret, size_t secret_len,
+                         const unsigned char *content, size_t content_len, char *out,
+                         size_t out_size)
+{
+    unsigned char mac[EVP_MAX_MD_SIZE];
+    unsigned int mac_len = 0;
+    HMAC(EVP_sha256(), secret, (int)secret_len, content, content_len, mac, &mac_len);
     char b64[EVP_ENCODE_LENGTH(EVP_MAX_MD_SIZE) + 1];
     EVP_EncodeBlock((unsigned char *)b64, mac, (int)mac_len);
     snprintf(out, out_size, "v1,%s", b64);
+}
+
+void webhook_signature(const unsigned char *secret, size_t secret_len, const char *id,
+                       int64_t timestamp, const char *body, size_t body_len, char *out,
+                       size_t out_size)
+{
+    size_t len;
+    unsigned char *content = signed_content(id, timestamp, body, body_len, &len);
+    sign_content(secret, secret_len, content, len, out, out_size);
+    free(content);
+}
+
+char *webhook_signature_header(const struct target_secret *secrets, size_t count, const char *id,
+                               int64_t timestamp, const char *body, size_t body_len)
+{
+    if (count == 0)
+        return NULL;
+    size_t len;
+    unsigned char *content = signed_content(id, timestamp, body, body_len, &len);
+    struct strbuf value;
+    strbuf_init(&value);
+    for (size_t i = 0; i < count; i++) {
+        char one[EVP_ENCODE_LENGTH(EVP_MAX_MD_SIZE) + 4];
+        sign_content(secrets[i].bytes, secrets[i].len, content, len, one, sizeof(one));
+        if (i > 0)
+            strbuf_append(&value, " ", 1);
+        strbuf_append_str(&value, one);
+    }
+    free(content);
+    return value.data; /* the caller frees it */
 }
 
 struct curl_slist *target_request_headers(const struct target *t, const char *key, const char *body,
@@ -304,16 +382,20 @@ struct curl_slist *target_request_headers(const struct target *t, const char *ke
     }
     for (char **h = t->static_headers; h && *h; h++)
         headers = curl_slist_append(headers, *h);
-    if (t->secret) {
-        char signature[128];
-        webhook_signature(t->secret, t->secret_len, key, now_s, body, body_len, signature,
-                          sizeof(signature));
+    if (t->secret_count > 0) {
+        char *signatures =
+            webhook_signature_header(t->secrets, t->secret_count, key, now_s, body, body_len);
         snprintf(line, sizeof(line), "webhook-id: %s", key);
         headers = curl_slist_append(headers, line);
         snprintf(line, sizeof(line), "webhook-timestamp: %lld", (long long)now_s);
         headers = curl_slist_append(headers, line);
-        snprintf(line, sizeof(line), "webhook-signature: %s", signature);
-        headers = curl_slist_append(headers, line);
+        struct strbuf signature_line;
+        strbuf_init(&signature_line);
+        strbuf_append_str(&signature_line, "webhook-signature: ");
+        strbuf_append_str(&signature_line, signatures);
+        headers = curl_slist_append(headers, signature_line.data);
+        strbuf_free(&signature_line);
+        free(signatures);
     }
     return headers;
 }

@@ -16,6 +16,16 @@
 #include "flow.h"
 #include "outcome.h"
 
+/* A target's signing secrets: the variable that secret_env names may hold
+ * several, separated by white space, so that a secret can be rotated
+ * without downtime (old and new side by side, then the old one removed). */
+#define TARGET_MAX_SECRETS 8
+
+struct target_secret {
+    unsigned char *bytes; /* the HMAC key: decoded from "whsec_<base64>", or the raw text */
+    size_t len;           /* at least 1 */
+};
+
 struct target {
     char *name;
     char *url;
@@ -34,8 +44,8 @@ struct target {
     int circuit_failure_threshold;
     char **static_headers; /* "Name: value", NULL-terminated */
     char *secret_env;
-    unsigned char *secret; /* signing key (decoded), NULL when unset */
-    size_t secret_len;
+    struct target_secret secrets[TARGET_MAX_SECRETS]; /* in the variable's order */
+    size_t secret_count;                              /* 0: requests are not signed */
     bool enabled;
     bool present;               /* still in outbox.targets at the last reload */
     int in_flight;              /* deliveries and status checks of this relay now */
@@ -68,7 +78,8 @@ struct retry_policy target_retry_policy(const struct target *t);
 bool target_secret_env_allowed(const char *name);
 
 /* Headers for one delivery: key header, content type, static headers,
- * and Standard Webhooks signature headers when the target has a secret. */
+ * and Standard Webhooks signature headers when the target has secrets
+ * (webhook-signature carries one "v1,<base64>" per secret). */
 struct curl_slist *target_request_headers(const struct target *t, const char *key, const char *body,
                                           size_t body_len, int64_t now_s);
 
@@ -77,5 +88,12 @@ struct curl_slist *target_request_headers(const struct target *t, const char *ke
 void webhook_signature(const unsigned char *secret, size_t secret_len, const char *id,
                        int64_t timestamp, const char *body, size_t body_len, char *out,
                        size_t out_size);
+
+/* The value of the webhook-signature header: webhook_signature's "v1,<base64>"
+ * for each of the count secrets, in their order, separated by single spaces,
+ * as Standard Webhooks allows (a receiver accepts the request if any entry
+ * verifies with a secret it knows). Caller frees; NULL when count is 0. */
+char *webhook_signature_header(const struct target_secret *secrets, size_t count, const char *id,
+                               int64_t timestamp, const char *body, size_t body_len);
 
 #endif

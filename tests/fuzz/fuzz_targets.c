@@ -14,10 +14,12 @@
  *
  * Properties: never a crash, leak or UB; a static header is "Name: value"
  * with neither CR, LF nor ':' in the name; with a key header as the schema
- * allows it (^[A-Za-z0-9-]{1,64}$) no request header holds CR or LF; a
- * "whsec_" secret that is base64 (surrounding white space aside) is used as
- * exactly the bytes it encodes, any other "whsec_" value is refused; a
- * secret is never longer than its text.
+ * allows it (^[A-Za-z0-9-]{1,64}$) no request header holds CR or LF; the
+ * variable's secrets are its white-space-separated words, in order, at most
+ * TARGET_MAX_SECRETS: a "whsec_" word that is base64 of at least one byte is
+ * used as exactly the bytes it encodes, any other "whsec_" word is left out,
+ * any other word is used as it is; the secrets are never longer than their
+ * text.
  */
 #include "fuzz.h"
 
@@ -183,20 +185,40 @@ static void check_target(const struct target *t, const char *secret_value)
         const char *sep = strstr(*h, ": ");
         FUZZ_CHECK(sep != NULL && memchr(*h, ':', (size_t)(sep - *h)) == NULL);
     }
-    if (t->secret) {
-        FUZZ_CHECK(t->secret_env != NULL && getenv(t->secret_env) != NULL);
-        FUZZ_CHECK(t->secret_len <= strlen(getenv(t->secret_env)));
+    FUZZ_CHECK(t->secret_count <= TARGET_MAX_SECRETS);
+    size_t total = 0;
+    for (size_t i = 0; i < t->secret_count; i++) {
+        FUZZ_CHECK(t->secrets[i].bytes != NULL && t->secrets[i].len > 0);
+        total += t->secrets[i].len;
     }
-    if (t->secret_env && strcmp(t->secret_env, SECRET_ENV) == 0 &&
-        strncmp(secret_value, "whsec_", 6) == 0) {
+    if (t->secret_count > 0) {
+        FUZZ_CHECK(t->secret_env != NULL && getenv(t->secret_env) != NULL);
+        FUZZ_CHECK(total <= strlen(getenv(t->secret_env)));
+    }
+    if (t->secret_env && strcmp(t->secret_env, SECRET_ENV) == 0) {
+        /* The reference: split on white space, decode each word. */
+        char *words = strdup(secret_value);
         unsigned char *expected = malloc(strlen(secret_value) + 3);
-        long len = reference_b64(secret_value + 6, expected);
-        if (len >= 0)
-            FUZZ_CHECK(t->secret != NULL && t->secret_len == (size_t)len &&
-                       memcmp(t->secret, expected, (size_t)len) == 0);
-        else
-            FUZZ_CHECK(t->secret == NULL); /* refused, not used half-decoded */
+        size_t found = 0;
+        char *save = NULL;
+        for (char *w = strtok_r(words, " \t\n\v\f\r", &save); w && found < TARGET_MAX_SECRETS;
+             w = strtok_r(NULL, " \t\n\v\f\r", &save)) {
+            long len;
+            if (strncmp(w, "whsec_", 6) == 0) {
+                len = reference_b64(w + 6, expected);
+                if (len <= 0)
+                    continue; /* refused, not used half-decoded */
+            } else {
+                len = (long)strlen(w);
+                memcpy(expected, w, (size_t)len);
+            }
+            FUZZ_CHECK(found < t->secret_count && t->secrets[found].len == (size_t)len &&
+                       memcmp(t->secrets[found].bytes, expected, (size_t)len) == 0);
+            found++;
+        }
+        FUZZ_CHECK(found == t->secret_count);
         free(expected);
+        free(words);
     }
 
     static const char body[] = "{\"amount\":1}";

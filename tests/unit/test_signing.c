@@ -84,6 +84,26 @@ static const char *slist_value(const struct curl_slist *list, const char *name)
     return NULL;
 }
 
+/* A Standard Webhooks verifier that knows one secret: the header value is a
+ * space-separated list of "v1,<base64>" entries; it accepts if one of them
+ * is the signature with its secret (the other entries are for other secrets). */
+static bool verifier_accepts(const char *header_value, const char *known_secret, const char *id,
+                             long long ts, const char *body)
+{
+    char want[128];
+    reference_signature((const unsigned char *)known_secret, strlen(known_secret), id, ts, body,
+                        strlen(body), want, sizeof(want));
+    char *copy = strdup(header_value);
+    ck_assert_ptr_nonnull(copy);
+    bool accepted = false;
+    char *save = NULL;
+    for (char *entry = strtok_r(copy, " ", &save); entry; entry = strtok_r(NULL, " ", &save))
+        if (strncmp(entry, "v1,", 3) == 0 && strcmp(entry, want) == 0)
+            accepted = true;
+    free(copy);
+    return accepted;
+}
+
 static struct target hand_made_target(void)
 {
     static char name[] = "billing";
@@ -277,8 +297,8 @@ START_TEST(headers_signed_when_secret_set)
 {
     struct target t = hand_made_target();
     unsigned char secret[] = "topsecret";
-    t.secret = secret;
-    t.secret_len = 9;
+    t.secrets[0] = (struct target_secret){secret, 9};
+    t.secret_count = 1;
     const char *body = "{\"a\":1}";
     struct curl_slist *h = target_request_headers(&t, "k1", body, strlen(body), 1700000000);
     ck_assert(slist_has(h, "Content-Type: application/json"));
@@ -311,8 +331,8 @@ START_TEST(headers_signature_covers_body_length_exactly)
 {
     struct target t = hand_made_target();
     unsigned char secret[] = "s";
-    t.secret = secret;
-    t.secret_len = 1;
+    t.secrets[0] = (struct target_secret){secret, 1};
+    t.secret_count = 1;
     const char *body = "{\"a\":1}trailing";
     struct curl_slist *h = target_request_headers(&t, "k", body, 7, 42);
     char want[128];
@@ -326,8 +346,8 @@ START_TEST(headers_long_key_not_truncated)
 {
     struct target t = hand_made_target();
     unsigned char secret[] = "s";
-    t.secret = secret;
-    t.secret_len = 1;
+    t.secrets[0] = (struct target_secret){secret, 1};
+    t.secret_count = 1;
     char key[256];
     memset(key, 'a', 255);
     key[255] = '\0';
@@ -337,6 +357,93 @@ START_TEST(headers_long_key_not_truncated)
     ck_assert_str_eq(value, key);
     ck_assert_str_eq(slist_value(h, "webhook-id"), key);
     curl_slist_free_all(h);
+}
+END_TEST
+
+/* Rotation: two secrets, two entries in one webhook-signature header, in the
+ * order of the secrets; a verifier that knows only the old secret and one
+ * that knows only the new one both accept; one that knows neither refuses. */
+START_TEST(headers_two_secrets_two_entries)
+{
+    struct target t = hand_made_target();
+    unsigned char old_secret[] = "old-secret", new_secret[] = "new-secret";
+    t.secrets[0] = (struct target_secret){old_secret, 10};
+    t.secrets[1] = (struct target_secret){new_secret, 10};
+    t.secret_count = 2;
+    const char *body = "{\"amount\":5}";
+    struct curl_slist *h =
+        target_request_headers(&t, "run-1:step-2", body, strlen(body), 1700000000);
+    ck_assert_uint_eq(slist_count_named(h, "webhook-signature"), 1);
+    ck_assert_uint_eq(slist_count_named(h, "webhook-id"), 1);
+    ck_assert_uint_eq(slist_count_named(h, "webhook-timestamp"), 1);
+    char want_old[128], want_new[128], want[300];
+    reference_signature(old_secret, 10, "run-1:step-2", 1700000000, body, strlen(body), want_old,
+                        sizeof(want_old));
+    reference_signature(new_secret, 10, "run-1:step-2", 1700000000, body, strlen(body), want_new,
+                        sizeof(want_new));
+    snprintf(want, sizeof(want), "%s %s", want_old, want_new);
+    const char *value = slist_value(h, "webhook-signature");
+    ck_assert_str_eq(value, want);
+    ck_assert(verifier_accepts(value, "old-secret", "run-1:step-2", 1700000000, body));
+    ck_assert(verifier_accepts(value, "new-secret", "run-1:step-2", 1700000000, body));
+    ck_assert(!verifier_accepts(value, "other-secret", "run-1:step-2", 1700000000, body));
+    ck_assert(!verifier_accepts(value, "old-secret", "run-1:step-2", 1700000001, body));
+    for (const struct curl_slist *p = h; p; p = p->next) {
+        ck_assert_msg(strstr(p->data, "old-secret") == NULL, "a secret in '%s'", p->data);
+        ck_assert_msg(strstr(p->data, "new-secret") == NULL, "a secret in '%s'", p->data);
+    }
+    curl_slist_free_all(h);
+
+    /* the order of the variable is the order of the entries */
+    t.secrets[0] = (struct target_secret){new_secret, 10};
+    t.secrets[1] = (struct target_secret){old_secret, 10};
+    h = target_request_headers(&t, "run-1:step-2", body, strlen(body), 1700000000);
+    snprintf(want, sizeof(want), "%s %s", want_new, want_old);
+    ck_assert_str_eq(slist_value(h, "webhook-signature"), want);
+    curl_slist_free_all(h);
+}
+END_TEST
+
+START_TEST(signature_header_list)
+{
+    ck_assert_ptr_null(webhook_signature_header(NULL, 0, "k", 1, "{}", 2));
+
+    struct target_secret secrets[TARGET_MAX_SECRETS];
+    char keys[TARGET_MAX_SECRETS][16];
+    for (size_t i = 0; i < TARGET_MAX_SECRETS; i++) {
+        snprintf(keys[i], sizeof(keys[i]), "secret-%zu", i);
+        secrets[i] = (struct target_secret){(unsigned char *)keys[i], strlen(keys[i])};
+    }
+    char one[128];
+    webhook_signature(secrets[0].bytes, secrets[0].len, "k", 7, "{}", 2, one, sizeof(one));
+    char *value = webhook_signature_header(secrets, 1, "k", 7, "{}", 2);
+    ck_assert_str_eq(value, one); /* one secret: exactly the single signature */
+    free(value);
+
+    /* all eight: eight entries of 47 bytes, single spaces, each verifying */
+    value = webhook_signature_header(secrets, TARGET_MAX_SECRETS, "k", 7, "{}", 2);
+    ck_assert_uint_eq(strlen(value), TARGET_MAX_SECRETS * 47 + TARGET_MAX_SECRETS - 1);
+    for (size_t i = 0; i < TARGET_MAX_SECRETS; i++) {
+        char want[128];
+        reference_signature(secrets[i].bytes, secrets[i].len, "k", 7, "{}", 2, want, sizeof(want));
+        ck_assert_int_eq(strncmp(value + i * 48, want, 47), 0);
+        ck_assert(verifier_accepts(value, keys[i], "k", 7, "{}"));
+        if (i > 0)
+            ck_assert_int_eq(value[i * 48 - 1], ' ');
+    }
+    free(value);
+
+    /* an empty body and a long key sign as the single form does */
+    char long_key[256];
+    memset(long_key, 'q', 255);
+    long_key[255] = '\0';
+    value = webhook_signature_header(secrets, 2, long_key, 1, "", 0);
+    char want0[128], want1[128], want[300];
+    webhook_signature(secrets[0].bytes, secrets[0].len, long_key, 1, "", 0, want0, sizeof(want0));
+    webhook_signature(secrets[1].bytes, secrets[1].len, long_key, 1, "", 0, want1, sizeof(want1));
+    snprintf(want, sizeof(want), "%s %s", want0, want1);
+    ck_assert_str_eq(value, want);
+    free(value);
 }
 END_TEST
 
@@ -472,7 +579,7 @@ START_TEST(load_reads_every_column)
     ck_assert_int_eq(t->circuit_failure_threshold, 10);
     ck_assert_int_eq(t->circuit, CIRCUIT_CLOSED);
     ck_assert(!t->paused);
-    ck_assert_ptr_null(t->secret);
+    ck_assert_uint_eq(t->secret_count, 0);
     ck_assert_ptr_nonnull(t->static_headers);
     ck_assert_str_eq(t->static_headers[0], "Authorization: Bearer abc");
     ck_assert_ptr_null(t->static_headers[1]);
@@ -541,7 +648,7 @@ START_TEST(load_secret_env_prefix_only)
     row.v[12] = "{\"Authorization\": {\"env\": \"DATABASE_URL\"}}";
     struct target_set set = load_targets(&row, 1);
     struct target *t = targets_find(&set, "leaky");
-    ck_assert_ptr_null(t->secret);
+    ck_assert_uint_eq(t->secret_count, 0);
     struct curl_slist *h = target_request_headers(t, "k1", "{}", 2, 1);
     for (const struct curl_slist *p = h; p; p = p->next)
         ck_assert_msg(strstr(p->data, "hunter2") == NULL, "the database password was sent: '%s'",
@@ -593,8 +700,8 @@ START_TEST(load_whsec_secret_signs_spec_vector)
     row.v[13] = "OUTBOX_SECRET_UNIT_TEST_WEBHOOK";
     struct target_set set = load_targets(&row, 1);
     struct target *t = targets_find(&set, "signed");
-    ck_assert_ptr_nonnull(t->secret);
-    ck_assert_uint_eq(t->secret_len, 24);
+    ck_assert_uint_eq(t->secret_count, 1);
+    ck_assert_uint_eq(t->secrets[0].len, 24);
     const char *body = "{\"test\": 2432232314}";
     struct curl_slist *h =
         target_request_headers(t, "msg_p5jXN8AQM9LWM0D4loKWxJek", body, strlen(body), 1614265330);
@@ -618,14 +725,15 @@ START_TEST(load_whsec_secret_with_padding)
     row.v[13] = "OUTBOX_SECRET_UNIT_TEST_WEBHOOK";
     struct target_set set = load_targets(&row, 1);
     struct target *t = targets_find(&set, "padded");
-    ck_assert_ptr_nonnull(t->secret);
-    ck_assert_uint_eq(t->secret_len, 16);
-    ck_assert_mem_eq(t->secret, raw, 16);
+    ck_assert_uint_eq(t->secret_count, 1);
+    ck_assert_uint_eq(t->secrets[0].len, 16);
+    ck_assert_mem_eq(t->secrets[0].bytes, raw, 16);
     targets_free(&set);
 
     setenv("OUTBOX_SECRET_UNIT_TEST_WEBHOOK", "whsec_AAECAwQFBgcICQoLDA0ODxA=", 1); /* 17 bytes */
     set = load_targets(&row, 1);
-    ck_assert_uint_eq(set.items[0]->secret_len, 17);
+    ck_assert_uint_eq(set.items[0]->secret_count, 1);
+    ck_assert_uint_eq(set.items[0]->secrets[0].len, 17);
     targets_free(&set);
     unsetenv("OUTBOX_SECRET_UNIT_TEST_WEBHOOK");
 }
@@ -638,8 +746,9 @@ START_TEST(load_raw_and_missing_secret)
     row.v[13] = "OUTBOX_SECRET_UNIT_TEST_WEBHOOK";
     struct target_set set = load_targets(&row, 1);
     struct target *t = targets_find(&set, "raw");
-    ck_assert_uint_eq(t->secret_len, 9);
-    ck_assert_mem_eq(t->secret, "topsecret", 9);
+    ck_assert_uint_eq(t->secret_count, 1);
+    ck_assert_uint_eq(t->secrets[0].len, 9);
+    ck_assert_mem_eq(t->secrets[0].bytes, "topsecret", 9);
     const char *body = "{\"a\":1}";
     struct curl_slist *h = target_request_headers(t, "k1", body, strlen(body), 1700000000);
     ck_assert_str_eq(slist_value(h, "webhook-signature"),
@@ -651,12 +760,130 @@ START_TEST(load_raw_and_missing_secret)
     unsetenv("OUTBOX_SECRET_UNIT_TEST_WEBHOOK");
     set = load_targets(&row, 1);
     t = targets_find(&set, "raw");
-    ck_assert_ptr_null(t->secret);
+    ck_assert_uint_eq(t->secret_count, 0);
     h = target_request_headers(t, "k1", body, strlen(body), 1700000000);
     ck_assert_uint_eq(slist_count_named(h, "webhook-signature"), 0);
     ck_assert_uint_eq(slist_count_named(h, "webhook-id"), 0);
     curl_slist_free_all(h);
     targets_free(&set);
+}
+END_TEST
+
+/* The variable holds several secrets separated by white space: each is
+ * decoded on its own, in order, and each signs. */
+START_TEST(load_several_secrets)
+{
+    static const unsigned char spec[24] = {0x31, 0xf2, 0x90, 0xf6, 0xbf, 0x06, 0x29, 0x8a,
+                                           0xab, 0x4f, 0x08, 0xd4, 0x3c, 0x3f, 0x08, 0x2c,
+                                           0xf6, 0x48, 0xa3, 0x62, 0xda, 0x2d, 0xa4, 0xb0};
+    static const unsigned char raw16[16] = {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15};
+    struct target_row row = default_row("rotating");
+    row.v[13] = "OUTBOX_SECRET_UNIT_TEST_WEBHOOK";
+
+    /* old and new, one space apart */
+    setenv("OUTBOX_SECRET_UNIT_TEST_WEBHOOK",
+           "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw whsec_AAECAwQFBgcICQoLDA0ODw==", 1);
+    struct target_set set = load_targets(&row, 1);
+    struct target *t = targets_find(&set, "rotating");
+    ck_assert_uint_eq(t->secret_count, 2);
+    ck_assert_uint_eq(t->secrets[0].len, 24);
+    ck_assert_mem_eq(t->secrets[0].bytes, spec, 24);
+    ck_assert_uint_eq(t->secrets[1].len, 16);
+    ck_assert_mem_eq(t->secrets[1].bytes, raw16, 16);
+    const char *body = "{\"test\": 2432232314}";
+    struct curl_slist *h =
+        target_request_headers(t, "msg_p5jXN8AQM9LWM0D4loKWxJek", body, strlen(body), 1614265330);
+    const char *value = slist_value(h, "webhook-signature");
+    ck_assert_int_eq(strncmp(value, "v1,g0hM9SsE+OTPJTGt/tmIKtSyZlE3uFJELVlNIOLJ1OE= v1,", 51), 0);
+    char want[128];
+    reference_signature(raw16, 16, "msg_p5jXN8AQM9LWM0D4loKWxJek", 1614265330, body, strlen(body),
+                        want, sizeof(want));
+    ck_assert_str_eq(value + 48, want);
+    curl_slist_free_all(h);
+    targets_free(&set);
+
+    /* any white space separates and surrounds them; a raw one and a whsec_ one mix */
+    setenv("OUTBOX_SECRET_UNIT_TEST_WEBHOOK", "\n  topsecret\t\twhsec_AAECAwQFBgcICQoLDA0ODw==\r\n",
+           1);
+    set = load_targets(&row, 1);
+    t = targets_find(&set, "rotating");
+    ck_assert_uint_eq(t->secret_count, 2);
+    ck_assert_uint_eq(t->secrets[0].len, 9);
+    ck_assert_mem_eq(t->secrets[0].bytes, "topsecret", 9);
+    ck_assert_mem_eq(t->secrets[1].bytes, raw16, 16);
+    body = "{\"a\":1}";
+    h = target_request_headers(t, "k1", body, strlen(body), 1700000000);
+    ck_assert_int_eq(strncmp(slist_value(h, "webhook-signature"),
+                             "v1,MePl/tX6/7D1r53ADzW5fXBEAVzCGMfd2sMQTlzi7eA= v1,", 51),
+                     0);
+    curl_slist_free_all(h);
+    targets_free(&set);
+    unsetenv("OUTBOX_SECRET_UNIT_TEST_WEBHOOK");
+}
+END_TEST
+
+/* An invalid secret among valid ones is left out (logged with its position,
+ * never its value); the others sign. Only white space: no secret. */
+START_TEST(load_invalid_secret_among_valid)
+{
+    struct target_row row = default_row("partly");
+    row.v[13] = "OUTBOX_SECRET_UNIT_TEST_WEBHOOK";
+    setenv("OUTBOX_SECRET_UNIT_TEST_WEBHOOK", "whsec_not*base64 topsecret whsec_ whsec_====", 1);
+    struct target_set set = load_targets(&row, 1);
+    struct target *t = targets_find(&set, "partly");
+    ck_assert_uint_eq(t->secret_count, 1);
+    ck_assert_mem_eq(t->secrets[0].bytes, "topsecret", 9);
+    struct curl_slist *h = target_request_headers(t, "k1", "{\"a\":1}", 7, 1700000000);
+    ck_assert_str_eq(slist_value(h, "webhook-signature"),
+                     "v1,MePl/tX6/7D1r53ADzW5fXBEAVzCGMfd2sMQTlzi7eA=");
+    curl_slist_free_all(h);
+    targets_free(&set);
+
+    /* "whsec_" alone would be an empty key: refused, as every other whsec_ here */
+    setenv("OUTBOX_SECRET_UNIT_TEST_WEBHOOK", "whsec_ whsec_A===", 1);
+    set = load_targets(&row, 1);
+    ck_assert_uint_eq(set.items[0]->secret_count, 0);
+    h = target_request_headers(set.items[0], "k1", "{}", 2, 1);
+    ck_assert_uint_eq(slist_count_named(h, "webhook-signature"), 0);
+    curl_slist_free_all(h);
+    targets_free(&set);
+
+    setenv("OUTBOX_SECRET_UNIT_TEST_WEBHOOK", " \t\n ", 1);
+    set = load_targets(&row, 1);
+    ck_assert_uint_eq(set.items[0]->secret_count, 0);
+    targets_free(&set);
+    unsetenv("OUTBOX_SECRET_UNIT_TEST_WEBHOOK");
+}
+END_TEST
+
+/* At most TARGET_MAX_SECRETS: the first ones are used, the rest left out. */
+START_TEST(load_at_most_eight_secrets)
+{
+    struct target_row row = default_row("crowded");
+    row.v[13] = "OUTBOX_SECRET_UNIT_TEST_WEBHOOK";
+    setenv("OUTBOX_SECRET_UNIT_TEST_WEBHOOK", "s1 s2 s3 s4 s5 s6 s7 s8 s9 s10", 1);
+    struct target_set set = load_targets(&row, 1);
+    struct target *t = targets_find(&set, "crowded");
+    ck_assert_uint_eq(t->secret_count, TARGET_MAX_SECRETS);
+    ck_assert_mem_eq(t->secrets[0].bytes, "s1", 2);
+    ck_assert_uint_eq(t->secrets[7].len, 2);
+    ck_assert_mem_eq(t->secrets[7].bytes, "s8", 2);
+    struct curl_slist *h = target_request_headers(t, "k", "{}", 2, 1);
+    const char *value = slist_value(h, "webhook-signature");
+    ck_assert_uint_eq(strlen(value), 8 * 47 + 7);
+    ck_assert(verifier_accepts(value, "s8", "k", 1, "{}"));
+    ck_assert(!verifier_accepts(value, "s9", "k", 1, "{}"));
+    curl_slist_free_all(h);
+
+    /* a reload with fewer secrets frees the rest (ASan would see a leak) */
+    setenv("OUTBOX_SECRET_UNIT_TEST_WEBHOOK", "only-one", 1);
+    PGresult *res = targets_result(&row, 1);
+    targets_load(&set, res);
+    PQclear(res);
+    ck_assert_uint_eq(t->secret_count, 1);
+    ck_assert_mem_eq(t->secrets[0].bytes, "only-one", 8);
+    targets_free(&set);
+    unsetenv("OUTBOX_SECRET_UNIT_TEST_WEBHOOK");
 }
 END_TEST
 
@@ -710,6 +937,8 @@ Suite *signing_suite(void)
     tcase_add_test(tc, headers_signed_when_secret_set);
     tcase_add_test(tc, headers_signature_covers_body_length_exactly);
     tcase_add_test(tc, headers_long_key_not_truncated);
+    tcase_add_test(tc, headers_two_secrets_two_entries);
+    tcase_add_test(tc, signature_header_list);
     tcase_add_test(tc, retry_policy_from_target);
     suite_add_tcase(s, tc);
 
@@ -723,6 +952,9 @@ Suite *signing_suite(void)
     tcase_add_test(tc, load_whsec_secret_signs_spec_vector);
     tcase_add_test(tc, load_whsec_secret_with_padding);
     tcase_add_test(tc, load_raw_and_missing_secret);
+    tcase_add_test(tc, load_several_secrets);
+    tcase_add_test(tc, load_invalid_secret_among_valid);
+    tcase_add_test(tc, load_at_most_eight_secrets);
     tcase_add_test(tc, load_reload_keeps_records);
     suite_add_tcase(s, tc);
     return s;
