@@ -33,17 +33,29 @@ build/outbox-relay: relay/main.c $(RELAY_SRC) $(RELAY_HDR) | build
 build/asan/outbox-relay: relay/main.c $(RELAY_SRC) $(RELAY_HDR) | build/asan
 	$(CC) $(BASE) -O1 $(SAN) $(PKG_CFLAGS) relay/main.c $(RELAY_SRC) -o $@ $(PKG_LIBS)
 
-build/asan/test-receiver: tests/receiver/receiver.c | build/asan
-	$(CC) $(BASE) -O1 $(SAN) $(shell pkg-config --cflags libuv jansson) $< -o $@ \
+# The test receivers are built on the relay's HTTP server (relay/httpd.c).
+HTTPD_SRC := relay/httpd.c relay/strbuf.c
+HTTPD_HDR := relay/httpd.h relay/strbuf.h relay/xalloc.h
+
+build/asan/test-receiver: tests/receiver/receiver.c $(HTTPD_SRC) $(HTTPD_HDR) | build/asan
+	$(CC) $(BASE) -O1 $(SAN) -Irelay $(shell pkg-config --cflags libuv jansson) $< $(HTTPD_SRC) \
+	    -o $@ $(shell pkg-config --libs libuv jansson) -lhttp_parser
+
+build/test-receiver: tests/receiver/receiver.c $(HTTPD_SRC) $(HTTPD_HDR) | build
+	$(CC) $(BASE) -O2 -Irelay $(shell pkg-config --cflags libuv jansson) $< $(HTTPD_SRC) -o $@ \
 	    $(shell pkg-config --libs libuv jansson) -lhttp_parser
 
-build/test-receiver: tests/receiver/receiver.c | build
-	$(CC) $(BASE) -O2 $(shell pkg-config --cflags libuv jansson) $< -o $@ \
-	    $(shell pkg-config --libs libuv jansson) -lhttp_parser
+# The example receiver of the inbox helper (schema/inbox.sql): httpd on the
+# loop, each transaction in libuv's thread pool with blocking libpq.
+build/inbox-receiver: tests/inbox/inbox_receiver.c $(HTTPD_SRC) $(HTTPD_HDR) | build
+	$(CC) $(BASE) -O2 -Irelay $(shell pkg-config --cflags libpq libuv) $< $(HTTPD_SRC) -o $@ \
+	    $(shell pkg-config --libs libpq libuv) -lhttp_parser
 
-# The example receiver of the inbox helper (schema/inbox.sql); fork per connection.
-build/inbox-receiver: tests/inbox/inbox_receiver.c | build
-	$(CC) $(BASE) -O2 $(shell pkg-config --cflags libpq) $< -o $@ $(shell pkg-config --libs libpq) -lhttp_parser
+# The bench's arrival clock (tests/bench/run.sh: trickle).
+build/bench/stamp_receiver: tests/bench/stamp_receiver.c $(HTTPD_SRC) $(HTTPD_HDR)
+	@mkdir -p $(@D)
+	$(CC) $(BASE) -O2 -Irelay $(shell pkg-config --cflags libuv) $< $(HTTPD_SRC) -o $@ \
+	    $(shell pkg-config --libs libuv) -lhttp_parser
 
 build/asan/unit-tests: $(UNIT_SRC) $(RELAY_SRC) $(RELAY_HDR) | build/asan
 	$(CC) $(BASE) -O1 $(SAN) -Irelay $(PKG_CFLAGS) $(shell pkg-config --cflags check) \

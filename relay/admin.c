@@ -1,41 +1,22 @@
 /*
- * admin.c — the admin HTTP port on the relay's loop (endpoints in admin.h).
+ * admin.c — the admin HTTP port on the relay's loop: its routes and its
+ * policies (endpoints in admin.h). The HTTP server itself (parsing, phases
+ * and their deadlines, pipelining, bounded input, lingering close) is
+ * relay/httpd.c.
  *
  * DESIGN
  * Off the hot path, and never able to hurt it: the port shares the loop with
  * deliveries and the database, so everything here is bounded and nothing
- * blocks. Requests are parsed by libhttp-parser (no hand-rolled HTTP); we keep
- * only what routing needs: the method, the request target (bounded by
- * max_request_bytes), whether the connection stays open, and the value of an
- * Authorization header (bounded). Other headers and bodies are counted, not
- * stored.
+ * blocks. A whole request is at most max_request_bytes on the wire (413
+ * beyond), which bounds what httpd keeps of it; what routing needs is the
+ * method, the path and query, and the Authorization header.
  *
- * One request per connection at a time. The parser pauses in
- * on_message_complete; pipelined bytes wait in the input buffer (reading
- * stops once they exceed max_request_bytes) until the answer to the previous
- * request has been written. Responses therefore go out in order with no
- * queue, and a connection has at most one write in flight.
- *
- * Every connection is in one phase, and every phase has a deadline on the
- * connection's one timer, so no client can hold a slot for long:
- *
- *   accept ─► IDLE ──first byte──► READING ──complete──► LOOKUP ──done()──► WRITING
- *             └──── 5 s from accept, or from ────┘        │  10 s, then 503      10 s
- *              ▲    the previous answer, for the           └── other endpoints ───►│
- *              │    whole request                                                  │
- *              └──────────────────── keep-alive ◄──────────────────────────────────┤
- *                                                  close ──► DRAINING (1 s) ──► closed
- *
- * A deadline closes the connection, except LOOKUP's, which answers 503 (or,
- * for a long-poll at the end of its wait, looks up once more and answers
- * that). The first byte of a request does not restart the clock: a
- * connection without a complete request is closed 5 s after it was accepted
- * or last answered, however slowly its bytes trickle in.
- *
- * Closing after an error answer (400, 413, 503) is a lingering close: shut
- * down our write side, then read and discard until EOF or the drain deadline,
- * so that request bytes still arriving do not turn our FIN into a RST that
- * destroys the answer before the client has read it.
+ * Deadlines (httpd's phases): a request must be complete within 5 s of the
+ * accept or of the previous answer (idle connections, keep-alive ones too,
+ * are closed, however slowly their bytes trickle in); a lookup answers within
+ * 10 s, else 503 (for a long-poll at the end of its wait: look up once more
+ * and answer that); an answer is written within 10 s; a lingering close
+ * drains for 1 s.
  *
  * CONNECTION LIMITS: PROBES ARE ALWAYS ANSWERED
  * The kubelet restarts a pod whose /healthz fails, and a restart makes every
@@ -73,9 +54,9 @@
  * Lookups outlive connections: lookup_intent gets a small request object
  * that points at its connection (or, for a re-check, at the server). When
  * that goes first (client gone, lookup deadline, admin_close), the pointer
- * is cleared and the object is orphaned; done() then only frees it. So
- * done() is always safe, and the server never waits for the database to
- * close.
+ * is cleared (httpd's on_close hook) and the object is orphaned; done() then
+ * only frees it. So done() is always safe, and the server never waits for
+ * the database to close.
  *
  * BEARER TOKEN
  * With a token file, /metrics and /v1/ need "Authorization: Bearer <token>".
@@ -83,17 +64,16 @@
  * digests are compared with CRYPTO_memcmp, so neither the time taken nor
  * anything logged depends on the token.
  *
- * Invariants: every uv handle is closed through uv_close and its memory
- * freed in the close callback; a connection is freed when both its handles
- * are closed, and the server when its listener, its re-check timer and every
- * connection are.
+ * Invariants: the server is freed when httpd has closed (every connection
+ * with it) and its re-check timer's close callback has run.
  */
 #include "admin.h"
 
+#include "httpd.h"
 #include "log.h"
 #include "metrics.h"
+#include "xalloc.h"
 
-#include <arpa/inet.h>
 #include <errno.h>
 #include <http_parser.h>
 #include <jansson.h>
@@ -103,14 +83,15 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #define ADMIN_BACKLOG 64
 #define ADMIN_READ_CHUNK 4096
 #define ADMIN_INTENTS_PREFIX "/v1/intents/"
 #define ADMIN_TOKEN_MAX_BYTES 4096
-/* Longest Authorization value kept: the scheme, spaces and a token. */
+/* Longest Authorization value looked at: the scheme, spaces and a token. */
 #define ADMIN_AUTH_MAX_BYTES (ADMIN_TOKEN_MAX_BYTES + 64)
-/* Deadlines of the phases (see the diagram above); -D overrides are for tests. */
+/* Deadlines (see DESIGN above); -D overrides are for tests. */
 #ifndef ADMIN_IDLE_TIMEOUT_MS
 #define ADMIN_IDLE_TIMEOUT_MS 5000 /* accept or last answer → complete request */
 #endif
@@ -132,16 +113,7 @@
 /* At most one "connections refused" warning per this many ms. */
 #define ADMIN_REFUSED_LOG_EVERY_MS 60000
 
-#define CONTENT_TYPE_JSON "application/json"
 #define CONTENT_TYPE_METRICS "text/plain; version=0.0.4; charset=utf-8"
-
-enum conn_phase {
-    PHASE_IDLE,     /* waiting for the first byte of a request */
-    PHASE_READING,  /* a request has begun */
-    PHASE_LOOKUP,   /* waiting for lookup_intent's done(), or parked in a long-poll */
-    PHASE_WRITING,  /* the answer is being written */
-    PHASE_DRAINING, /* write side shut down; discarding input until EOF */
-};
 
 enum conn_lane {
     LANE_MAIN,  /* any request */
@@ -159,37 +131,11 @@ static const char *const refusal_names[REFUSAL_KINDS] = {"connections", "waits",
 
 struct admin_lookup;
 
+/* What the port keeps per connection (httpd_conn_data). */
 struct admin_conn {
-    uv_tcp_t tcp;
-    uv_timer_t timer; /* the deadline of the current phase */
-    uv_shutdown_t shutdown_req;
     admin_server_t *server;
-    struct admin_conn *prev, *next; /* newest first */
-    int open_handles;
-    enum conn_phase phase;
+    httpd_conn_t *http;
     enum conn_lane lane;
-    bool closing;
-    bool reading;
-    bool peer_eof; /* the client half-closed while we were busy */
-
-    http_parser parser;
-    char *input; /* bytes read, parsed up to input_offset */
-    size_t input_len, input_cap, input_offset;
-    size_t message_bytes; /* wire bytes of the request being parsed */
-    struct strbuf url;
-    bool keep_alive;
-    bool head_request; /* the request line said HEAD (see on_url) */
-    int reject_status; /* set by a parser callback that stopped parsing */
-
-    /* The Authorization header of the request being parsed. */
-    char header_name[16]; /* of the header being parsed, up to "authorization" */
-    size_t header_name_len;
-    bool header_in_value; /* the last header callback was a value */
-    bool header_is_auth;  /* the current header is Authorization */
-    int auth_headers;     /* how many the request has */
-    bool auth_too_long;
-    struct strbuf auth;
-
     struct admin_lookup *lookup; /* outstanding, or NULL */
 
     /* Long-poll (?wait=): the key and when the wait ends (0: not waiting;
@@ -213,28 +159,18 @@ struct admin_recheck {
     char key[ADMIN_KEY_MAX_BYTES + 1];
 };
 
-struct admin_write {
-    uv_write_t req;
-    struct admin_conn *conn;
-    bool close_after;
-    size_t len;
-    char data[];
-};
-
 struct admin_server {
     uv_loop_t *loop;
-    uv_tcp_t listener;
+    httpd_t *httpd;
     uv_timer_t recheck_timer;
     struct admin_hooks hooks;
     struct admin_limits limits;
     int port;
-    struct admin_conn *conns;       /* every connection not yet closing, newest first */
-    int lane_conns[2];              /* of them, in each lane */
+    int lane_conns[2];              /* open connections in each lane */
     int waiting;                    /* connections held by ?wait= */
     int parked;                     /* of them, between lookups */
     struct admin_recheck *rechecks; /* running */
-    int open_conns;                 /* connection objects not yet freed */
-    bool listener_open;
+    bool httpd_open;
     bool timer_open;
     bool closing;
     bool token_required;
@@ -246,10 +182,6 @@ struct admin_server {
     void *closed_data;
 };
 
-static void conn_close(struct admin_conn *conn);
-static void conn_drive(struct admin_conn *conn);
-static void conn_start_reading(struct admin_conn *conn);
-static void on_conn_timer(uv_timer_t *timer);
 static void on_recheck_timer(uv_timer_t *timer);
 
 /* ---------------------------------------------------------------- small helpers */
@@ -265,49 +197,6 @@ static bool bytes_start_with(const char *s, size_t n, const char *prefix)
     return n >= len && memcmp(s, prefix, len) == 0;
 }
 
-static int hex_value(char c)
-{
-    if (c >= '0' && c <= '9')
-        return c - '0';
-    if (c >= 'a' && c <= 'f')
-        return c - 'a' + 10;
-    if (c >= 'A' && c <= 'F')
-        return c - 'A' + 10;
-    return -1;
-}
-
-/* Length of the valid UTF-8 sequence at s (1..4), or 0 when invalid. */
-static size_t utf8_length(const unsigned char *s, size_t n)
-{
-    if (s[0] < 0x80)
-        return 1;
-    size_t len;
-    unsigned cp;
-    if (s[0] >= 0xC2 && s[0] <= 0xDF) {
-        len = 2;
-        cp = s[0] & 0x1Fu;
-    } else if ((s[0] & 0xF0) == 0xE0) {
-        len = 3;
-        cp = s[0] & 0x0Fu;
-    } else if (s[0] >= 0xF0 && s[0] <= 0xF4) {
-        len = 4;
-        cp = s[0] & 0x07u;
-    } else {
-        return 0;
-    }
-    if (n < len)
-        return 0;
-    for (size_t i = 1; i < len; i++) {
-        if ((s[i] & 0xC0) != 0x80)
-            return 0;
-        cp = (cp << 6) | (s[i] & 0x3Fu);
-    }
-    if ((len == 3 && cp < 0x800) || (len == 4 && cp < 0x10000) || cp > 0x10FFFF ||
-        (cp >= 0xD800 && cp <= 0xDFFF))
-        return 0;
-    return len;
-}
-
 /*
  * The key of /v1/intents/{key}: percent-decoded into out (at least
  * ADMIN_KEY_MAX_BYTES + 1 bytes), checked as outbox.enqueue checks keys.
@@ -315,27 +204,17 @@ static size_t utf8_length(const unsigned char *s, size_t n)
  */
 const char *admin_decode_key(const char *encoded, size_t n, char *out)
 {
-    size_t len = 0;
-    for (size_t i = 0; i < n; i++) {
-        char c = encoded[i];
-        if (c == '%') {
-            int high = i + 1 < n ? hex_value(encoded[i + 1]) : -1;
-            int low = i + 2 < n ? hex_value(encoded[i + 2]) : -1;
-            if (high < 0 || low < 0)
-                return "malformed percent-encoding in the key";
-            c = (char)(high * 16 + low);
-            i += 2;
-        }
-        if (len == ADMIN_KEY_MAX_BYTES)
-            return "the key is longer than 255 bytes";
-        out[len++] = c;
-    }
-    out[len] = '\0';
+    long decoded = httpd_percent_decode(encoded, n, out, ADMIN_KEY_MAX_BYTES + 1);
+    if (decoded == -1)
+        return "malformed percent-encoding in the key";
+    if (decoded == -2)
+        return "the key is longer than 255 bytes";
+    size_t len = (size_t)decoded;
     if (len == 0)
         return "the key is empty";
     const unsigned char *p = (const unsigned char *)out;
     for (size_t i = 0; i < len;) {
-        size_t seq = utf8_length(p + i, len - i);
+        size_t seq = utf8_sequence_length(p + i, len - i);
         if (seq == 0)
             return "the key is not valid UTF-8";
         /* C0 controls, DEL, and C1 controls (U+0080..U+009F): [[:cntrl:]] */
@@ -360,36 +239,6 @@ static char *json_text(const char *const *names, const char *const *values, size
     if (text == NULL)
         abort(); /* out of memory, as strbuf does */
     return text;
-}
-
-static const char *status_text(int status)
-{
-    switch (status) {
-    case 200:
-        return "OK";
-    case 400:
-        return "Bad Request";
-    case 401:
-        return "Unauthorized";
-    case 404:
-        return "Not Found";
-    case 405:
-        return "Method Not Allowed";
-    case 408:
-        return "Request Timeout";
-    case 413:
-        return "Content Too Large";
-    case 429:
-        return "Too Many Requests";
-    case 500:
-        return "Internal Server Error";
-    case 503:
-        return "Service Unavailable";
-    case 504:
-        return "Gateway Timeout";
-    default:
-        return "Unknown";
-    }
 }
 
 /* SHA-256 of n bytes; the digest is what tokens are compared by. */
@@ -466,7 +315,7 @@ const char *admin_database_reason(const char *detail)
 
 static void server_maybe_free(admin_server_t *s)
 {
-    if (!s->closing || s->listener_open || s->timer_open || s->open_conns > 0)
+    if (!s->closing || s->httpd_open || s->timer_open)
         return;
     void (*cb)(void *) = s->on_closed;
     void *data = s->closed_data;
@@ -476,10 +325,10 @@ static void server_maybe_free(admin_server_t *s)
         cb(data);
 }
 
-static void on_listener_closed(uv_handle_t *handle)
+static void on_httpd_closed(void *data)
 {
-    admin_server_t *s = handle->data;
-    s->listener_open = false;
+    admin_server_t *s = data;
+    s->httpd_open = false;
     server_maybe_free(s);
 }
 
@@ -509,32 +358,7 @@ static void server_note_refused(admin_server_t *s, enum refusal kind)
         "evicted_total", json_integer((json_int_t)s->refused_total[REFUSED_EVICTED]), LOG_END);
 }
 
-/* ---------------------------------------------------------------- connection lifetime */
-
-static void on_conn_handle_closed(uv_handle_t *handle)
-{
-    struct admin_conn *conn = handle->data;
-    if (--conn->open_handles > 0)
-        return;
-    admin_server_t *s = conn->server;
-    free(conn->input);
-    strbuf_free(&conn->url);
-    strbuf_free(&conn->auth);
-    free(conn);
-    s->open_conns--;
-    server_maybe_free(s);
-}
-
-static void conn_set_phase(struct admin_conn *conn, enum conn_phase phase, uint64_t timeout_ms)
-{
-    conn->phase = phase;
-    uv_timer_start(&conn->timer, on_conn_timer, timeout_ms, 0);
-}
-
-static bool conn_busy(const struct admin_conn *conn)
-{
-    return conn->phase == PHASE_LOOKUP || conn->phase == PHASE_WRITING;
-}
+/* ---------------------------------------------------------------- long-poll state */
 
 static void conn_set_parked(struct admin_conn *conn, bool parked)
 {
@@ -557,145 +381,42 @@ static void conn_end_wait(struct admin_conn *conn)
     }
 }
 
-/* Closes both handles at once; pending writes and the shutdown are cancelled
- * (their callbacks run before the close callbacks). */
-static void conn_close(struct admin_conn *conn)
-{
-    if (conn->closing)
-        return;
-    conn->closing = true;
-    admin_server_t *s = conn->server;
-    if (conn->prev)
-        conn->prev->next = conn->next;
-    else
-        s->conns = conn->next;
-    if (conn->next)
-        conn->next->prev = conn->prev;
-    s->lane_conns[conn->lane]--;
-    conn_end_wait(conn);
-    if (conn->lookup) {
-        conn->lookup->conn = NULL; /* orphaned: done() only frees it */
-        conn->lookup = NULL;
-    }
-    uv_timer_stop(&conn->timer);
-    uv_close((uv_handle_t *)&conn->timer, on_conn_handle_closed);
-    uv_close((uv_handle_t *)&conn->tcp, on_conn_handle_closed);
-}
-
-static void on_shutdown_done(uv_shutdown_t *req, int status)
-{
-    struct admin_conn *conn = req->data;
-    if (conn->closing)
-        return;
-    if (status < 0 || conn->peer_eof) {
-        conn_close(conn);
-        return;
-    }
-    /* Lingering close: discard what the client still sends, until EOF. */
-    conn_set_phase(conn, PHASE_DRAINING, ADMIN_DRAIN_TIMEOUT_MS);
-    conn->input_len = conn->input_offset = 0;
-    conn_start_reading(conn);
-}
-
-static void conn_shutdown(struct admin_conn *conn)
-{
-    conn->shutdown_req.data = conn;
-    if (uv_shutdown(&conn->shutdown_req, (uv_stream_t *)&conn->tcp, on_shutdown_done) != 0)
-        conn_close(conn);
-}
-
 /* ---------------------------------------------------------------- responses */
 
-static void on_write_done(uv_write_t *req, int status)
-{
-    struct admin_write *w = (struct admin_write *)req;
-    struct admin_conn *conn = w->conn;
-    bool close_after = w->close_after;
-    free(w);
-    if (conn->closing)
-        return;
-    if (status < 0) {
-        conn_close(conn);
-        return;
-    }
-    if (close_after) {
-        conn_shutdown(conn);
-        return;
-    }
-    conn_set_phase(conn, PHASE_IDLE, ADMIN_IDLE_TIMEOUT_MS);
-    conn_drive(conn); /* a pipelined request may be waiting */
-}
-
-/* A complete answer with Content-Length (and no body for HEAD). The
- * connection stays open when the request allows it, nothing went wrong and
- * it is in the main lane. */
+/* Every answer of the port; a probe-lane connection closes after it. */
 static void conn_respond(struct admin_conn *conn, int status, const char *content_type,
                          const char *extra_headers, const char *body, size_t body_len)
 {
-    if (conn->closing)
-        return;
-    admin_server_t *s = conn->server;
-    bool keep_alive = conn->keep_alive && !conn->peer_eof && conn->lane == LANE_MAIN && !s->closing;
-    const char *connection_header = "Connection: close\r\n";
-    if (keep_alive)
-        connection_header = conn->parser.http_minor == 0 ? "Connection: keep-alive\r\n" : "";
-    char head[512];
-    int head_len = snprintf(head, sizeof(head),
-                            "HTTP/1.1 %d %s\r\n"
-                            "Content-Type: %s\r\n"
-                            "Content-Length: %zu\r\n"
-                            "Cache-Control: no-store\r\n"
-                            "%s%s\r\n",
-                            status, status_text(status), content_type, body_len, connection_header,
-                            extra_headers ? extra_headers : "");
-    if (head_len < 0 || (size_t)head_len >= sizeof(head))
-        abort(); /* the headers are ours and short */
-    /* No body only when the request line was read and said HEAD: the parser's
-     * method is a guess while it reads the method ("H..." is HEAD until it
-     * fails) and stale after a previous request, and a 400 for such bytes
-     * must still carry the body its Content-Length promises (found by
-     * tests/fuzz/fuzz_admin_http). */
-    bool head_only = conn->head_request;
-    conn->head_request = false;
-    size_t sent_body = head_only ? 0 : body_len;
-    struct admin_write *w = malloc(sizeof(*w) + (size_t)head_len + sent_body);
-    if (w == NULL) {
-        conn_close(conn);
-        return;
-    }
-    w->conn = conn;
-    w->close_after = !keep_alive;
-    w->len = (size_t)head_len + sent_body;
-    memcpy(w->data, head, (size_t)head_len);
-    if (sent_body > 0)
-        memcpy(w->data + head_len, body, sent_body);
-    conn_set_phase(conn, PHASE_WRITING, ADMIN_WRITE_TIMEOUT_MS);
-    uv_buf_t buf = uv_buf_init(w->data, (unsigned int)w->len);
-    if (uv_write(&w->req, (uv_stream_t *)&conn->tcp, &buf, 1, on_write_done) != 0) {
-        free(w);
-        conn_close(conn);
-    }
+    if (conn->lane == LANE_PROBE)
+        httpd_conn_close_after_answer(conn->http);
+    struct httpd_response response = {
+        .status = status,
+        .content_type = content_type,
+        .headers = extra_headers,
+        .body = body,
+        .body_len = body_len,
+    };
+    httpd_respond(conn->http, &response);
 }
 
 static void conn_respond_json(struct admin_conn *conn, int status, const char *extra_headers,
                               const char *json)
 {
-    conn_respond(conn, status, CONTENT_TYPE_JSON, extra_headers, json, strlen(json));
+    conn_respond(conn, status, NULL, extra_headers, json, strlen(json));
 }
 
 static void conn_respond_error(struct admin_conn *conn, int status, const char *extra_headers,
                                const char *message)
 {
-    const char *name = "error";
-    char *body = json_text(&name, &message, 1);
-    conn_respond_json(conn, status, extra_headers, body);
-    free(body);
+    if (conn->lane == LANE_PROBE)
+        httpd_conn_close_after_answer(conn->http);
+    httpd_respond_error(conn->http, status, extra_headers, message);
 }
 
-/* Malformed or too large: answer, then close (the parser cannot go on). */
+/* A request the port cannot serve at all: answer, then close. */
 static void conn_reject(struct admin_conn *conn, int status, const char *message)
 {
-    conn->keep_alive = false;
+    httpd_conn_close_after_answer(conn->http);
     log_event(LOG_DEBUG, "admin_request_rejected", "status", json_integer(status), "reason",
               json_string(message), LOG_END);
     conn_respond_error(conn, status, NULL, message);
@@ -742,7 +463,7 @@ static void conn_park(struct admin_conn *conn)
 {
     uint64_t now = uv_now(conn->server->loop);
     conn_set_parked(conn, true);
-    conn_set_phase(conn, PHASE_LOOKUP, conn->wait_until_ms - now);
+    httpd_conn_wait(conn->http, conn->wait_until_ms - now);
 }
 
 static void admin_lookup_done(void *req, int status, const char *json_body)
@@ -771,15 +492,11 @@ static void conn_lookup_timed_out(struct admin_conn *conn)
 static void conn_start_lookup(struct admin_conn *conn, uint64_t timeout_ms)
 {
     admin_server_t *s = conn->server;
-    struct admin_lookup *lookup = malloc(sizeof(*lookup));
-    if (lookup == NULL) {
-        conn_answer_lookup(conn, 503, "{\"error\":\"out of memory\"}");
-        return;
-    }
+    struct admin_lookup *lookup = xmalloc(sizeof(*lookup));
     lookup->conn = conn;
     conn->lookup = lookup;
     conn_set_parked(conn, false);
-    conn_set_phase(conn, PHASE_LOOKUP, timeout_ms);
+    httpd_conn_wait(conn->http, timeout_ms);
     /* done() may even run before this returns: it answers at once then. */
     s->hooks.lookup_intent(s->hooks.data, conn->wait_key, lookup, admin_lookup_done);
 }
@@ -818,9 +535,7 @@ static struct admin_recheck *server_new_recheck(admin_server_t *s, const char *k
         running->again = running->again || outcomes_changed;
         return NULL;
     }
-    struct admin_recheck *rc = calloc(1, sizeof(*rc));
-    if (rc == NULL)
-        return NULL; /* the next tick tries again */
+    struct admin_recheck *rc = xcalloc(1, sizeof(*rc));
     rc->server = s;
     snprintf(rc->key, sizeof(rc->key), "%s", key);
     rc->next = s->rechecks;
@@ -837,12 +552,12 @@ static void server_recheck_waits(admin_server_t *s, bool outcomes_changed)
 {
     if (s->parked == 0 || s->hooks.lookup_intent == NULL)
         return;
-    struct admin_recheck **batch = calloc((size_t)s->parked, sizeof(*batch));
-    if (batch == NULL)
-        return;
+    struct admin_recheck **batch = xcalloc((size_t)s->parked, sizeof(*batch));
     int count = 0;
-    for (struct admin_conn *conn = s->conns; conn && count < s->parked; conn = conn->next) {
-        if (!conn->parked || conn->closing)
+    for (httpd_conn_t *http = httpd_first_conn(s->httpd); http && count < s->parked;
+         http = httpd_next_conn(http)) {
+        struct admin_conn *conn = httpd_conn_data(http);
+        if (!conn->parked)
             continue;
         struct admin_recheck *rc = server_new_recheck(s, conn->wait_key, outcomes_changed);
         if (rc)
@@ -870,9 +585,10 @@ static void admin_recheck_done(void *req, int status, const char *json_body)
      * last lookup at their deadline decides. */
     bool answerable = status == 404 || (status == 200 && json_body);
     bool parked_left = false;
-    for (struct admin_conn *conn = s->conns, *next; conn; conn = next) {
-        next = conn->next; /* answering may close conn, never another */
-        if (!conn->parked || conn->closing || strcmp(conn->wait_key, key) != 0)
+    for (httpd_conn_t *http = httpd_first_conn(s->httpd), *next; http; http = next) {
+        next = httpd_next_conn(http); /* answering may close this connection, never another */
+        struct admin_conn *conn = httpd_conn_data(http);
+        if (!conn->parked || strcmp(conn->wait_key, key) != 0)
             continue;
         if (answerable && !conn_wait_goes_on(conn, status, json_body))
             conn_answer_lookup(conn, status, json_body);
@@ -935,7 +651,6 @@ long admin_parse_wait(const char *query, size_t n)
     }
     return 0;
 }
-
 /* ---------------------------------------------------------------- endpoints */
 
 static void handle_ready(struct admin_conn *conn)
@@ -1021,16 +736,18 @@ static void handle_intent(struct admin_conn *conn, const char *encoded_key, size
     conn_start_lookup(conn, (uint64_t)wait_ms + ADMIN_LOOKUP_TIMEOUT_MS);
 }
 
-/* With a token: whether the request carries it ("Authorization: Bearer
+/* With a token: whether the request carries it (one "Authorization: Bearer
  * <token>", the scheme in any case). Constant time in the token. */
-static bool conn_authorized(const struct admin_conn *conn)
+static bool conn_authorized(const struct admin_conn *conn, const struct httpd_request *request)
 {
     const admin_server_t *s = conn->server;
     if (!s->token_required)
         return true;
-    if (conn->auth_headers != 1 || conn->auth_too_long || conn->auth.len < 7)
+    const struct httpd_header *auth = httpd_request_header(request, "authorization");
+    if (httpd_request_header_count(request, "authorization") != 1 || auth->value_len < 7 ||
+        auth->value_len > ADMIN_AUTH_MAX_BYTES)
         return false;
-    const char *p = conn->auth.data, *end = p + conn->auth.len;
+    const char *p = auth->value, *end = p + auth->value_len;
     while (p < end && (*p == ' ' || *p == '\t'))
         p++;
     if (end - p < 7 || strncasecmp(p, "bearer", 6) != 0 || (p[6] != ' ' && p[6] != '\t'))
@@ -1045,64 +762,75 @@ static bool conn_authorized(const struct admin_conn *conn)
     return CRYPTO_memcmp(digest, s->token_digest, sizeof(digest)) == 0;
 }
 
-/* Routes one complete request (the parser is paused). */
-static void conn_dispatch(struct admin_conn *conn)
+/* ---------------------------------------------------------------- routing */
+
+enum route { ROUTE_NONE, ROUTE_HEALTH, ROUTE_READY, ROUTE_METRICS, ROUTE_INTENT };
+
+static enum route route_of(const char *path, size_t path_len)
+{
+    if (bytes_equal(path, path_len, "/healthz"))
+        return ROUTE_HEALTH;
+    if (bytes_equal(path, path_len, "/readyz"))
+        return ROUTE_READY;
+    if (bytes_equal(path, path_len, "/metrics"))
+        return ROUTE_METRICS;
+    if (bytes_start_with(path, path_len, ADMIN_INTENTS_PREFIX))
+        return ROUTE_INTENT;
+    return ROUTE_NONE;
+}
+
+/* A request other than a probe on the probe lane: it moves to the main lane
+ * if a slot has come free; false (answered 503, closing) if none has. */
+static bool conn_leave_probe_lane(struct admin_conn *conn)
 {
     admin_server_t *s = conn->server;
-    if (conn->parser.upgrade)
-        conn->keep_alive = false; /* we never switch protocols */
-    struct http_parser_url parts;
-    http_parser_url_init(&parts);
-    if (conn->url.len == 0 ||
-        http_parser_parse_url(conn->url.data, conn->url.len, conn->parser.method == HTTP_CONNECT,
-                              &parts) != 0 ||
-        !(parts.field_set & (1 << UF_PATH))) {
+    if (s->lane_conns[LANE_MAIN] >= s->limits.max_connections) {
+        server_note_refused(s, REFUSED_CONNECTIONS);
+        conn_respond_error(conn, 503, NULL, "too many admin connections");
+        return false;
+    }
+    s->lane_conns[LANE_PROBE]--;
+    s->lane_conns[LANE_MAIN]++;
+    conn->lane = LANE_MAIN;
+    return true;
+}
+
+static void conn_refuse_unauthorized(struct admin_conn *conn, const struct httpd_request *request)
+{
+    bool presented = httpd_request_header(request, "authorization") != NULL;
+    log_event(LOG_DEBUG, "admin_unauthorized", "authorization",
+              json_string(presented ? "wrong" : "missing"), LOG_END);
+    conn_respond_error(conn, 401,
+                       presented ? "WWW-Authenticate: Bearer error=\"invalid_token\"\r\n"
+                                 : "WWW-Authenticate: Bearer\r\n",
+                       "a bearer token is required (Authorization: Bearer <token>)");
+}
+
+/* Routes one complete request (httpd's on_request). */
+static void admin_on_request(void *data, httpd_conn_t *http, const struct httpd_request *request)
+{
+    struct admin_conn *conn = httpd_conn_data(http);
+    if (request->path_len == 0) {
         conn_reject(conn, 400, "bad request target");
         return;
     }
-    const char *path = conn->url.data + parts.field_data[UF_PATH].off;
-    size_t path_len = parts.field_data[UF_PATH].len;
-
-    enum { ROUTE_NONE, ROUTE_HEALTH, ROUTE_READY, ROUTE_METRICS, ROUTE_INTENT } route = ROUTE_NONE;
-    if (bytes_equal(path, path_len, "/healthz"))
-        route = ROUTE_HEALTH;
-    else if (bytes_equal(path, path_len, "/readyz"))
-        route = ROUTE_READY;
-    else if (bytes_equal(path, path_len, "/metrics"))
-        route = ROUTE_METRICS;
-    else if (bytes_start_with(path, path_len, ADMIN_INTENTS_PREFIX))
-        route = ROUTE_INTENT;
-
+    enum route route = route_of(request->path, request->path_len);
     if (route == ROUTE_NONE) {
         conn_respond_error(conn, 404, NULL, "not found");
         return;
     }
-    if (conn->parser.method != HTTP_GET && conn->parser.method != HTTP_HEAD) {
+    if (request->method != HTTP_GET && request->method != HTTP_HEAD) {
         conn_respond_error(conn, 405, "Allow: GET, HEAD\r\n", "method not allowed");
         return;
     }
     bool probe = route == ROUTE_HEALTH || route == ROUTE_READY;
-    if (conn->lane == LANE_PROBE && !probe) {
-        if (s->lane_conns[LANE_MAIN] >= s->limits.max_connections) {
-            server_note_refused(s, REFUSED_CONNECTIONS);
-            conn->keep_alive = false;
-            conn_respond_error(conn, 503, NULL, "too many admin connections");
-            return;
-        }
-        s->lane_conns[LANE_PROBE]--; /* a main slot came free: take it */
-        s->lane_conns[LANE_MAIN]++;
-        conn->lane = LANE_MAIN;
-    }
-    if (!probe && !conn_authorized(conn)) {
-        log_event(LOG_DEBUG, "admin_unauthorized", "authorization",
-                  json_string(conn->auth_headers ? "wrong" : "missing"), LOG_END);
-        conn_respond_error(conn, 401,
-                           conn->auth_headers
-                               ? "WWW-Authenticate: Bearer error=\"invalid_token\"\r\n"
-                               : "WWW-Authenticate: Bearer\r\n",
-                           "a bearer token is required (Authorization: Bearer <token>)");
+    if (conn->lane == LANE_PROBE && !probe && !conn_leave_probe_lane(conn))
+        return;
+    if (!probe && !conn_authorized(conn, request)) {
+        conn_refuse_unauthorized(conn, request);
         return;
     }
+    size_t prefix = strlen(ADMIN_INTENTS_PREFIX);
     switch (route) {
     case ROUTE_HEALTH:
         conn_respond_json(conn, 200, NULL, "{\"status\":\"ok\"}");
@@ -1113,363 +841,105 @@ static void conn_dispatch(struct admin_conn *conn)
     case ROUTE_METRICS:
         handle_metrics(conn);
         break;
-    case ROUTE_INTENT: {
-        size_t prefix = strlen(ADMIN_INTENTS_PREFIX);
-        const char *query = "";
-        size_t query_len = 0;
-        if (parts.field_set & (1 << UF_QUERY)) {
-            query = conn->url.data + parts.field_data[UF_QUERY].off;
-            query_len = parts.field_data[UF_QUERY].len;
-        }
-        handle_intent(conn, path + prefix, path_len - prefix, query, query_len);
+    case ROUTE_INTENT:
+        handle_intent(conn, request->path + prefix, request->path_len - prefix, request->query,
+                      request->query_len);
         break;
-    }
     case ROUTE_NONE:
         break;
     }
 }
 
-/* ---------------------------------------------------------------- parser callbacks */
-
-static int on_message_begin(http_parser *parser)
-{
-    struct admin_conn *conn = parser->data;
-    strbuf_reset(&conn->url);
-    strbuf_reset(&conn->auth);
-    conn->keep_alive = false;
-    conn->head_request = false;
-    conn->reject_status = 0;
-    conn->header_name_len = 0;
-    conn->header_in_value = false;
-    conn->header_is_auth = false;
-    conn->auth_headers = 0;
-    conn->auth_too_long = false;
-    /* The deadline set at accept or after the last answer keeps running:
-     * slow bytes do not buy time. */
-    conn->phase = PHASE_READING;
-    return 0;
-}
-
-static int on_url(http_parser *parser, const char *at, size_t length)
-{
-    struct admin_conn *conn = parser->data;
-    conn->head_request = parser->method == HTTP_HEAD; /* the method is complete here */
-    if (length > conn->server->limits.max_request_bytes - conn->url.len) {
-        conn->reject_status = 413;
-        return -1;
-    }
-    strbuf_append(&conn->url, at, length);
-    return 0;
-}
-
-/* Header names and values may arrive in pieces (one call per read). Only
- * the name is kept, up to the length of "authorization", and only the value
- * of Authorization, up to ADMIN_AUTH_MAX_BYTES. */
-static int on_header_field(http_parser *parser, const char *at, size_t length)
-{
-    struct admin_conn *conn = parser->data;
-    if (conn->header_in_value) { /* a new header begins */
-        conn->header_in_value = false;
-        conn->header_name_len = 0;
-    }
-    for (size_t i = 0; i < length; i++) {
-        if (conn->header_name_len < sizeof(conn->header_name))
-            conn->header_name[conn->header_name_len] = at[i];
-        conn->header_name_len++;
-    }
-    return 0;
-}
-
-static int on_header_value(http_parser *parser, const char *at, size_t length)
-{
-    struct admin_conn *conn = parser->data;
-    if (!conn->header_in_value) { /* the first piece of this header's value */
-        conn->header_in_value = true;
-        conn->header_is_auth =
-            conn->header_name_len == 13 && strncasecmp(conn->header_name, "authorization", 13) == 0;
-        if (conn->header_is_auth) {
-            conn->auth_headers++;
-            strbuf_reset(&conn->auth);
-        }
-    }
-    if (conn->header_is_auth &&
-        strbuf_append_capped(&conn->auth, at, length, ADMIN_AUTH_MAX_BYTES) < length)
-        conn->auth_too_long = true;
-    return 0;
-}
-
-static int on_headers_complete(http_parser *parser)
-{
-    struct admin_conn *conn = parser->data;
-    conn->keep_alive = http_should_keep_alive(parser) != 0;
-    if ((parser->flags & F_CONTENTLENGTH) &&
-        parser->content_length > conn->server->limits.max_request_bytes) {
-        conn->reject_status = 413; /* say so now, not after reading the body */
-        return -1;
-    }
-    return 0;
-}
-
-static int on_message_complete(http_parser *parser)
-{
-    http_parser_pause(parser, 1); /* one request at a time: see conn_drive */
-    return 0;
-}
-
-/* Bodies and headers other than Authorization are not kept: message_bytes
- * counts them. */
-static const http_parser_settings parser_settings = {
-    .on_message_begin = on_message_begin,
-    .on_url = on_url,
-    .on_header_field = on_header_field,
-    .on_header_value = on_header_value,
-    .on_headers_complete = on_headers_complete,
-    .on_message_complete = on_message_complete,
-};
-
-/* ---------------------------------------------------------------- reading */
-
-/*
- * Feeds buffered input to the parser until a request is complete (it is
- * dispatched) or the input is used up. Runs after reads, and after an answer
- * was written (a pipelined request may be waiting).
- */
-static void conn_drive(struct admin_conn *conn)
-{
-    size_t max_bytes = conn->server->limits.max_request_bytes;
-    while (!conn->closing && !conn_busy(conn) && conn->phase != PHASE_DRAINING &&
-           conn->input_offset < conn->input_len) {
-        const char *data = conn->input + conn->input_offset;
-        size_t available = conn->input_len - conn->input_offset;
-        size_t parsed = http_parser_execute(&conn->parser, &parser_settings, data, available);
-        conn->input_offset += parsed;
-        conn->message_bytes += parsed;
-        enum http_errno error = HTTP_PARSER_ERRNO(&conn->parser);
-        if (conn->reject_status == 413 || conn->message_bytes > max_bytes ||
-            error == HPE_HEADER_OVERFLOW) {
-            conn_reject(conn, 413, "request too large");
-        } else if (error == HPE_PAUSED) {
-            http_parser_pause(&conn->parser, 0);
-            conn->message_bytes = 0;
-            conn_dispatch(conn);
-        } else if (error != HPE_OK) {
-            conn_reject(conn, 400, http_errno_description(error));
-        } else if (parsed < available) {
-            conn_reject(conn, 400, "unexpected data");
-        }
-    }
-    if (conn->closing || conn->phase == PHASE_DRAINING)
-        return;
-    if (conn->input_offset == conn->input_len)
-        conn->input_len = conn->input_offset = 0;
-    if (!conn_busy(conn)) {
-        if (conn->peer_eof)
-            conn_close(conn);
-        else
-            conn_start_reading(conn);
-    }
-}
-
-static void on_alloc(uv_handle_t *handle, size_t suggested_size, uv_buf_t *buf)
-{
-    struct admin_conn *conn = handle->data;
-    if (conn->phase == PHASE_DRAINING)
-        conn->input_len = conn->input_offset = 0;
-    if (conn->input_offset > 0) { /* compact what the parser consumed */
-        memmove(conn->input, conn->input + conn->input_offset,
-                conn->input_len - conn->input_offset);
-        conn->input_len -= conn->input_offset;
-        conn->input_offset = 0;
-    }
-    if (conn->input_cap - conn->input_len < ADMIN_READ_CHUNK) {
-        size_t cap = conn->input_len + ADMIN_READ_CHUNK;
-        char *grown = realloc(conn->input, cap);
-        if (grown == NULL) {
-            *buf = uv_buf_init(NULL, 0); /* libuv reports UV_ENOBUFS */
-            return;
-        }
-        conn->input = grown;
-        conn->input_cap = cap;
-    }
-    *buf = uv_buf_init(conn->input + conn->input_len,
-                       (unsigned int)(conn->input_cap - conn->input_len));
-}
-
-static void conn_stop_reading(struct admin_conn *conn)
-{
-    if (conn->reading) {
-        uv_read_stop((uv_stream_t *)&conn->tcp);
-        conn->reading = false;
-    }
-}
-
-static void on_read(uv_stream_t *stream, ssize_t nread, const uv_buf_t *buf)
-{
-    struct admin_conn *conn = stream->data;
-    if (conn->closing)
-        return;
-    if (nread < 0) {
-        if (nread == UV_EOF && conn_busy(conn)) {
-            /* Perhaps only a half-close: answer first, then close. */
-            conn->peer_eof = true;
-            conn_stop_reading(conn);
-            return;
-        }
-        conn_close(conn);
-        return;
-    }
-    if (nread == 0)
-        return;
-    if (conn->phase == PHASE_DRAINING) {
-        conn->input_len = 0;
-        return;
-    }
-    conn->input_len += (size_t)nread;
-    if (conn_busy(conn)) {
-        /* Pipelined bytes wait for the current answer; bound them. */
-        if (conn->input_len - conn->input_offset > conn->server->limits.max_request_bytes)
-            conn_stop_reading(conn);
-        return;
-    }
-    conn_drive(conn);
-}
-
-static void conn_start_reading(struct admin_conn *conn)
-{
-    if (conn->reading || conn->closing)
-        return;
-    if (uv_read_start((uv_stream_t *)&conn->tcp, on_alloc, on_read) == 0)
-        conn->reading = true;
-    else
-        conn_close(conn);
-}
-
-static void on_conn_timer(uv_timer_t *timer)
-{
-    struct admin_conn *conn = timer->data;
-    if (conn->phase == PHASE_LOOKUP && conn->parked) {
-        /* The wait is over: look once more, and answer that. */
-        conn_start_lookup(conn, ADMIN_LOOKUP_TIMEOUT_MS);
-        return;
-    }
-    if (conn->phase == PHASE_LOOKUP && conn->lookup) {
-        conn_lookup_timed_out(conn);
-        return;
-    }
-    static const char *const phase_names[] = {"idle", "reading", "lookup", "writing", "draining"};
-    if (conn->phase != PHASE_DRAINING)
-        log_event(LOG_DEBUG, "admin_connection_timeout", "phase",
-                  json_string(phase_names[conn->phase]), LOG_END);
-    conn_close(conn);
-}
-
-/* ---------------------------------------------------------------- accepting */
+/* ---------------------------------------------------------------- httpd's hooks */
 
 /* The probe lane is full: its oldest connection without a complete request
  * (nothing being looked up or written for it) makes room. */
 static bool server_evict_probe(admin_server_t *s)
 {
     struct admin_conn *oldest = NULL;
-    for (struct admin_conn *conn = s->conns; conn; conn = conn->next)
-        if (conn->lane == LANE_PROBE && !conn->closing &&
-            (conn->phase == PHASE_IDLE || conn->phase == PHASE_READING))
+    for (httpd_conn_t *http = httpd_first_conn(s->httpd); http; http = httpd_next_conn(http)) {
+        struct admin_conn *conn = httpd_conn_data(http);
+        enum httpd_phase phase = httpd_conn_phase(http);
+        if (conn->lane == LANE_PROBE && (phase == HTTPD_IDLE || phase == HTTPD_READING))
             oldest = conn; /* the list is newest first */
+    }
     if (oldest == NULL)
         return false;
     log_event(LOG_DEBUG, "admin_connection_evicted", "phase",
-              json_string(oldest->phase == PHASE_IDLE ? "idle" : "reading"), LOG_END);
+              json_string(httpd_phase_name(httpd_conn_phase(oldest->http))), LOG_END);
     server_note_refused(s, REFUSED_EVICTED);
-    conn_close(oldest);
+    httpd_conn_close(oldest->http);
     return true;
 }
 
-static void on_connection(uv_stream_t *listener, int status)
+/* Chooses the lane of a new connection; false when there is no room. */
+static bool admin_on_accept(void *data, httpd_conn_t *http)
 {
-    admin_server_t *s = listener->data;
-    if (status < 0) {
-        log_event(LOG_WARN, "admin_accept_failed", "error", json_string(uv_strerror(status)),
-                  LOG_END);
-        return;
-    }
+    admin_server_t *s = data;
     enum conn_lane lane = LANE_MAIN;
-    bool refuse = false;
     if (s->lane_conns[LANE_MAIN] >= s->limits.max_connections) {
         lane = LANE_PROBE;
-        refuse = s->lane_conns[LANE_PROBE] >= s->limits.probe_reserve && !server_evict_probe(s);
+        if (s->lane_conns[LANE_PROBE] >= s->limits.probe_reserve && !server_evict_probe(s)) {
+            /* Every probe-lane connection is being answered: no room at all. */
+            server_note_refused(s, REFUSED_CONNECTIONS);
+            return false;
+        }
     }
-    struct admin_conn *conn = calloc(1, sizeof(*conn));
-    if (conn == NULL)
-        return; /* libuv calls again while the backlog is not empty */
+    struct admin_conn *conn = httpd_conn_data(http);
     conn->server = s;
+    conn->http = http;
     conn->lane = lane;
-    strbuf_init(&conn->url);
-    strbuf_init(&conn->auth);
-    uv_tcp_init(s->loop, &conn->tcp);
-    uv_timer_init(s->loop, &conn->timer);
-    conn->tcp.data = conn->timer.data = conn;
-    conn->open_handles = 2;
-    s->open_conns++;
-    conn->next = s->conns;
-    if (s->conns)
-        s->conns->prev = conn;
-    s->conns = conn;
     s->lane_conns[lane]++;
-    http_parser_init(&conn->parser, HTTP_REQUEST);
-    conn->parser.data = conn;
+    return true;
+}
 
-    if (uv_accept(listener, (uv_stream_t *)&conn->tcp) != 0) {
-        conn_close(conn);
+static void admin_on_close(void *data, httpd_conn_t *http)
+{
+    admin_server_t *s = data;
+    struct admin_conn *conn = httpd_conn_data(http);
+    s->lane_conns[conn->lane]--;
+    conn_end_wait(conn);
+    if (conn->lookup) {
+        conn->lookup->conn = NULL; /* orphaned: done() only frees it */
+        conn->lookup = NULL;
+    }
+}
+
+/* The deadline of a lookup, or the end of a long-poll's wait. */
+static void admin_on_wait_over(void *data, httpd_conn_t *http)
+{
+    struct admin_conn *conn = httpd_conn_data(http);
+    if (conn->parked) {
+        /* The wait is over: look once more, and answer that. */
+        conn_start_lookup(conn, ADMIN_LOOKUP_TIMEOUT_MS);
         return;
     }
-    if (refuse) {
-        /* Every probe-lane connection is being answered: no room at all. */
-        server_note_refused(s, REFUSED_CONNECTIONS);
-        conn_close(conn);
+    if (conn->lookup) {
+        conn_lookup_timed_out(conn);
         return;
     }
-    uv_tcp_nodelay(&conn->tcp, 1);
-    conn_set_phase(conn, PHASE_IDLE, ADMIN_IDLE_TIMEOUT_MS);
-    conn_start_reading(conn);
+    httpd_conn_close(http);
+}
+
+static void admin_on_reject(void *data, httpd_conn_t *http, int status, const char *reason)
+{
+    log_event(LOG_DEBUG, "admin_request_rejected", "status", json_integer(status), "reason",
+              json_string(reason), LOG_END);
+}
+
+static void admin_on_timeout(void *data, httpd_conn_t *http, enum httpd_phase phase)
+{
+    log_event(LOG_DEBUG, "admin_connection_timeout", "phase", json_string(httpd_phase_name(phase)),
+              LOG_END);
+}
+
+static void admin_on_accept_error(void *data, int uv_error)
+{
+    log_event(LOG_WARN, "admin_accept_failed", "error", json_string(uv_strerror(uv_error)),
+              LOG_END);
 }
 
 /* ---------------------------------------------------------------- public */
-
-/* "host:port" → a socket address; NULL, or what is wrong with it. */
-const char *admin_parse_listen(const char *listen, struct sockaddr_storage *addr)
-{
-    const char *colon = listen ? strrchr(listen, ':') : NULL;
-    if (colon == NULL)
-        return "expected host:port";
-    const char *port_text = colon + 1;
-    size_t port_len = strlen(port_text);
-    if (port_len == 0 || port_len > 5 || strspn(port_text, "0123456789") != port_len)
-        return "the port is not a number";
-    long port = strtol(port_text, NULL, 10);
-    if (port > 65535)
-        return "the port is out of range";
-    char host[64];
-    size_t host_len = (size_t)(colon - listen);
-    if (host_len >= sizeof(host))
-        return "the host is too long";
-    memcpy(host, listen, host_len);
-    host[host_len] = '\0';
-    if (host_len >= 2 && host[0] == '[' && host[host_len - 1] == ']') {
-        host[host_len - 1] = '\0';
-        if (uv_ip6_addr(host + 1, (int)port, (struct sockaddr_in6 *)addr) != 0)
-            return "the host is not a numeric IPv6 address";
-        return NULL;
-    }
-    const char *ip4 = host;
-    if (host_len == 0 || strcmp(host, "*") == 0)
-        ip4 = "0.0.0.0";
-    else if (strcmp(host, "localhost") == 0)
-        ip4 = "127.0.0.1";
-    if (uv_ip4_addr(ip4, (int)port, (struct sockaddr_in *)addr) == 0)
-        return NULL;
-    if (uv_ip6_addr(host, (int)port, (struct sockaddr_in6 *)addr) == 0)
-        return NULL;
-    return "the host must be a numeric IP address or localhost (no name lookup on the loop)";
-}
 
 /* Reads the bearer token from path into s->token_digest; NULL, or what is
  * wrong (never the token itself). */
@@ -1505,24 +975,81 @@ static const char *server_read_token(admin_server_t *s, const char *path)
     return problem;
 }
 
+static const char *admin_check_limits(const struct admin_limits *limits)
+{
+    if (limits->max_connections < 1 || limits->max_waits < 1 || limits->probe_reserve < 0 ||
+        limits->max_request_bytes < 64)
+        return "max_connections and max_waits must be at least 1, probe_reserve at least 0 "
+               "and max_request_bytes at least 64";
+    return NULL;
+}
+
+/* httpd's configuration for the port: everything bounded by
+ * max_request_bytes, the deadlines of DESIGN. */
+static struct httpd_config admin_httpd_config(const struct admin_limits *limits)
+{
+    return (struct httpd_config){
+        .limits =
+            {
+                .max_request_bytes = limits->max_request_bytes,
+                .max_body_bytes = limits->max_request_bytes,
+                .max_pipelined_bytes = limits->max_request_bytes,
+                .read_chunk_bytes = ADMIN_READ_CHUNK,
+            },
+        .timeouts =
+            {
+                .idle_ms = ADMIN_IDLE_TIMEOUT_MS,
+                .write_ms = ADMIN_WRITE_TIMEOUT_MS,
+                .drain_ms = ADMIN_DRAIN_TIMEOUT_MS,
+            },
+        .response_headers = "Cache-Control: no-store\r\n",
+        .conn_data_size = sizeof(struct admin_conn),
+        .backlog = ADMIN_BACKLOG,
+    };
+}
+
+/* Binds the port; false (logged, s then being closed) on failure. */
+static bool server_listen(admin_server_t *s, const char *listen,
+                          const struct sockaddr_storage *addr)
+{
+    struct httpd_config config = admin_httpd_config(&s->limits);
+    struct httpd_hooks hooks = {
+        .data = s,
+        .on_accept = admin_on_accept,
+        .on_request = admin_on_request,
+        .on_wait_over = admin_on_wait_over,
+        .on_close = admin_on_close,
+        .on_reject = admin_on_reject,
+        .on_timeout = admin_on_timeout,
+        .on_accept_error = admin_on_accept_error,
+    };
+    int rc = 0;
+    s->httpd = httpd_start(s->loop, (const struct sockaddr *)addr, &config, &hooks, &rc);
+    if (s->httpd == NULL) {
+        log_event(LOG_ERROR, "admin_listen_failed", "listen", json_string(listen), "error",
+                  json_string(uv_strerror(rc)), LOG_END);
+        s->closing = true;
+        uv_close((uv_handle_t *)&s->recheck_timer, on_recheck_timer_closed); /* frees s */
+        return false;
+    }
+    s->httpd_open = true;
+    s->port = httpd_port(s->httpd);
+    return true;
+}
+
 admin_server_t *admin_start(uv_loop_t *loop, const char *listen, struct admin_hooks hooks,
                             const struct admin_limits *limits, const char *token_file)
 {
     struct sockaddr_storage addr;
-    memset(&addr, 0, sizeof(addr));
-    const char *problem = admin_parse_listen(listen, &addr);
-    if (problem == NULL && (limits->max_connections < 1 || limits->max_waits < 1 ||
-                            limits->probe_reserve < 0 || limits->max_request_bytes < 64))
-        problem = "max_connections and max_waits must be at least 1, probe_reserve at least 0 "
-                  "and max_request_bytes at least 64";
+    const char *problem = httpd_parse_listen(listen, &addr);
+    if (problem == NULL)
+        problem = admin_check_limits(limits);
     if (problem) {
         log_event(LOG_ERROR, "admin_listen_failed", "listen", json_string(listen ? listen : ""),
                   "error", json_string(problem), LOG_END);
         return NULL;
     }
-    admin_server_t *s = calloc(1, sizeof(*s));
-    if (s == NULL)
-        return NULL;
+    admin_server_t *s = xcalloc(1, sizeof(*s));
     s->loop = loop;
     s->hooks = hooks;
     s->limits = *limits;
@@ -1536,31 +1063,11 @@ admin_server_t *admin_start(uv_loop_t *loop, const char *listen, struct admin_ho
             return NULL;
         }
     }
-    uv_tcp_init(loop, &s->listener);
-    s->listener.data = s;
-    s->listener_open = true;
     uv_timer_init(loop, &s->recheck_timer);
     s->recheck_timer.data = s;
     s->timer_open = true;
-
-    /* EADDRINUSE may come from bind or only from listen. */
-    int rc = uv_tcp_bind(&s->listener, (const struct sockaddr *)&addr, 0);
-    if (rc == 0)
-        rc = uv_listen((uv_stream_t *)&s->listener, ADMIN_BACKLOG, on_connection);
-    struct sockaddr_storage bound;
-    int bound_len = sizeof(bound);
-    if (rc == 0)
-        rc = uv_tcp_getsockname(&s->listener, (struct sockaddr *)&bound, &bound_len);
-    if (rc != 0) {
-        log_event(LOG_ERROR, "admin_listen_failed", "listen", json_string(listen), "error",
-                  json_string(uv_strerror(rc)), LOG_END);
-        s->closing = true;
-        uv_close((uv_handle_t *)&s->recheck_timer, on_recheck_timer_closed);
-        uv_close((uv_handle_t *)&s->listener, on_listener_closed); /* frees s */
+    if (!server_listen(s, listen, &addr))
         return NULL;
-    }
-    s->port = ntohs(bound.ss_family == AF_INET6 ? ((struct sockaddr_in6 *)&bound)->sin6_port
-                                                : ((struct sockaddr_in *)&bound)->sin_port);
     log_event(LOG_INFO, "admin_listening", "listen", json_string(listen), "port",
               json_integer(s->port), "max_connections", json_integer(limits->max_connections),
               "max_waits", json_integer(limits->max_waits), "probe_reserve",
@@ -1582,13 +1089,12 @@ void admin_close(admin_server_t *s, void (*on_closed)(void *data), void *data)
     s->closing = true;
     s->on_closed = on_closed;
     s->closed_data = data;
-    while (s->conns)
-        conn_close(s->conns); /* unlinks itself */
     while (s->rechecks) {
         struct admin_recheck *rc = s->rechecks;
         server_unlink_recheck(s, rc);
         rc->server = NULL; /* done() will only free it */
     }
+    uv_timer_stop(&s->recheck_timer);
     uv_close((uv_handle_t *)&s->recheck_timer, on_recheck_timer_closed);
-    uv_close((uv_handle_t *)&s->listener, on_listener_closed);
+    httpd_close(s->httpd, on_httpd_closed, s); /* every connection, through admin_on_close */
 }

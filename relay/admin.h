@@ -23,7 +23,8 @@
  * HEAD works wherever GET does. Other paths 404, other methods 405, malformed
  * HTTP 400, a request over max_request_bytes 413 (both then close). HTTP/1.1
  * keep-alive and pipelining; "Connection: close" is honoured; every response
- * has Content-Length. Error bodies are JSON: {"error":"..."}.
+ * has Content-Length. Error bodies are JSON: {"error":"..."}. The HTTP
+ * server underneath is relay/httpd.c; this file is the routes and policies.
  *
  * Connections: max_connections serve any request; beyond them, probe_reserve
  * more serve only /healthz and /readyz (once, then close; anything else 503
@@ -40,6 +41,7 @@
 #ifndef OUTBOX_ADMIN_H
 #define OUTBOX_ADMIN_H
 
+#include "httpd.h"
 #include "strbuf.h"
 
 #include <stddef.h>
@@ -72,9 +74,9 @@ struct admin_limits {
 
 typedef struct admin_server admin_server_t;
 
-/* listen is "host:port" (port 0 = any; host a numeric IPv4 or IPv6 address,
- * "[::1]" form for IPv6, "localhost", or empty or "*" for all IPv4
- * interfaces). token_file (NULL or "" = no token) holds the bearer token,
+/* listen is "host:port" as httpd_parse_listen reads it (port 0 = any; host
+ * a numeric IPv4 or IPv6 address, "[::1]" form for IPv6, "localhost", or "*"
+ * for all IPv4 interfaces). token_file (NULL or "" = no token) holds the bearer token,
  * read now: surrounding white space is ignored; it must be 1..4096 visible
  * ASCII characters. Only its SHA-256 is kept, and it is never logged. NULL
  * and a logged error on failure (bad address, port in use, unreadable or
@@ -98,8 +100,13 @@ void admin_close(admin_server_t *s, void (*on_closed)(void *data), void *data);
 const char *admin_decode_key(const char *encoded, size_t n, char *out);
 /* The query of /v1/intents/{key}: the ?wait= in ms (capped), 0 without, -1 malformed. */
 long admin_parse_wait(const char *query, size_t n);
-/* admin_start's "host:port" → a socket address; NULL, or what is wrong with it. */
-const char *admin_parse_listen(const char *listen, struct sockaddr_storage *addr);
+/* admin_start's "host:port" → a socket address; NULL, or what is wrong with
+ * it. The one parser is httpd_parse_listen (config.c checks --admin-listen
+ * with it too); this name stays for tests/fuzz/fuzz_admin_key.c. */
+static inline const char *admin_parse_listen(const char *listen, struct sockaddr_storage *addr)
+{
+    return httpd_parse_listen(listen, addr);
+}
 
 /* What readiness may say about a database connection that is down, from
  * libpq's or the connection's own message (which names host, port, user):

@@ -7,6 +7,7 @@
  * names the flag and the variable, never later at run time.
  */
 #include "config.h"
+#include "httpd.h"
 #include "log.h"
 
 #include <ctype.h>
@@ -255,18 +256,15 @@ enum config_result config_load(struct config *cfg, int argc, char **argv)
         return CONFIG_ERROR;
     }
     log_set_level(level);
-    if (!is_blank(cfg->admin_listen)) {
-        const char *colon = strrchr(cfg->admin_listen, ':');
-        char *end = NULL;
-        long port = colon ? strtol(colon + 1, &end, 10) : -1;
-        if (colon == NULL || colon == cfg->admin_listen || end == colon + 1 || *end != '\0' ||
-            port < 0 || port > 65535) {
-            fprintf(stderr,
-                    "outbox-relay: invalid value '%s' for --admin-listen "
-                    "(OUTBOX_RELAY_ADMIN_LISTEN): expected host:port, e.g. 127.0.0.1:9464\n",
-                    cfg->admin_listen);
-            return CONFIG_ERROR;
-        }
+    struct sockaddr_storage admin_address;
+    const char *admin_problem =
+        is_blank(cfg->admin_listen) ? NULL : httpd_parse_listen(cfg->admin_listen, &admin_address);
+    if (admin_problem) {
+        fprintf(stderr,
+                "outbox-relay: invalid value '%s' for --admin-listen (OUTBOX_RELAY_ADMIN_LISTEN): "
+                "%s; expected host:port, e.g. 127.0.0.1:9464\n",
+                cfg->admin_listen, admin_problem);
+        return CONFIG_ERROR;
     }
 
     if (is_blank(cfg->relay_id)) {

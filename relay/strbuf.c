@@ -164,36 +164,50 @@ void pgarray_item_null(struct strbuf *b)
     strbuf_append(b, "NULL", 4);
 }
 
-/* Length of the valid UTF-8 sequence at s (1..4), or 0 if invalid. */
-static size_t utf8_sequence_length(const unsigned char *s, size_t n)
+size_t utf8_sequence_length(const unsigned char *s, size_t n)
 {
     unsigned char c = s[0];
     if (c < 0x80)
-        return c == 0 ? 0 : 1;
+        return 1;
     size_t len;
-    uint32_t cp;
-    if ((c & 0xE0) == 0xC0) {
-        len = 2;
-        cp = c & 0x1F;
+    uint32_t cp, min;
+    if (c >= 0xC2 && c <= 0xDF) { /* C0 and C1 could only start overlongs */
+        len = 2, cp = c & 0x1Fu, min = 0x80;
     } else if ((c & 0xF0) == 0xE0) {
-        len = 3;
-        cp = c & 0x0F;
-    } else if ((c & 0xF8) == 0xF0) {
-        len = 4;
-        cp = c & 0x07;
-    } else
+        len = 3, cp = c & 0x0Fu, min = 0x800;
+    } else if (c >= 0xF0 && c <= 0xF4) { /* F5..FF could only start > U+10FFFF */
+        len = 4, cp = c & 0x07u, min = 0x10000;
+    } else {
         return 0;
+    }
     if (n < len)
         return 0;
     for (size_t i = 1; i < len; i++) {
         if ((s[i] & 0xC0) != 0x80)
             return 0;
-        cp = (cp << 6) | (s[i] & 0x3F);
+        cp = (cp << 6) | (s[i] & 0x3Fu);
     }
-    if ((len == 2 && cp < 0x80) || (len == 3 && cp < 0x800) || (len == 4 && cp < 0x10000) ||
-        cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF))
+    if (cp < min || cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF))
         return 0;
     return len;
+}
+
+bool utf8_valid(const char *s, size_t n)
+{
+    const unsigned char *p = (const unsigned char *)s;
+    for (size_t i = 0; i < n;) {
+        size_t len = utf8_sequence_length(p + i, n - i);
+        if (len == 0)
+            return false;
+        i += len;
+    }
+    return true;
+}
+
+/* The length of the sequence at s that utf8_scrub keeps: valid, not NUL. */
+static size_t scrub_keeps(const unsigned char *s, size_t n)
+{
+    return s[0] == 0 ? 0 : utf8_sequence_length(s, n);
 }
 
 void utf8_scrub(struct strbuf *out, const char *s, size_t n)
@@ -203,7 +217,7 @@ void utf8_scrub(struct strbuf *out, const char *s, size_t n)
     while (i < n) {
         size_t run = i;
         size_t len;
-        while (run < n && (len = utf8_sequence_length(p + run, n - run)) > 0)
+        while (run < n && (len = scrub_keeps(p + run, n - run)) > 0)
             run += len;
         strbuf_append(out, s + i, run - i);
         if (run < n) {

@@ -43,7 +43,17 @@ void pgarray_item_null(struct strbuf *b);
 void pgarray_item_text(struct strbuf *b, const char *s, size_t n);
 void pgarray_end(struct strbuf *b);
 
-/* Copies s (n bytes) into out as valid UTF-8 without NUL bytes. */
+/* The one UTF-8 validator of relay/ (RFC 3629): the length (1..4) of the
+ * valid sequence at s (n >= 1 bytes), or 0 when it is not valid: a stray
+ * continuation byte, a truncated sequence, an overlong form (C0, C1, E0 80..9F,
+ * F0 80..8F), a surrogate (U+D800..U+DFFF: ED A0..BF) or a code point over
+ * U+10FFFF (F4 90.., F5..FF). U+0000 is valid UTF-8 (1); callers that refuse
+ * NUL or other controls check for them themselves. */
+size_t utf8_sequence_length(const unsigned char *s, size_t n);
+/* Whether all n bytes of s are valid UTF-8 (NUL bytes included). */
+bool utf8_valid(const char *s, size_t n);
+/* Copies s (n bytes) into out as valid UTF-8 without NUL bytes: each byte
+ * that starts no valid sequence, and each NUL, becomes U+FFFD. */
 void utf8_scrub(struct strbuf *out, const char *s, size_t n);
 
 #endif

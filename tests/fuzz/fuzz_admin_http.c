@@ -1,8 +1,9 @@
 /*
- * fuzz_admin_http — whole requests to the admin port (relay/admin.c), over
- * real loopback TCP on the server's own libuv loop: libhttp-parser and its
- * callbacks, routing, the key and ?wait= parsers, the bearer token check,
- * long-polls, pipelining, the connection lanes and every deadline.
+ * fuzz_admin_http — whole requests to the admin port (relay/admin.c on
+ * relay/httpd.c), over real loopback TCP on the server's own libuv loop:
+ * libhttp-parser and httpd's callbacks, limits and phases, routing, the key
+ * and ?wait= parsers, the bearer token check, long-polls, pipelining, the
+ * connection lanes and every deadline.
  *
  * Input: byte 0 sets the scene, byte 1 where the bytes are split, the rest
  * is what each client sends (then it half-closes and reads to EOF):

@@ -13,13 +13,9 @@
 #     response of each intent is the receiver's stored answer
 . "$(dirname "$0")/../lib/itest.sh"
 
-INBOX_SRC=$ITEST_ROOT/tests/inbox/inbox_receiver.c
 INBOX_BIN=${INBOX_RECEIVER_BIN:-$ITEST_ROOT/build/inbox-receiver}
-if [ -z "${INBOX_RECEIVER_BIN:-}" ] && { [ ! -x "$INBOX_BIN" ] || [ "$INBOX_SRC" -nt "$INBOX_BIN" ]; }; then
-    mkdir -p "$ITEST_ROOT/build"
-    # shellcheck disable=SC2046
-    cc -std=c11 -D_GNU_SOURCE -O2 -Wall -Wextra -Werror "$INBOX_SRC" -o "$INBOX_BIN" \
-        $(pkg-config --cflags --libs libpq) -lhttp_parser || bail "cannot build $INBOX_BIN"
+if [ -z "${INBOX_RECEIVER_BIN:-}" ]; then
+    make --no-print-directory -C "$ITEST_ROOT" build/inbox-receiver >/dev/null || bail "cannot build $INBOX_BIN"
 fi
 
 itest_setup

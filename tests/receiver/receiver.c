@@ -11,17 +11,19 @@
  * speaks real TCP and real HTTP and injects faults at exactly the points that
  * matter (before or after the effect).
  *
- *  - libuv gives a single-threaded event loop: all state (per-key counters,
- *    statistics) is touched from one thread, so no locking, and timers for
- *    late/slow answers are cheap.
- *  - Requests are parsed with libhttp-parser (no hand-rolled HTTP).  The parser
- *    is paused in on_message_complete, so exactly one request per connection is
- *    in flight; pipelined bytes wait in the connection's input buffer until the
- *    answer to the previous request has been written.  That keeps responses in
- *    order without a response queue.
- *  - Every buffer is bounded: URL 8 KiB, header count 128, header bytes by the
- *    parser (80 KiB), bodies 2 MiB (413 + close), buffered pipelined input
- *    1 MiB (reading pauses beyond it).
+ *  - The HTTP server is the relay's own (relay/httpd.c): libuv, one thread,
+ *    libhttp-parser, one request per connection at a time with pipelined
+ *    bytes held until the answer is written, answers in order, lingering
+ *    close.  All state here (per-key counters, statistics) is touched from
+ *    the one loop thread, so no locking; late and slow answers are answers
+ *    with a delay (the connection's timer holds them).  The faults that are
+ *    not answers (drop_after, reset_before, garbage_after) are httpd's calls
+ *    for ending a connection: close, reset, raw bytes then close.
+ *  - Every buffer is bounded (httpd's limits): URL 8 KiB (414), header count
+ *    128 and header bytes 80 KiB (431), bodies 2 MiB (413 + close), buffered
+ *    pipelined input 1 MiB (reading pauses beyond it).  Unlike the admin port,
+ *    idle connections are never closed: the relay's connection pool must not
+ *    race a receiver that hangs up on it.
  *  - Per-key state lives in a chained hash table (FNV-1a, power-of-two buckets,
  *    grows at load factor 1) with an insertion-ordered list for stable output.
  *  - "Acting" is the observable side effect: a per-key counter.  Tests compare
@@ -38,6 +40,9 @@
  *    uv_loop_close() must succeed, so AddressSanitizer/LeakSanitizer runs are
  *    clean and a leak in the receiver cannot hide one in the relay's tests.
  */
+#include "httpd.h"
+#include "strbuf.h"
+
 #include <errno.h>
 #include <http_parser.h>
 #include <inttypes.h>
@@ -50,7 +55,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
-#include <sys/socket.h>
 #include <uv.h>
 
 #define MAX_BODY_BYTES (2u * 1024u * 1024u)
@@ -102,57 +106,8 @@ static enum fault_mode fault_mode_from_name(const char *name)
 }
 
 /* ------------------------------------------------------------------------ */
-/* Growable, bounded byte buffer                                             */
+/* Memory                                                                    */
 /* ------------------------------------------------------------------------ */
-
-struct byte_buffer {
-    char *data;
-    size_t length;
-    size_t capacity;
-};
-
-/* Makes room for `extra` more bytes; fails (-1) on overflow or OOM. */
-static int byte_buffer_reserve(struct byte_buffer *buffer, size_t extra)
-{
-    if (extra > SIZE_MAX - buffer->length)
-        return -1;
-    size_t needed = buffer->length + extra;
-    if (needed <= buffer->capacity)
-        return 0;
-    size_t new_capacity = buffer->capacity ? buffer->capacity : 64;
-    while (new_capacity < needed) {
-        if (new_capacity > SIZE_MAX / 2)
-            return -1;
-        new_capacity *= 2;
-    }
-    char *grown = realloc(buffer->data, new_capacity);
-    if (!grown)
-        return -1;
-    buffer->data = grown;
-    buffer->capacity = new_capacity;
-    return 0;
-}
-
-/* Appends unless the result would exceed `limit` bytes; returns -1 then. */
-static int byte_buffer_append(struct byte_buffer *buffer, const char *bytes, size_t count,
-                              size_t limit)
-{
-    if (count > limit || buffer->length > limit - count)
-        return -1;
-    if (byte_buffer_reserve(buffer, count) != 0)
-        return -1;
-    if (count)
-        memcpy(buffer->data + buffer->length, bytes, count);
-    buffer->length += count;
-    return 0;
-}
-
-static void byte_buffer_free(struct byte_buffer *buffer)
-{
-    free(buffer->data);
-    buffer->data = NULL;
-    buffer->length = buffer->capacity = 0;
-}
 
 static char *copy_bytes(const char *bytes, size_t count)
 {
@@ -348,75 +303,26 @@ struct arrival_window {
     size_t count;
 };
 
-struct connection;
-
 struct receiver {
     struct options options;
     uv_loop_t *loop;
-    uv_tcp_t server;
+    httpd_t *httpd;
     uv_signal_t sigterm_watcher;
     uv_signal_t sigint_watcher;
-    int open_server_handles;
     bool shutting_down;
     struct key_table keys;
     struct statistics stats;
     struct outage_mode mode;
     struct arrival_window arrivals;
     uint64_t random_state;
-    struct connection *connections; /* doubly linked list of live connections */
 };
 
-struct header {
-    struct byte_buffer name;
-    struct byte_buffer value;
-};
-
-/* What happens once a response has been written. */
-enum after_write {
-    AFTER_WRITE_NOTHING,    /* interim 100 Continue */
-    AFTER_WRITE_KEEP_ALIVE, /* continue with the next request */
-    AFTER_WRITE_CLOSE,      /* shut down, drain, close */
-};
-
-struct write_request {
-    uv_write_t request;
-    struct connection *connection;
-    enum after_write after;
-    size_t length;
-    char data[];
-};
-
-struct connection {
-    uv_tcp_t tcp;
-    uv_timer_t timer; /* delayed responses, then the drain timeout */
-    uv_shutdown_t shutdown_request;
+/* One request being answered: where it came from, and the receiver. */
+struct exchange {
     struct receiver *receiver;
-    struct connection *previous;
-    struct connection *next;
-    int open_handles;
-    bool closing;
-    bool reading;
-    bool busy;     /* a request is being answered */
-    bool draining; /* write side shut down; discarding input until EOF */
-    bool peer_eof;
-    http_parser parser;
-    struct byte_buffer input;
-    size_t input_offset; /* bytes of `input` already fed to the parser */
-    struct write_request *delayed_response;
-
-    /* Request being parsed. */
-    struct byte_buffer url;
-    struct header headers[MAX_HEADERS];
-    size_t header_count;
-    bool last_callback_was_value;
-    struct byte_buffer body;
-    bool keep_alive;
-    int reject_status; /* set by a parser callback that aborted parsing */
+    httpd_conn_t *conn;
+    const struct httpd_request *request;
 };
-
-static void connection_close(struct connection *connection);
-static void connection_drive(struct connection *connection);
-static void connection_start_reading(struct connection *connection);
 
 /* ------------------------------------------------------------------------ */
 /* Small helpers                                                             */
@@ -480,38 +386,16 @@ static char *json_dump_compact(const json_t *value)
     return text;
 }
 
-static int hex_digit_value(char digit)
-{
-    if (digit >= '0' && digit <= '9')
-        return digit - '0';
-    if (digit >= 'a' && digit <= 'f')
-        return digit - 'a' + 10;
-    if (digit >= 'A' && digit <= 'F')
-        return digit - 'A' + 10;
-    return -1;
-}
-
 /* Percent-decodes into a new buffer; returns NULL on malformed escapes. */
 static char *percent_decode(const char *text, size_t length, size_t *decoded_length)
 {
     char *decoded = checked_malloc(length + 1);
-    size_t out = 0;
-    for (size_t i = 0; i < length; i++) {
-        if (text[i] == '%') {
-            int high = i + 1 < length ? hex_digit_value(text[i + 1]) : -1;
-            int low = i + 2 < length ? hex_digit_value(text[i + 2]) : -1;
-            if (high < 0 || low < 0) {
-                free(decoded);
-                return NULL;
-            }
-            decoded[out++] = (char)(high * 16 + low);
-            i += 2;
-        } else {
-            decoded[out++] = text[i];
-        }
+    long decoded_bytes = httpd_percent_decode(text, length, decoded, length + 1);
+    if (decoded_bytes < 0) {
+        free(decoded);
+        return NULL;
     }
-    decoded[out] = '\0';
-    *decoded_length = out;
+    *decoded_length = (size_t)decoded_bytes;
     return decoded;
 }
 
@@ -526,322 +410,43 @@ static bool equals(const char *text, size_t length, const char *literal)
     return strlen(literal) == length && memcmp(text, literal, length) == 0;
 }
 
-static const char *status_reason(int status)
-{
-    switch (status) {
-    case 100:
-        return "Continue";
-    case 200:
-        return "OK";
-    case 201:
-        return "Created";
-    case 202:
-        return "Accepted";
-    case 204:
-        return "No Content";
-    case 205:
-        return "Reset Content";
-    case 400:
-        return "Bad Request";
-    case 401:
-        return "Unauthorized";
-    case 403:
-        return "Forbidden";
-    case 404:
-        return "Not Found";
-    case 405:
-        return "Method Not Allowed";
-    case 408:
-        return "Request Timeout";
-    case 409:
-        return "Conflict";
-    case 410:
-        return "Gone";
-    case 413:
-        return "Payload Too Large";
-    case 414:
-        return "URI Too Long";
-    case 422:
-        return "Unprocessable Content";
-    case 429:
-        return "Too Many Requests";
-    case 431:
-        return "Request Header Fields Too Large";
-    case 500:
-        return "Internal Server Error";
-    case 501:
-        return "Not Implemented";
-    case 502:
-        return "Bad Gateway";
-    case 503:
-        return "Service Unavailable";
-    case 504:
-        return "Gateway Timeout";
-    default:
-        return "Unknown";
-    }
-}
-
 /* ------------------------------------------------------------------------ */
-/* Connection lifetime                                                       */
+/* Answers                                                                   */
 /* ------------------------------------------------------------------------ */
-
-static void connection_free(struct connection *connection)
-{
-    free(connection->delayed_response);
-    byte_buffer_free(&connection->input);
-    byte_buffer_free(&connection->url);
-    byte_buffer_free(&connection->body);
-    for (size_t i = 0; i < MAX_HEADERS; i++) {
-        byte_buffer_free(&connection->headers[i].name);
-        byte_buffer_free(&connection->headers[i].value);
-    }
-    free(connection);
-}
-
-static void on_connection_handle_closed(uv_handle_t *handle)
-{
-    struct connection *connection = handle->data;
-    if (--connection->open_handles == 0)
-        connection_free(connection);
-}
-
-static void connection_unlink(struct connection *connection)
-{
-    struct receiver *receiver = connection->receiver;
-    if (connection->previous)
-        connection->previous->next = connection->next;
-    else if (receiver->connections == connection)
-        receiver->connections = connection->next;
-    if (connection->next)
-        connection->next->previous = connection->previous;
-    connection->previous = connection->next = NULL;
-}
-
-/* Closes both handles; memory is released when both close callbacks ran. */
-static void connection_close(struct connection *connection)
-{
-    if (connection->closing)
-        return;
-    connection->closing = true;
-    connection_unlink(connection);
-    uv_timer_stop(&connection->timer);
-    uv_close((uv_handle_t *)&connection->timer, on_connection_handle_closed);
-    uv_close((uv_handle_t *)&connection->tcp, on_connection_handle_closed);
-}
-
-/* Abortive close: SO_LINGER {1,0} makes close() send a RST. */
-static void connection_reset(struct connection *connection)
-{
-    uv_os_fd_t fd;
-    if (uv_fileno((uv_handle_t *)&connection->tcp, &fd) == 0) {
-        struct linger linger_option = {.l_onoff = 1, .l_linger = 0};
-        setsockopt(fd, SOL_SOCKET, SO_LINGER, &linger_option, sizeof linger_option);
-    }
-    connection_close(connection);
-}
-
-static void on_drain_timeout(uv_timer_t *timer)
-{
-    connection_close(timer->data);
-}
-
-static void on_shutdown_done(uv_shutdown_t *request, int status)
-{
-    struct connection *connection = request->data;
-    if (connection->closing)
-        return;
-    if (status < 0 || connection->peer_eof) {
-        connection_close(connection);
-        return;
-    }
-    /* Lingering close: keep reading (and discarding) so that unread request
-     * bytes do not turn our FIN into a RST before the client saw the answer. */
-    connection->draining = true;
-    connection->input.length = 0;
-    connection->input_offset = 0;
-    uv_timer_start(&connection->timer, on_drain_timeout, DRAIN_TIMEOUT_MS, 0);
-    connection_start_reading(connection); /* may have been paused by backpressure */
-}
-
-static void connection_shutdown_and_close(struct connection *connection)
-{
-    if (connection->closing)
-        return;
-    connection->shutdown_request.data = connection;
-    if (uv_shutdown(&connection->shutdown_request, (uv_stream_t *)&connection->tcp,
-                    on_shutdown_done) != 0)
-        connection_close(connection);
-}
-
-/* ------------------------------------------------------------------------ */
-/* Writing responses                                                         */
-/* ------------------------------------------------------------------------ */
-
-static void on_write_done(uv_write_t *request, int status)
-{
-    struct write_request *write = (struct write_request *)request;
-    struct connection *connection = write->connection;
-    enum after_write after = write->after;
-    free(write);
-    if (connection->closing)
-        return;
-    if (status < 0) {
-        connection_close(connection);
-        return;
-    }
-    switch (after) {
-    case AFTER_WRITE_NOTHING:
-        break;
-    case AFTER_WRITE_KEEP_ALIVE:
-        connection->busy = false;
-        connection_drive(connection);
-        break;
-    case AFTER_WRITE_CLOSE:
-        connection_shutdown_and_close(connection);
-        break;
-    }
-}
-
-static void write_request_submit(struct connection *connection, struct write_request *write)
-{
-    uv_buf_t buffer = uv_buf_init(write->data, (unsigned int)write->length);
-    if (uv_write(&write->request, (uv_stream_t *)&connection->tcp, &buffer, 1, on_write_done) !=
-        0) {
-        free(write);
-        connection_close(connection);
-    }
-}
-
-static void on_delayed_response_due(uv_timer_t *timer)
-{
-    struct connection *connection = timer->data;
-    struct write_request *write = connection->delayed_response;
-    connection->delayed_response = NULL;
-    if (write && !connection->closing)
-        write_request_submit(connection, write);
-    else
-        free(write);
-}
-
-static struct write_request *write_request_new(struct connection *connection, size_t length,
-                                               enum after_write after)
-{
-    struct write_request *write = checked_malloc(sizeof *write + length);
-    write->connection = connection;
-    write->after = after;
-    write->length = length;
-    return write;
-}
 
 /*
- * Sends a complete response.  The body is omitted for HEAD (Content-Length is
- * still that of the body).  Statuses that cannot carry content (an outage mode
- * may use them) get none: 204 and 304 without Content-Length, 205 with
- * Content-Length: 0.  With delay_ms > 0 the bytes are written when the timer
- * fires.
+ * Sends a complete response (httpd: the body is omitted for HEAD; 204 and 304
+ * go without Content-Length, 205 with Content-Length: 0).  With delay_ms > 0
+ * the bytes are written when the delay is over.
  */
-static void send_response(struct connection *connection, int status, const char *extra_headers,
+static void send_response(const struct exchange *ex, int status, const char *extra_headers,
                           const char *body, size_t body_length, uint64_t delay_ms)
 {
-    bool keep_alive = connection->keep_alive && !connection->peer_eof;
-    bool is_head = connection->parser.method == HTTP_HEAD;
-    bool no_content_length = status == 204 || status == 304;
-    if (no_content_length || status == 205)
-        body_length = 0;
-    char content_length[48] = "";
-    if (!no_content_length)
-        snprintf(content_length, sizeof content_length, "Content-Length: %zu\r\n", body_length);
-    const char *connection_header = "";
-    if (!keep_alive)
-        connection_header = "Connection: close\r\n";
-    else if (connection->parser.http_major == 1 && connection->parser.http_minor == 0)
-        connection_header = "Connection: keep-alive\r\n";
-    char head[512];
-    int head_length = snprintf(head, sizeof head,
-                               "HTTP/1.1 %d %s\r\n"
-                               "Content-Type: application/json\r\n"
-                               "%s%s%s\r\n",
-                               status, status_reason(status), content_length, connection_header,
-                               extra_headers ? extra_headers : "");
-    if (head_length < 0 || (size_t)head_length >= sizeof head)
-        abort();
-    size_t sent_body_length = is_head ? 0 : body_length;
-    size_t length = (size_t)head_length + sent_body_length;
-    size_t written = 0;
-    if (keep_alive && delay_ms == 0) {
-        /*
-         * The socket nearly always takes the whole answer at once.  Writing
-         * it here instead of queueing a uv_write saves the copy and libuv's
-         * epoll_ctl after each completed queued write.  busy stays false, so
-         * connection_drive (the only caller on this path) goes on with the
-         * next request.  Whatever the socket did not take is queued below,
-         * and uv_try_write fails while earlier writes are still queued.
-         */
-        uv_buf_t buffers[2] = {uv_buf_init(head, (unsigned int)head_length),
-                               uv_buf_init((char *)body, (unsigned int)sent_body_length)};
-        int result =
-            uv_try_write((uv_stream_t *)&connection->tcp, buffers, sent_body_length ? 2 : 1);
-        if (result > 0)
-            written = (size_t)result;
-        if (written == length)
-            return;
-    }
-    struct write_request *write = write_request_new(
-        connection, length - written, keep_alive ? AFTER_WRITE_KEEP_ALIVE : AFTER_WRITE_CLOSE);
-    size_t head_rest = written < (size_t)head_length ? (size_t)head_length - written : 0;
-    size_t body_skip = written - ((size_t)head_length - head_rest);
-    if (head_rest)
-        memcpy(write->data, head + head_length - head_rest, head_rest);
-    if (sent_body_length > body_skip)
-        memcpy(write->data + head_rest, body + body_skip, sent_body_length - body_skip);
-    connection->busy = true;
-    if (delay_ms > 0) {
-        connection->delayed_response = write;
-        uv_timer_start(&connection->timer, on_delayed_response_due, delay_ms, 0);
-    } else {
-        write_request_submit(connection, write);
-    }
+    struct httpd_response response = {
+        .status = status,
+        .headers = extra_headers,
+        .body = body,
+        .body_len = body_length,
+        .delay_ms = delay_ms,
+    };
+    httpd_respond(ex->conn, &response);
 }
 
-static void send_json(struct connection *connection, int status, const json_t *value)
+static void send_json(const struct exchange *ex, int status, const json_t *value)
 {
     char *text = json_dump_compact(value);
-    send_response(connection, status, NULL, text, strlen(text), 0);
+    send_response(ex, status, NULL, text, strlen(text), 0);
     free(text);
 }
 
-static void send_error(struct connection *connection, int status, const char *message)
+static void send_error(const struct exchange *ex, int status, const char *message)
 {
-    json_t *body = json_pack("{s:s}", "error", message);
-    send_json(connection, status, body);
-    json_decref(body);
-}
-
-/* Raw bytes followed by a close (for garbage_after). */
-static void send_raw_and_close(struct connection *connection, const char *bytes, size_t length)
-{
-    struct write_request *write = write_request_new(connection, length, AFTER_WRITE_CLOSE);
-    memcpy(write->data, bytes, length);
-    connection->busy = true;
-    write_request_submit(connection, write);
+    httpd_respond_error(ex->conn, status, NULL, message);
 }
 
 /* ------------------------------------------------------------------------ */
 /* Request helpers                                                           */
 /* ------------------------------------------------------------------------ */
-
-static const struct header *find_header(const struct connection *connection, const char *name)
-{
-    size_t name_length = strlen(name);
-    for (size_t i = 0; i < connection->header_count; i++) {
-        const struct header *header = &connection->headers[i];
-        if (header->name.length == name_length &&
-            strncasecmp(header->name.data, name, name_length) == 0)
-            return header;
-    }
-    return NULL;
-}
 
 /*
  * Every delivery keeps its headers for /_requests/{key}, which is rarely
@@ -852,12 +457,12 @@ static const struct header *find_header(const struct connection *connection, con
 _Static_assert(MAX_HEADER_PART_BYTES <= UINT32_MAX, "header part lengths fit in 32 bits");
 #define PACKED_LENGTHS_BYTES (2 * sizeof(uint32_t))
 
-static void pack_headers(const struct connection *connection, struct key_state *entry)
+static void pack_headers(const struct httpd_request *request, struct key_state *entry)
 {
     size_t length = 0;
-    for (size_t i = 0; i < connection->header_count; i++) {
-        const struct header *header = &connection->headers[i];
-        length += PACKED_LENGTHS_BYTES + header->name.length + header->value.length;
+    for (size_t i = 0; i < request->header_count; i++) {
+        const struct httpd_header *header = &request->headers[i];
+        length += PACKED_LENGTHS_BYTES + header->name_len + header->value_len;
     }
     if (length > entry->last_headers_capacity) {
         free(entry->last_headers);
@@ -865,19 +470,19 @@ static void pack_headers(const struct connection *connection, struct key_state *
         entry->last_headers_capacity = length;
     }
     char *out = entry->last_headers;
-    for (size_t i = 0; i < connection->header_count; i++) {
-        const struct header *header = &connection->headers[i];
-        uint32_t lengths[2] = {(uint32_t)header->name.length, (uint32_t)header->value.length};
+    for (size_t i = 0; i < request->header_count; i++) {
+        const struct httpd_header *header = &request->headers[i];
+        uint32_t lengths[2] = {(uint32_t)header->name_len, (uint32_t)header->value_len};
         memcpy(out, lengths, sizeof lengths);
         out += sizeof lengths;
-        if (header->name.length)
-            memcpy(out, header->name.data, header->name.length);
-        out += header->name.length;
-        if (header->value.length)
-            memcpy(out, header->value.data, header->value.length);
-        out += header->value.length;
+        if (header->name_len)
+            memcpy(out, header->name, header->name_len);
+        out += header->name_len;
+        if (header->value_len)
+            memcpy(out, header->value, header->value_len);
+        out += header->value_len;
     }
-    entry->last_header_count = connection->header_count;
+    entry->last_header_count = request->header_count;
 }
 
 /* {"lower-case-name":"value",...}; repeated names are joined with ", ". */
@@ -906,16 +511,13 @@ static char *serialize_headers(const struct key_state *entry)
         json_t *existing = json_object_getn(object, name, name_length);
         json_t *value;
         if (existing && json_is_string(existing)) {
-            struct byte_buffer joined = {0};
-            const char *previous = json_string_value(existing);
-            size_t previous_length = json_string_length(existing);
-            if (byte_buffer_append(&joined, previous, previous_length, SIZE_MAX) == 0 &&
-                byte_buffer_append(&joined, ", ", 2, SIZE_MAX) == 0 &&
-                byte_buffer_append(&joined, header_value, value_length, SIZE_MAX) == 0)
-                value = json_string_lossy(joined.data, joined.length);
-            else
-                value = json_incref(existing);
-            byte_buffer_free(&joined);
+            struct strbuf joined;
+            strbuf_init(&joined);
+            strbuf_append(&joined, json_string_value(existing), json_string_length(existing));
+            strbuf_append(&joined, ", ", 2);
+            strbuf_append(&joined, header_value, value_length);
+            value = json_string_lossy(joined.data, joined.len);
+            strbuf_free(&joined);
         } else {
             value = json_string_lossy(header_value, value_length);
         }
@@ -932,12 +534,12 @@ static char *serialize_headers(const struct key_state *entry)
  * Reads {"_fault": "<mode>", "_fault_times": n} from a JSON object body.
  * Returns FAULT_NONE when the body does not ask for a fault.
  */
-static enum fault_mode requested_fault(const struct byte_buffer *body, json_int_t *times)
+static enum fault_mode requested_fault(const struct httpd_request *request, json_int_t *times)
 {
     *times = 1;
-    if (body->length == 0 || !memmem(body->data, body->length, "_fault", 6))
+    if (request->body_len == 0 || !memmem(request->body, request->body_len, "_fault", 6))
         return FAULT_NONE;
-    json_t *document = json_loadb(body->data, body->length, 0, NULL);
+    json_t *document = json_loadb(request->body, request->body_len, 0, NULL);
     enum fault_mode mode = FAULT_NONE;
     if (json_is_object(document)) {
         json_t *fault = json_object_get(document, "_fault");
@@ -955,11 +557,11 @@ static enum fault_mode requested_fault(const struct byte_buffer *body, json_int_
  * Reads a top-level string field "ref" from a JSON object body, the client
  * reference a legacy API uses when no idempotency key header is sent.
  */
-static bool body_reference(const struct byte_buffer *body, char *out, size_t size)
+static bool body_reference(const struct httpd_request *request, char *out, size_t size)
 {
-    if (body->length == 0 || !memmem(body->data, body->length, "\"ref\"", 5))
+    if (request->body_len == 0 || !memmem(request->body, request->body_len, "\"ref\"", 5))
         return false;
-    json_t *document = json_loadb(body->data, body->length, 0, NULL);
+    json_t *document = json_loadb(request->body, request->body_len, 0, NULL);
     json_t *ref = json_is_object(document) ? json_object_get(document, "ref") : NULL;
     bool found =
         json_is_string(ref) && json_string_length(ref) > 0 && json_string_length(ref) < size;
@@ -1005,15 +607,15 @@ static void mode_set(struct outage_mode *mode, long long status, const char *ret
 }
 
 /* Answers with the mode's status, its Retry-After and {"error":"mode"}. */
-static void send_mode_answer(struct connection *connection)
+static void send_mode_answer(const struct exchange *ex)
 {
-    const struct outage_mode *mode = &connection->receiver->mode;
+    const struct outage_mode *mode = &ex->receiver->mode;
     char retry_after_header[MAX_RETRY_AFTER_BYTES + 32] = "";
     if (mode->retry_after[0])
         snprintf(retry_after_header, sizeof retry_after_header, "Retry-After: %s\r\n",
                  mode->retry_after);
     static const char body[] = "{\"error\":\"mode\"}";
-    send_response(connection, mode->status, retry_after_header, body, sizeof body - 1, 0);
+    send_response(ex, mode->status, retry_after_header, body, sizeof body - 1, 0);
 }
 
 /*
@@ -1112,18 +714,18 @@ static void act_on_delivery(struct receiver *receiver, struct key_state *entry)
  * here, not stored, so that the per-key state stays small however many keys
  * a bench sends; /status/{key} and --dedupe answers are padded the same way.
  */
-static void send_stored_response(struct connection *connection, const struct key_state *entry,
+static void send_stored_response(const struct exchange *ex, const struct key_state *entry,
                                  uint64_t delay_ms)
 {
     static const char pad_field[] = ",\"pad\":\"";
     const size_t field_length = sizeof pad_field - 1;
     const char *body = entry->stored_body;
     size_t length = entry->stored_body_length;
-    uint64_t target = connection->receiver->options.response_bytes;
+    uint64_t target = ex->receiver->options.response_bytes;
     /* "{...}" becomes "{...,"pad":"<P x>"}": length + field + P + 2 - 1 bytes. */
     if (target == 0 || length < 2 || body[length - 1] != '}' || body[length - 2] == '{' ||
         target < length + field_length + 1) {
-        send_response(connection, entry->stored_status, NULL, body, length, delay_ms);
+        send_response(ex, entry->stored_status, NULL, body, length, delay_ms);
         return;
     }
     size_t pad = (size_t)target - length - field_length - 1;
@@ -1139,52 +741,39 @@ static void send_stored_response(struct connection *connection, const struct key
     *at++ = '}';
     if ((size_t)(at - padded) != target)
         abort();
-    send_response(connection, entry->stored_status, NULL, padded, (size_t)target, delay_ms);
+    send_response(ex, entry->stored_status, NULL, padded, (size_t)target, delay_ms);
     free(padded);
 }
 
-static void handle_delivery(struct connection *connection)
+/*
+ * The key of a delivery: the key header, else (a legacy client that sends
+ * none, identifying the request by a reference in the body, as many real
+ * APIs do) the body's "ref", else "-".  Points into the request or into
+ * reference (MAX_KEY_BYTES + 1 bytes).
+ */
+static const char *delivery_key(const struct exchange *ex, char *reference, size_t *key_length)
 {
-    struct receiver *receiver = connection->receiver;
-    receiver->stats.deliveries_total++;
-    record_delivery_arrival(receiver);
-
-    /* The mode comes first, before the key is even read: no per-key state,
-     * no deterministic or random fault, no effect. */
-    if (receiver->mode.status != 0) {
-        receiver->stats.mode_answers_total++;
-        send_mode_answer(connection);
-        return;
+    const struct httpd_header *key_header =
+        httpd_request_header(ex->request, ex->receiver->options.key_header);
+    if (key_header && key_header->value_len > 0) {
+        *key_length = key_header->value_len;
+        return key_header->value;
     }
-
-    const char *key = "-";
-    size_t key_length = 1;
-    const struct header *key_header = find_header(connection, receiver->options.key_header);
-    char reference[MAX_KEY_BYTES + 1];
-    if (key_header && key_header->value.length > 0) {
-        key = key_header->value.data;
-        key_length = key_header->value.length;
-    } else if (body_reference(&connection->body, reference, sizeof(reference))) {
-        /* A legacy client sends no key header; like many real APIs, it
-         * identifies the request by a reference in the body. */
-        key = reference;
-        key_length = strlen(reference);
+    if (body_reference(ex->request, reference, MAX_KEY_BYTES + 1)) {
+        *key_length = strlen(reference);
+        return reference;
     }
-    if (key_length > MAX_KEY_BYTES) {
-        connection->keep_alive = false;
-        send_error(connection, 400, "idempotency key too long");
-        return;
-    }
+    *key_length = 1;
+    return "-";
+}
 
-    struct key_state *entry = key_table_get_or_create(&receiver->keys, key, key_length);
-    entry->deliveries++;
-    pack_headers(connection, entry);
-    free(entry->last_body);
-    entry->last_body = copy_bytes(connection->body.data, connection->body.length);
-    entry->last_body_length = entry->last_body ? connection->body.length : 0;
-
+/* The fault of this delivery: the body's _fault for its first _fault_times
+ * deliveries, else perhaps a random one; counted. */
+static enum fault_mode choose_fault(const struct exchange *ex, const struct key_state *entry)
+{
+    struct receiver *receiver = ex->receiver;
     json_int_t fault_times;
-    enum fault_mode fault = requested_fault(&connection->body, &fault_times);
+    enum fault_mode fault = requested_fault(ex->request, &fault_times);
     if (fault != FAULT_NONE && (fault_times <= 0 || entry->deliveries > (uint64_t)fault_times))
         fault = FAULT_NONE;
     if (fault == FAULT_NONE && receiver->options.random_fault_rate > 0 &&
@@ -1194,50 +783,85 @@ static void handle_delivery(struct connection *connection)
         receiver->stats.faults_total++;
         receiver->stats.faults_by_mode[fault]++;
     }
+    return fault;
+}
 
+/* Acts (or not) and answers (or not) as the fault says. */
+static void answer_delivery(const struct exchange *ex, struct key_state *entry,
+                            enum fault_mode fault)
+{
+    struct receiver *receiver = ex->receiver;
     static const char garbage[] = "this is not http\r\n\r\n";
+    static const char injected[] = "{\"error\":\"injected\"}";
+    static const char slow_down[] = "{\"error\":\"slow down\"}";
     switch (fault) {
     case FAULT_NONE:
         act_on_delivery(receiver, entry);
-        send_stored_response(connection, entry, receiver->options.delay_ms);
+        send_stored_response(ex, entry, receiver->options.delay_ms);
         break;
     case FAULT_DROP_AFTER:
         act_on_delivery(receiver, entry);
-        connection_close(connection);
+        httpd_conn_close(ex->conn);
         break;
     case FAULT_LATE:
         act_on_delivery(receiver, entry);
-        send_stored_response(connection, entry, receiver->options.late_ms);
+        send_stored_response(ex, entry, receiver->options.late_ms);
         break;
     case FAULT_RESET_BEFORE:
-        connection_reset(connection);
+        httpd_conn_reset(ex->conn);
         break;
-    case FAULT_STATUS_500: {
-        static const char body[] = "{\"error\":\"injected\"}";
-        send_response(connection, 500, NULL, body, sizeof body - 1, 0);
+    case FAULT_STATUS_500:
+        send_response(ex, 500, NULL, injected, sizeof injected - 1, 0);
         break;
-    }
-    case FAULT_STATUS_429: {
-        static const char body[] = "{\"error\":\"slow down\"}";
-        send_response(connection, 429, "Retry-After: 1\r\n", body, sizeof body - 1, 0);
+    case FAULT_STATUS_429:
+        send_response(ex, 429, "Retry-After: 1\r\n", slow_down, sizeof slow_down - 1, 0);
         break;
-    }
     case FAULT_GARBAGE_AFTER:
         act_on_delivery(receiver, entry);
-        send_raw_and_close(connection, garbage, sizeof garbage - 1);
+        httpd_conn_send_raw_and_close(ex->conn, garbage, sizeof garbage - 1);
         break;
     case FAULT_MODE_COUNT:
         abort();
     }
 }
 
+static void handle_delivery(const struct exchange *ex)
+{
+    struct receiver *receiver = ex->receiver;
+    receiver->stats.deliveries_total++;
+    record_delivery_arrival(receiver);
+
+    /* The mode comes first, before the key is even read: no per-key state,
+     * no deterministic or random fault, no effect. */
+    if (receiver->mode.status != 0) {
+        receiver->stats.mode_answers_total++;
+        send_mode_answer(ex);
+        return;
+    }
+    char reference[MAX_KEY_BYTES + 1];
+    size_t key_length;
+    const char *key = delivery_key(ex, reference, &key_length);
+    if (key_length > MAX_KEY_BYTES) {
+        httpd_conn_close_after_answer(ex->conn);
+        send_error(ex, 400, "idempotency key too long");
+        return;
+    }
+    struct key_state *entry = key_table_get_or_create(&receiver->keys, key, key_length);
+    entry->deliveries++;
+    pack_headers(ex->request, entry);
+    free(entry->last_body);
+    entry->last_body = copy_bytes(ex->request->body, ex->request->body_len);
+    entry->last_body_length = entry->last_body ? ex->request->body_len : 0;
+    answer_delivery(ex, entry, choose_fault(ex, entry));
+}
+
 /* ------------------------------------------------------------------------ */
 /* Control endpoints                                                         */
 /* ------------------------------------------------------------------------ */
 
-static void handle_stats(struct connection *connection)
+static void handle_stats(const struct exchange *ex)
 {
-    const struct receiver *receiver = connection->receiver;
+    const struct receiver *receiver = ex->receiver;
     const struct statistics *stats = &receiver->stats;
     json_t *faults = json_object();
     for (int mode = 0; mode < FAULT_MODE_COUNT; mode++)
@@ -1262,61 +886,58 @@ static void handle_stats(struct connection *connection)
         (json_int_t)(uv_hrtime() / NS_PER_MS));
     json_object_update(body, more);
     json_decref(more);
-    send_json(connection, 200, body);
+    send_json(ex, 200, body);
     json_decref(body);
 }
 
-static void handle_effects(struct connection *connection)
+static void handle_effects(const struct exchange *ex)
 {
     json_t *body = json_object();
-    for (const struct key_state *entry = connection->receiver->keys.order_head; entry;
+    for (const struct key_state *entry = ex->receiver->keys.order_head; entry;
          entry = entry->order_next) {
         if (entry->effects > 0)
             json_object_set_lossy(body, entry->key, entry->key_length,
                                   json_integer((json_int_t)entry->effects));
     }
-    send_json(connection, 200, body);
+    send_json(ex, 200, body);
     json_decref(body);
 }
 
-static const struct key_state *find_key_in_path(struct connection *connection,
-                                                const char *encoded_key, size_t encoded_length,
-                                                bool *malformed)
+static const struct key_state *find_key_in_path(const struct exchange *ex, const char *encoded_key,
+                                                size_t encoded_length, bool *malformed)
 {
     size_t key_length;
     char *key = percent_decode(encoded_key, encoded_length, &key_length);
     *malformed = key == NULL;
     if (!key)
         return NULL;
-    const struct key_state *entry = key_table_find(&connection->receiver->keys, key, key_length);
+    const struct key_state *entry = key_table_find(&ex->receiver->keys, key, key_length);
     free(key);
     return entry;
 }
 
-static void handle_status_lookup(struct connection *connection, const char *encoded_key,
+static void handle_status_lookup(const struct exchange *ex, const char *encoded_key,
                                  size_t encoded_length)
 {
     bool malformed;
-    const struct key_state *entry =
-        find_key_in_path(connection, encoded_key, encoded_length, &malformed);
+    const struct key_state *entry = find_key_in_path(ex, encoded_key, encoded_length, &malformed);
     if (malformed)
-        send_error(connection, 400, "bad percent-encoding");
+        send_error(ex, 400, "bad percent-encoding");
     else if (!entry || entry->stored_status == 0)
-        send_error(connection, 404, "not found");
+        send_error(ex, 404, "not found");
     else
-        send_stored_response(connection, entry, 0);
+        send_stored_response(ex, entry, 0);
 }
 
 /*
  * POST /_mode {"status": N, "retry_after": "S", "status_checks": B}: replaces
  * the whole mode.  Missing fields mean normal, no Retry-After, false.
  */
-static void handle_mode_change(struct connection *connection)
+static void handle_mode_change(const struct exchange *ex)
 {
-    const struct byte_buffer *request_body = &connection->body;
     json_error_t parse_error;
-    json_t *document = json_loadb(request_body->data ? request_body->data : "",
-                                  request_body->length, JSON_REJECT_DUPLICATES, &parse_error);
+    json_t *document =
+        json_loadb(ex->request->body, ex->request->body_len, JSON_REJECT_DUPLICATES, &parse_error);
     char problem[256] = "";
     long long status = 0;
     const char *retry_after = NULL;
@@ -1363,39 +984,38 @@ static void handle_mode_change(struct connection *connection)
         }
     }
     if (problem[0]) {
-        send_error(connection, 400, problem);
+        send_error(ex, 400, problem);
     } else {
-        mode_set(&connection->receiver->mode, status, retry_after, status_checks);
+        mode_set(&ex->receiver->mode, status, retry_after, status_checks);
         static const char body[] = "{\"ok\":true}";
-        send_response(connection, 200, NULL, body, sizeof body - 1, 0);
+        send_response(ex, 200, NULL, body, sizeof body - 1, 0);
     }
     json_decref(document);
 }
 
 /* GET /_mode: the current mode, in the form POST /_mode takes. */
-static void handle_mode_lookup(struct connection *connection)
+static void handle_mode_lookup(const struct exchange *ex)
 {
-    const struct outage_mode *mode = &connection->receiver->mode;
+    const struct outage_mode *mode = &ex->receiver->mode;
     json_t *body =
         json_pack("{s:i,s:b}", "status", mode->status, "status_checks", mode->status_checks);
     if (mode->retry_after[0])
         json_object_set_new(body, "retry_after", json_string(mode->retry_after));
-    send_json(connection, 200, body);
+    send_json(ex, 200, body);
     json_decref(body);
 }
 
-static void handle_request_lookup(struct connection *connection, const char *encoded_key,
+static void handle_request_lookup(const struct exchange *ex, const char *encoded_key,
                                   size_t encoded_length)
 {
     bool malformed;
-    const struct key_state *entry =
-        find_key_in_path(connection, encoded_key, encoded_length, &malformed);
+    const struct key_state *entry = find_key_in_path(ex, encoded_key, encoded_length, &malformed);
     if (malformed) {
-        send_error(connection, 400, "bad percent-encoding");
+        send_error(ex, 400, "bad percent-encoding");
         return;
     }
     if (!entry || entry->deliveries == 0) {
-        send_error(connection, 404, "not found");
+        send_error(ex, 404, "not found");
         return;
     }
     /* Through the text, as when it was serialized at delivery time. */
@@ -1408,13 +1028,13 @@ static void handle_request_lookup(struct connection *connection, const char *enc
         json_pack("{s:I,s:I,s:o,s:o}", "deliveries", (json_int_t)entry->deliveries, "effects",
                   (json_int_t)entry->effects, "last_headers", headers ? headers : json_object(),
                   "last_body", last_body ? last_body : json_string(""));
-    send_json(connection, 200, body);
+    send_json(ex, 200, body);
     json_decref(body);
 }
 
-static void handle_reset(struct connection *connection)
+static void handle_reset(const struct exchange *ex)
 {
-    struct receiver *receiver = connection->receiver;
+    struct receiver *receiver = ex->receiver;
     key_table_free(&receiver->keys);
     key_table_init(&receiver->keys);
     memset(&receiver->stats, 0, sizeof receiver->stats); /* requests_total too */
@@ -1422,392 +1042,116 @@ static void handle_reset(struct connection *connection)
     mode_set(&receiver->mode, 0, NULL, false); /* normal, even after --mode-status */
     receiver->random_state = receiver->options.seed;
     static const char body[] = "{\"ok\":true}";
-    send_response(connection, 200, NULL, body, sizeof body - 1, 0);
+    send_response(ex, 200, NULL, body, sizeof body - 1, 0);
 }
 
-static void handle_control(struct connection *connection, const char *path, size_t path_length)
+static void handle_control(const struct exchange *ex, const char *path, size_t path_length)
 {
-    enum http_method method = connection->parser.method;
+    enum http_method method = ex->request->method;
     bool is_get = method == HTTP_GET || method == HTTP_HEAD;
     bool known = true;
     if (equals(path, path_length, "/_stats")) {
         if (is_get) {
-            handle_stats(connection);
+            handle_stats(ex);
             return;
         }
     } else if (equals(path, path_length, "/_effects")) {
         if (is_get) {
-            handle_effects(connection);
+            handle_effects(ex);
             return;
         }
     } else if (equals(path, path_length, "/_mode")) {
         if (method == HTTP_POST) {
-            handle_mode_change(connection);
+            handle_mode_change(ex);
             return;
         }
         if (is_get) {
-            handle_mode_lookup(connection);
+            handle_mode_lookup(ex);
             return;
         }
     } else if (equals(path, path_length, "/_reset")) {
         if (method == HTTP_POST) {
-            handle_reset(connection);
+            handle_reset(ex);
             return;
         }
     } else if (starts_with(path, path_length, "/_requests/")) {
         if (is_get) {
             size_t prefix = strlen("/_requests/");
-            handle_request_lookup(connection, path + prefix, path_length - prefix);
+            handle_request_lookup(ex, path + prefix, path_length - prefix);
             return;
         }
     } else if (starts_with(path, path_length, "/status/")) {
-        const struct outage_mode *mode = &connection->receiver->mode;
+        const struct outage_mode *mode = &ex->receiver->mode;
         if (is_get && mode->status != 0 && mode->status_checks) {
-            connection->receiver->stats.mode_status_check_answers_total++;
-            send_mode_answer(connection);
+            ex->receiver->stats.mode_status_check_answers_total++;
+            send_mode_answer(ex);
             return;
         }
         if (is_get) {
             size_t prefix = strlen("/status/");
-            handle_status_lookup(connection, path + prefix, path_length - prefix);
+            handle_status_lookup(ex, path + prefix, path_length - prefix);
             return;
         }
     } else {
         known = false;
     }
     if (known)
-        send_error(connection, 405, "method not allowed");
+        send_error(ex, 405, "method not allowed");
     else
-        send_error(connection, 404, "not found");
+        send_error(ex, 404, "not found");
 }
 
-/* Routes one complete request (called with the parser paused). */
-static void dispatch_request(struct connection *connection)
+/* Routes one complete request (httpd's on_request). */
+static void on_request(void *data, httpd_conn_t *conn, const struct httpd_request *request)
 {
-    struct receiver *receiver = connection->receiver;
-    receiver->stats.requests_total++;
-    if (connection->parser.upgrade)
-        connection->keep_alive = false; /* we never switch protocols */
-
-    struct http_parser_url url_parts;
-    http_parser_url_init(&url_parts);
-    const char *path = "/";
-    size_t path_length = 1;
-    if (connection->url.length == 0 ||
-        http_parser_parse_url(connection->url.data, connection->url.length,
-                              connection->parser.method == HTTP_CONNECT, &url_parts) != 0) {
-        connection->keep_alive = false;
-        send_error(connection, 400, "bad request target");
-        return;
-    }
-    if (url_parts.field_set & (1 << UF_PATH)) {
-        path = connection->url.data + url_parts.field_data[UF_PATH].off;
-        path_length = url_parts.field_data[UF_PATH].len;
-    }
-
+    struct exchange ex = {.receiver = data, .conn = conn, .request = request};
+    ex.receiver->stats.requests_total++;
+    const char *path = request->path_len ? request->path : "/";
+    size_t path_length = request->path_len ? request->path_len : 1;
     if (starts_with(path, path_length, "/_") || starts_with(path, path_length, "/status/")) {
-        handle_control(connection, path, path_length);
+        handle_control(&ex, path, path_length);
         return;
     }
-    switch (connection->parser.method) {
+    switch (request->method) {
     case HTTP_POST:
     case HTTP_PUT:
     case HTTP_PATCH:
     case HTTP_DELETE:
-        handle_delivery(connection);
+        handle_delivery(&ex);
         break;
     case HTTP_GET:
     case HTTP_HEAD:
-        send_error(connection, 404, "not found");
+        send_error(&ex, 404, "not found");
         break;
     default:
-        send_error(connection, 405, "method not allowed");
+        send_error(&ex, 405, "method not allowed");
         break;
     }
 }
 
-/* ------------------------------------------------------------------------ */
-/* http_parser callbacks                                                     */
-/* ------------------------------------------------------------------------ */
-
-static int on_message_begin(http_parser *parser)
+static void on_accept_error(void *data, int uv_error)
 {
-    struct connection *connection = parser->data;
-    connection->url.length = 0;
-    connection->header_count = 0;
-    connection->last_callback_was_value = false;
-    connection->body.length = 0;
-    connection->keep_alive = false;
-    connection->reject_status = 0;
-    return 0;
-}
-
-static int on_url(http_parser *parser, const char *at, size_t length)
-{
-    struct connection *connection = parser->data;
-    if (byte_buffer_append(&connection->url, at, length, MAX_URL_BYTES) != 0) {
-        connection->reject_status = 414;
-        return -1;
-    }
-    return 0;
-}
-
-static int on_header_field(http_parser *parser, const char *at, size_t length)
-{
-    struct connection *connection = parser->data;
-    if (connection->header_count == 0 || connection->last_callback_was_value) {
-        if (connection->header_count == MAX_HEADERS) {
-            connection->reject_status = 431;
-            return -1;
-        }
-        struct header *header = &connection->headers[connection->header_count++];
-        header->name.length = 0;
-        header->value.length = 0;
-        connection->last_callback_was_value = false;
-    }
-    struct header *header = &connection->headers[connection->header_count - 1];
-    if (byte_buffer_append(&header->name, at, length, MAX_HEADER_PART_BYTES) != 0) {
-        connection->reject_status = 431;
-        return -1;
-    }
-    return 0;
-}
-
-static int on_header_value(http_parser *parser, const char *at, size_t length)
-{
-    struct connection *connection = parser->data;
-    if (connection->header_count == 0)
-        return -1;
-    connection->last_callback_was_value = true;
-    struct header *header = &connection->headers[connection->header_count - 1];
-    if (byte_buffer_append(&header->value, at, length, MAX_HEADER_PART_BYTES) != 0) {
-        connection->reject_status = 431;
-        return -1;
-    }
-    return 0;
-}
-
-static int on_headers_complete(http_parser *parser)
-{
-    struct connection *connection = parser->data;
-    connection->keep_alive = http_should_keep_alive(parser) != 0;
-    bool has_length = (parser->flags & F_CONTENTLENGTH) != 0;
-    if (has_length && parser->content_length > MAX_BODY_BYTES) {
-        connection->reject_status = 413;
-        return -1;
-    }
-    const struct header *expect = find_header(connection, "Expect");
-    if (expect && expect->value.length == strlen("100-continue") &&
-        strncasecmp(expect->value.data, "100-continue", expect->value.length) == 0 &&
-        parser->http_major == 1 && parser->http_minor >= 1) {
-        static const char interim[] = "HTTP/1.1 100 Continue\r\n\r\n";
-        struct write_request *write =
-            write_request_new(connection, sizeof interim - 1, AFTER_WRITE_NOTHING);
-        memcpy(write->data, interim, sizeof interim - 1);
-        write_request_submit(connection, write);
-    }
-    return 0;
-}
-
-static int on_body(http_parser *parser, const char *at, size_t length)
-{
-    struct connection *connection = parser->data;
-    if (byte_buffer_append(&connection->body, at, length, MAX_BODY_BYTES) != 0) {
-        connection->reject_status = 413;
-        return -1;
-    }
-    return 0;
-}
-
-static int on_message_complete(http_parser *parser)
-{
-    http_parser_pause(parser, 1); /* one request at a time; see connection_drive */
-    return 0;
-}
-
-static const http_parser_settings parser_settings = {
-    .on_message_begin = on_message_begin,
-    .on_url = on_url,
-    .on_header_field = on_header_field,
-    .on_header_value = on_header_value,
-    .on_headers_complete = on_headers_complete,
-    .on_body = on_body,
-    .on_message_complete = on_message_complete,
-};
-
-/* ------------------------------------------------------------------------ */
-/* Reading and the per-connection state machine                             */
-/* ------------------------------------------------------------------------ */
-
-static void reject_malformed(struct connection *connection, enum http_errno error)
-{
-    int status = connection->reject_status;
-    const char *message = "payload too large";
-    if (status == 0) {
-        status = error == HPE_HEADER_OVERFLOW ? 431 : 400;
-        message = http_errno_description(error);
-    } else if (status == 414) {
-        message = "uri too long";
-    } else if (status == 431) {
-        message = "request header fields too large";
-    }
-    connection->keep_alive = false;
-    send_error(connection, status, message);
-}
-
-/*
- * Feeds buffered input to the parser until a request completes (parser pauses
- * and the request is dispatched) or the input is used up.  Called after reads
- * and whenever a response finished.
- */
-static void connection_drive(struct connection *connection)
-{
-    while (!connection->busy && !connection->closing && !connection->draining &&
-           connection->input_offset < connection->input.length) {
-        const char *data = connection->input.data + connection->input_offset;
-        size_t available = connection->input.length - connection->input_offset;
-        size_t parsed = http_parser_execute(&connection->parser, &parser_settings, data, available);
-        connection->input_offset += parsed;
-        enum http_errno error = HTTP_PARSER_ERRNO(&connection->parser);
-        if (error == HPE_PAUSED) {
-            http_parser_pause(&connection->parser, 0);
-            dispatch_request(connection);
-        } else if (error != HPE_OK) {
-            reject_malformed(connection, error);
-        } else if (parsed < available) {
-            connection->keep_alive = false;
-            send_error(connection, 400, "unexpected data");
-        }
-    }
-    if (connection->closing || connection->draining)
-        return;
-    if (connection->input_offset == connection->input.length)
-        connection->input.length = connection->input_offset = 0; /* else on_alloc compacts */
-    if (!connection->busy) {
-        if (connection->peer_eof)
-            connection_close(connection);
-        else
-            connection_start_reading(connection);
-    }
-}
-
-static void on_alloc(uv_handle_t *handle, size_t suggested_size, uv_buf_t *buffer)
-{
-    struct connection *connection = handle->data;
-    struct byte_buffer *input = &connection->input;
-    if (connection->draining)
-        input->length = 0;
-    /* Compact consumed bytes before growing. */
-    if (connection->input_offset > 0 && connection->input_offset == input->length) {
-        input->length = connection->input_offset = 0;
-    } else if (connection->input_offset > 0) {
-        memmove(input->data, input->data + connection->input_offset,
-                input->length - connection->input_offset);
-        input->length -= connection->input_offset;
-        connection->input_offset = 0;
-    }
-    if (byte_buffer_reserve(input, READ_CHUNK_BYTES) != 0) {
-        *buffer = uv_buf_init(NULL, 0); /* libuv reports UV_ENOBUFS */
-        return;
-    }
-    *buffer =
-        uv_buf_init(input->data + input->length, (unsigned int)(input->capacity - input->length));
-}
-
-static void on_read(uv_stream_t *stream, ssize_t nread, const uv_buf_t *buffer)
-{
-    struct connection *connection = stream->data;
-    if (connection->closing)
-        return;
-    if (nread < 0) {
-        if (nread == UV_EOF && connection->busy && !connection->draining) {
-            /* Maybe only a half-close: still answer, then close. */
-            connection->peer_eof = true;
-            uv_read_stop(stream);
-            connection->reading = false;
-            return;
-        }
-        connection_close(connection);
-        return;
-    }
-    if (nread == 0)
-        return;
-    if (connection->draining) {
-        connection->input.length = 0;
-        return;
-    }
-    connection->input.length += (size_t)nread;
-    if (connection->busy) {
-        /* Pipelined bytes wait for the current answer; bound them. */
-        if (connection->input.length - connection->input_offset > MAX_BUFFERED_INPUT_BYTES) {
-            uv_read_stop(stream);
-            connection->reading = false;
-        }
-        return;
-    }
-    connection_drive(connection);
-}
-
-static void connection_start_reading(struct connection *connection)
-{
-    if (connection->reading || connection->closing)
-        return;
-    if (uv_read_start((uv_stream_t *)&connection->tcp, on_alloc, on_read) == 0)
-        connection->reading = true;
-    else
-        connection_close(connection);
-}
-
-static void on_new_connection(uv_stream_t *server, int status)
-{
-    struct receiver *receiver = server->data;
-    if (status < 0) {
-        fprintf(stderr, "test-receiver: accept: %s\n", uv_strerror(status));
-        return;
-    }
-    struct connection *connection = checked_malloc(sizeof *connection);
-    memset(connection, 0, sizeof *connection);
-    connection->receiver = receiver;
-    uv_tcp_init(receiver->loop, &connection->tcp);
-    uv_timer_init(receiver->loop, &connection->timer);
-    connection->tcp.data = connection;
-    connection->timer.data = connection;
-    connection->open_handles = 2;
-    connection->next = receiver->connections;
-    if (receiver->connections)
-        receiver->connections->previous = connection;
-    receiver->connections = connection;
-    http_parser_init(&connection->parser, HTTP_REQUEST);
-    connection->parser.data = connection;
-
-    if (uv_accept(server, (uv_stream_t *)&connection->tcp) != 0) {
-        connection_close(connection);
-        return;
-    }
-    uv_tcp_nodelay(&connection->tcp, 1);
-    connection_start_reading(connection);
+    fprintf(stderr, "test-receiver: accept: %s\n", uv_strerror(uv_error));
 }
 
 /* ------------------------------------------------------------------------ */
 /* Startup and shutdown                                                      */
 /* ------------------------------------------------------------------------ */
 
-static void on_server_handle_closed(uv_handle_t *handle)
-{
-    struct receiver *receiver = handle->data;
-    receiver->open_server_handles--;
-}
+static void on_signal_closed(uv_handle_t *handle) {}
 
+/* Closes the server (every connection with it) and the signal watchers; the
+ * loop then runs out. */
 static void receiver_shutdown(struct receiver *receiver)
 {
     if (receiver->shutting_down)
         return;
     receiver->shutting_down = true;
-    while (receiver->connections)
-        connection_close(receiver->connections); /* unlinks itself */
-    uv_close((uv_handle_t *)&receiver->server, on_server_handle_closed);
-    uv_close((uv_handle_t *)&receiver->sigterm_watcher, on_server_handle_closed);
-    uv_close((uv_handle_t *)&receiver->sigint_watcher, on_server_handle_closed);
+    if (receiver->httpd)
+        httpd_close(receiver->httpd, NULL, NULL);
+    receiver->httpd = NULL;
+    uv_close((uv_handle_t *)&receiver->sigterm_watcher, on_signal_closed);
+    uv_close((uv_handle_t *)&receiver->sigint_watcher, on_signal_closed);
 }
 
 static void on_signal(uv_signal_t *watcher, int signal_number)
@@ -1946,60 +1290,41 @@ static void parse_options(int argc, char **argv, struct options *options)
     mode_set(&options->mode, mode_status, mode_retry_after, mode_status_checks);
 }
 
-/* HOST:PORT, [IPv6]:PORT; "localhost" means 127.0.0.1. */
-static int resolve_listen_address(const char *text, struct sockaddr_storage *address)
+/* The receiver's HTTP server: its limits (see the top of this file), no
+ * deadline but the lingering close's. */
+static struct httpd_config receiver_httpd_config(void)
 {
-    const char *colon = strrchr(text, ':');
-    if (!colon || colon == text)
-        return -1;
-    char host[128];
-    size_t host_length = (size_t)(colon - text);
-    const char *host_start = text;
-    if (text[0] == '[') {
-        if (host_length < 2 || text[host_length - 1] != ']')
-            return -1;
-        host_start = text + 1;
-        host_length -= 2;
-    }
-    if (host_length == 0 || host_length >= sizeof host)
-        return -1;
-    memcpy(host, host_start, host_length);
-    host[host_length] = '\0';
-    const char *port_text = colon + 1;
-    if (!*port_text)
-        return -1;
-    char *end;
-    errno = 0;
-    unsigned long port = strtoul(port_text, &end, 10);
-    if (errno != 0 || *end != '\0' || port > 65535 || *port_text == '-' || *port_text == '+')
-        return -1;
-    if (strcmp(host, "localhost") == 0)
-        snprintf(host, sizeof host, "%s", "127.0.0.1");
-    memset(address, 0, sizeof *address);
-    if (uv_ip4_addr(host, (int)port, (struct sockaddr_in *)address) == 0)
-        return 0;
-    if (uv_ip6_addr(host, (int)port, (struct sockaddr_in6 *)address) == 0)
-        return 0;
-    return -1;
+    return (struct httpd_config){
+        .limits =
+            {
+                .max_url_bytes = MAX_URL_BYTES,
+                .max_headers = MAX_HEADERS,
+                .max_header_bytes = MAX_HEADER_PART_BYTES,
+                .max_body_bytes = MAX_BODY_BYTES,
+                .max_pipelined_bytes = MAX_BUFFERED_INPUT_BYTES,
+                .read_chunk_bytes = READ_CHUNK_BYTES,
+            },
+        .timeouts = {.drain_ms = DRAIN_TIMEOUT_MS},
+    };
 }
 
-static int announce_listening_address(struct receiver *receiver)
+/* Listens and prints "listening HOST:PORT"; a libuv error, or 0. */
+static int receiver_listen(struct receiver *receiver, const struct sockaddr_storage *address)
 {
-    struct sockaddr_storage bound;
-    int bound_length = sizeof bound;
-    int result = uv_tcp_getsockname(&receiver->server, (struct sockaddr *)&bound, &bound_length);
-    if (result != 0)
-        return result;
-    char host[64];
-    if (bound.ss_family == AF_INET6) {
-        const struct sockaddr_in6 *ipv6 = (const struct sockaddr_in6 *)&bound;
-        uv_ip6_name(ipv6, host, sizeof host);
-        printf("listening [%s]:%d\n", host, ntohs(ipv6->sin6_port));
-    } else {
-        const struct sockaddr_in *ipv4 = (const struct sockaddr_in *)&bound;
-        uv_ip4_name(ipv4, host, sizeof host);
-        printf("listening %s:%d\n", host, ntohs(ipv4->sin_port));
-    }
+    struct httpd_config config = receiver_httpd_config();
+    struct httpd_hooks hooks = {
+        .data = receiver,
+        .on_request = on_request,
+        .on_accept_error = on_accept_error,
+    };
+    int error = 0;
+    receiver->httpd =
+        httpd_start(receiver->loop, (const struct sockaddr *)address, &config, &hooks, &error);
+    if (receiver->httpd == NULL)
+        return error;
+    char shown[INET6_ADDRSTRLEN + 16];
+    httpd_format_address(httpd_address(receiver->httpd), shown, sizeof shown);
+    printf("listening %s\n", shown);
     fflush(stdout);
     return 0;
 }
@@ -2023,27 +1348,19 @@ int main(int argc, char **argv)
     receiver.mode = receiver.options.mode;
 
     struct sockaddr_storage address;
-    if (resolve_listen_address(receiver.options.listen_address, &address) != 0)
+    if (httpd_parse_listen(receiver.options.listen_address, &address) != NULL)
         die_bad_option("--listen", "expected HOST:PORT with a numeric address");
 
     ignore_sigpipe();
     key_table_init(&receiver.keys);
     receiver.loop = uv_default_loop();
-
-    uv_tcp_init(receiver.loop, &receiver.server);
     uv_signal_init(receiver.loop, &receiver.sigterm_watcher);
     uv_signal_init(receiver.loop, &receiver.sigint_watcher);
-    receiver.server.data = &receiver;
     receiver.sigterm_watcher.data = &receiver;
     receiver.sigint_watcher.data = &receiver;
-    receiver.open_server_handles = 3;
 
     int exit_code = 0;
-    int result = uv_tcp_bind(&receiver.server, (const struct sockaddr *)&address, 0);
-    if (result == 0)
-        result = uv_listen((uv_stream_t *)&receiver.server, SOMAXCONN, on_new_connection);
-    if (result == 0)
-        result = announce_listening_address(&receiver);
+    int result = receiver_listen(&receiver, &address);
     if (result == 0) {
         uv_signal_start(&receiver.sigterm_watcher, on_signal, SIGTERM);
         uv_signal_start(&receiver.sigint_watcher, on_signal, SIGINT);

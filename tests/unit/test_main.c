@@ -18,6 +18,8 @@ int main(void)
     srunner_add_suite(runner, signing_suite());
     srunner_add_suite(runner, metrics_suite());
     srunner_add_suite(runner, flow_suite());
+    srunner_add_suite(runner, httpd_suite());
+    srunner_add_suite(runner, admin_suite());
     srunner_run_all(runner, CK_NORMAL);
     int failed = srunner_ntests_failed(runner);
     srunner_free(runner);

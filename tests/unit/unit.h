@@ -17,5 +17,7 @@ Suite *signing_suite(void);
 
 Suite *metrics_suite(void);
 Suite *flow_suite(void);
+Suite *httpd_suite(void);
+Suite *admin_suite(void);
 
 #endif

@@ -1,0 +1,750 @@
+/*
+ * test_httpd.c — relay/httpd.h over real loopback TCP: what a request looks
+ * like to the handler, pipelining in order, every limit of a request (414,
+ * 431, 413, 400, the pipelined input that stops reading), HEAD, keep-alive
+ * and Connection: close, 204, 100 Continue, delayed answers, the handler's
+ * deadline, the idle deadline, half-closed clients, the fault calls (close,
+ * reset, raw bytes), and that every handle is closed at the end
+ * (uv_loop_close returns 0).
+ *
+ * One thread: the client is a plain non-blocking socket, and pump() turns
+ * the server's loop between reads of it.
+ */
+#include "unit.h"
+
+#include "httpd.h"
+#include "strbuf.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <http_parser.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+/* ---------------------------------------------------------------- the server under test */
+
+enum answer_mode {
+    ANSWER_NOW,       /* 200, the path as the body */
+    ANSWER_LATER,     /* the same, from a timer 5 ms later (in order) */
+    ANSWER_NEVER,     /* the handler keeps the request */
+    ANSWER_DELAYED,   /* httpd's delay_ms: 100 */
+    ANSWER_WAIT,      /* httpd_conn_wait(30), then 503 from on_wait_over */
+    ANSWER_204,       /* 204 with a body that must not be sent */
+    ANSWER_CLOSE,     /* httpd_conn_close */
+    ANSWER_RESET,     /* httpd_conn_reset */
+    ANSWER_RAW,       /* "raw bytes" then close */
+    ANSWER_THEN_CLOSE /* 200, ending the connection */
+};
+
+static uv_loop_t loop;
+static httpd_t *server;
+static enum answer_mode mode;
+static int requests_seen;
+static int timeouts_seen;
+static enum httpd_phase timeout_phase;
+static httpd_conn_t *held[16]; /* ANSWER_LATER / ANSWER_NEVER, in order */
+static int held_count;
+static uv_timer_t later_timer;
+static struct httpd_request last; /* pointers into the connection: read in on_request only */
+static char last_path[256], last_query[256], last_body[256], last_header[64];
+static size_t last_header_count, last_x_two_count;
+
+static void answer_path(httpd_conn_t *conn, const char *path)
+{
+    char body[300];
+    snprintf(body, sizeof(body), "{\"path\":\"%s\"}", path);
+    httpd_respond_json(conn, 200, NULL, body);
+}
+
+static void on_later(uv_timer_t *timer)
+{
+    for (int i = 0; i < held_count; i++)
+        answer_path(held[i], "later");
+    held_count = 0;
+}
+
+static void copy_text(char *out, size_t size, const char *s, size_t n)
+{
+    snprintf(out, size, "%.*s", (int)n, s);
+}
+
+static void note_request(const struct httpd_request *request)
+{
+    requests_seen++;
+    last = *request;
+    copy_text(last_path, sizeof(last_path), request->path, request->path_len);
+    copy_text(last_query, sizeof(last_query), request->query, request->query_len);
+    copy_text(last_body, sizeof(last_body), request->body, request->body_len);
+    const struct httpd_header *one = httpd_request_header(request, "x-one");
+    copy_text(last_header, sizeof(last_header), one ? one->value : "", one ? one->value_len : 0);
+    last_header_count = request->header_count;
+    last_x_two_count = httpd_request_header_count(request, "X-TWO");
+}
+
+static void on_request(void *data, httpd_conn_t *conn, const struct httpd_request *request)
+{
+    note_request(request);
+    struct httpd_response r = {.status = 200, .body = "{}", .body_len = 2};
+    switch (mode) {
+    case ANSWER_NOW:
+        answer_path(conn, last_path);
+        break;
+    case ANSWER_LATER:
+        held[held_count++] = conn;
+        uv_timer_start(&later_timer, on_later, 5, 0);
+        break;
+    case ANSWER_NEVER:
+        held[held_count++] = conn;
+        break;
+    case ANSWER_DELAYED:
+        r.delay_ms = 100;
+        httpd_respond(conn, &r);
+        break;
+    case ANSWER_WAIT:
+        httpd_conn_wait(conn, 30);
+        break;
+    case ANSWER_204:
+        r.status = 204;
+        httpd_respond(conn, &r);
+        break;
+    case ANSWER_CLOSE:
+        httpd_conn_close(conn);
+        break;
+    case ANSWER_RESET:
+        httpd_conn_reset(conn);
+        break;
+    case ANSWER_RAW:
+        httpd_conn_send_raw_and_close(conn, "raw bytes", 9);
+        break;
+    case ANSWER_THEN_CLOSE:
+        httpd_conn_close_after_answer(conn);
+        answer_path(conn, last_path);
+        break;
+    }
+}
+
+static void on_wait_over(void *data, httpd_conn_t *conn)
+{
+    httpd_respond_error(conn, 503, "Retry-After: 1\r\n", "waited \"long\"");
+}
+
+static void on_timeout(void *data, httpd_conn_t *conn, enum httpd_phase phase)
+{
+    timeouts_seen++;
+    timeout_phase = phase;
+}
+
+static void on_close(void *data, httpd_conn_t *conn)
+{
+    for (int i = 0; i < held_count; i++)
+        if (held[i] == conn)
+            held[i--] = held[--held_count];
+}
+
+static struct httpd_config default_config(void)
+{
+    return (struct httpd_config){
+        .limits =
+            {
+                .max_url_bytes = 1024,
+                .max_headers = 16,
+                .max_header_bytes = 256,
+                .max_body_bytes = 1024,
+                .max_pipelined_bytes = 4096,
+            },
+        .timeouts = {.drain_ms = 100},
+    };
+}
+
+static void start(const struct httpd_config *config, enum answer_mode how)
+{
+    ck_assert_int_eq(uv_loop_init(&loop), 0);
+    uv_timer_init(&loop, &later_timer);
+    mode = how;
+    requests_seen = timeouts_seen = held_count = 0;
+    struct httpd_hooks hooks = {
+        .on_request = on_request,
+        .on_wait_over = on_wait_over,
+        .on_timeout = on_timeout,
+        .on_close = on_close,
+    };
+    struct sockaddr_storage addr;
+    ck_assert_ptr_null(httpd_parse_listen("127.0.0.1:0", &addr));
+    int error = 0;
+    server = httpd_start(&loop, (const struct sockaddr *)&addr, config, &hooks, &error);
+    ck_assert_msg(server != NULL, "httpd_start: %s", uv_strerror(error));
+}
+
+static void on_server_closed(void *data)
+{
+    *(bool *)data = true;
+}
+
+/* Closes the server; every handle must be closed then. */
+static void stop(void)
+{
+    bool closed = false;
+    httpd_close(server, on_server_closed, &closed);
+    uv_close((uv_handle_t *)&later_timer, NULL);
+    while (!closed)
+        uv_run(&loop, UV_RUN_ONCE);
+    uv_run(&loop, UV_RUN_NOWAIT);
+    ck_assert_int_eq(uv_loop_close(&loop), 0);
+}
+
+/* ---------------------------------------------------------------- the client */
+
+static int client_connect(void)
+{
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    ck_assert_int_ge(fd, 0);
+    struct sockaddr_in addr = {.sin_family = AF_INET, .sin_port = htons(httpd_port(server))};
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    ck_assert_int_eq(connect(fd, (struct sockaddr *)&addr, sizeof(addr)), 0);
+    fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK);
+    return fd;
+}
+
+static void client_send(int fd, const char *bytes)
+{
+    size_t n = strlen(bytes);
+    ck_assert_int_eq(send(fd, bytes, n, MSG_NOSIGNAL), (ssize_t)n);
+}
+
+/* Status lines (no body here holds one). */
+static size_t count_responses(const struct strbuf *got)
+{
+    size_t count = 0;
+    for (const char *p = got->data; (p = strstr(p, "HTTP/1.1 ")) != NULL; p++)
+        count++;
+    return count;
+}
+
+struct pumped {
+    bool eof;
+    int error; /* errno of a failed read (ECONNRESET), or 0 */
+};
+
+/* Turns the loop and reads fd until EOF, an error, `want` responses (0:
+ * until EOF) or max_ms. */
+static struct pumped pump(int fd, struct strbuf *got, size_t want, int max_ms)
+{
+    struct pumped result = {false, 0};
+    uint64_t until = uv_hrtime() + (uint64_t)max_ms * 1000000u;
+    while (uv_hrtime() < until) {
+        uv_run(&loop, UV_RUN_NOWAIT);
+        struct pollfd p = {.fd = fd, .events = POLLIN};
+        if (poll(&p, 1, 1) <= 0)
+            continue;
+        char chunk[4096];
+        ssize_t n = recv(fd, chunk, sizeof(chunk), 0);
+        if (n > 0) {
+            strbuf_append(got, chunk, (size_t)n);
+            if (want && count_responses(got) >= want)
+                break;
+            continue;
+        }
+        if (n == 0)
+            result.eof = true;
+        else if (errno != EAGAIN)
+            result.error = errno;
+        if (n == 0 || errno != EAGAIN)
+            break;
+    }
+    uv_run(&loop, UV_RUN_NOWAIT);
+    return result;
+}
+
+/* One request on a new connection: what came back, and whether it closed. */
+static struct pumped exchange(const char *request, struct strbuf *got, size_t want)
+{
+    int fd = client_connect();
+    client_send(fd, request);
+    struct pumped result = pump(fd, got, want, 1000);
+    close(fd);
+    return result;
+}
+
+static bool has(const struct strbuf *got, const char *text)
+{
+    return strstr(got->data, text) != NULL;
+}
+
+/* ---------------------------------------------------------------- what the handler sees */
+
+START_TEST(request_parts_reach_the_handler)
+{
+    struct httpd_config config = default_config();
+    start(&config, ANSWER_NOW);
+    struct strbuf got;
+    strbuf_init(&got);
+    struct pumped r = exchange("POST /a/b?x=1&y=2 HTTP/1.1\r\nHost: h\r\nX-One: first\r\n"
+                               "x-two: a\r\nX-Two: b\r\nContent-Length: 5\r\n\r\nhello",
+                               &got, 1);
+    ck_assert_int_eq(requests_seen, 1);
+    ck_assert_int_eq(last.method, HTTP_POST);
+    ck_assert_str_eq(last_path, "/a/b");
+    ck_assert_str_eq(last_query, "x=1&y=2");
+    ck_assert_str_eq(last_body, "hello");
+    ck_assert_str_eq(last_header, "first");
+    ck_assert_uint_eq(last_header_count, 5);
+    ck_assert_uint_eq(last_x_two_count, 2);
+    ck_assert(last.keep_alive);
+    ck_assert(!r.eof);
+    ck_assert_msg(has(&got, "HTTP/1.1 200 OK\r\n"), "%s", got.data);
+    ck_assert(has(&got, "Content-Length: 15\r\n"));
+    ck_assert(!has(&got, "Connection:")); /* HTTP/1.1 keeps the connection silently */
+    ck_assert(has(&got, "\r\n\r\n{\"path\":\"/a/b\"}"));
+    strbuf_free(&got);
+    stop();
+}
+END_TEST
+
+START_TEST(pipelined_requests_are_answered_in_order)
+{
+    struct httpd_config config = default_config();
+    start(&config, ANSWER_NOW);
+    struct strbuf got;
+    strbuf_init(&got);
+    exchange("GET /1 HTTP/1.1\r\n\r\nGET /2 HTTP/1.1\r\n\r\nGET /3 HTTP/1.1\r\n\r\n", &got, 3);
+    ck_assert_int_eq(requests_seen, 3);
+    const char *one = strstr(got.data, "/1"), *two = strstr(got.data, "/2"),
+               *three = strstr(got.data, "/3");
+    ck_assert(one && two && three && one < two && two < three);
+    strbuf_free(&got);
+    stop();
+}
+END_TEST
+
+/* The handler answers later: the next request waits for the answer. */
+START_TEST(pipelined_requests_wait_for_a_late_answer)
+{
+    struct httpd_config config = default_config();
+    start(&config, ANSWER_LATER);
+    struct strbuf got;
+    strbuf_init(&got);
+    int fd = client_connect();
+    client_send(fd, "GET /1 HTTP/1.1\r\n\r\nGET /2 HTTP/1.1\r\n\r\n");
+    pump(fd, &got, 0, 3); /* the first is with the handler */
+    ck_assert_int_eq(requests_seen, 1);
+    ck_assert_int_eq(held_count, 1);
+    ck_assert_int_eq(httpd_conn_phase(held[0]), HTTPD_HANDLING);
+    pump(fd, &got, 2, 1000);
+    ck_assert_int_eq(requests_seen, 2);
+    ck_assert_uint_eq(count_responses(&got), 2);
+    close(fd);
+    strbuf_free(&got);
+    stop();
+}
+END_TEST
+
+/* ---------------------------------------------------------------- limits */
+
+static void assert_refused(const struct strbuf *got, struct pumped r, const char *status_line)
+{
+    ck_assert_msg(strncmp(got->data, status_line, strlen(status_line)) == 0, "got: %s", got->data);
+    ck_assert(has(got, "Connection: close\r\n"));
+    ck_assert(has(got, "{\"error\":\""));
+    ck_assert_msg(r.eof, "the connection must end after a refusal");
+    ck_assert_int_eq(requests_seen, 0);
+}
+
+START_TEST(request_target_over_the_limit_is_414)
+{
+    struct httpd_config config = default_config();
+    config.limits.max_url_bytes = 64;
+    start(&config, ANSWER_NOW);
+    struct strbuf got;
+    strbuf_init(&got);
+    char request[256];
+    snprintf(request, sizeof(request), "GET /%0100d HTTP/1.1\r\n\r\n", 0);
+    struct pumped r = exchange(request, &got, 0);
+    assert_refused(&got, r, "HTTP/1.1 414 URI Too Long\r\n");
+    strbuf_free(&got);
+    stop();
+}
+END_TEST
+
+START_TEST(too_many_headers_is_431)
+{
+    struct httpd_config config = default_config();
+    config.limits.max_headers = 4;
+    start(&config, ANSWER_NOW);
+    struct strbuf got;
+    strbuf_init(&got);
+    struct pumped r =
+        exchange("GET / HTTP/1.1\r\na: 1\r\nb: 2\r\nc: 3\r\nd: 4\r\ne: 5\r\n\r\n", &got, 0);
+    assert_refused(&got, r, "HTTP/1.1 431 Request Header Fields Too Large\r\n");
+    strbuf_free(&got);
+    stop();
+}
+END_TEST
+
+START_TEST(header_over_the_limit_is_431)
+{
+    struct httpd_config config = default_config();
+    config.limits.max_header_bytes = 32;
+    start(&config, ANSWER_NOW);
+    struct strbuf got;
+    strbuf_init(&got);
+    struct pumped r = exchange(
+        "GET / HTTP/1.1\r\nX-Long: 0123456789012345678901234567890123456789\r\n\r\n", &got, 0);
+    assert_refused(&got, r, "HTTP/1.1 431 ");
+    strbuf_free(&got);
+    stop();
+}
+END_TEST
+
+/* Content-Length over the limit: refused before the body is sent. */
+START_TEST(body_over_the_limit_is_413_at_once)
+{
+    struct httpd_config config = default_config();
+    config.limits.max_body_bytes = 16;
+    start(&config, ANSWER_NOW);
+    struct strbuf got;
+    strbuf_init(&got);
+    struct pumped r = exchange("POST / HTTP/1.1\r\nContent-Length: 17\r\n\r\n", &got, 0);
+    assert_refused(&got, r, "HTTP/1.1 413 Content Too Large\r\n");
+    strbuf_free(&got);
+    stop();
+}
+END_TEST
+
+START_TEST(chunked_body_over_the_limit_is_413)
+{
+    struct httpd_config config = default_config();
+    config.limits.max_body_bytes = 16;
+    start(&config, ANSWER_NOW);
+    struct strbuf got;
+    strbuf_init(&got);
+    struct pumped r = exchange("POST / HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n"
+                               "a\r\n0123456789\r\na\r\n0123456789\r\n0\r\n\r\n",
+                               &got, 0);
+    assert_refused(&got, r, "HTTP/1.1 413 ");
+    strbuf_free(&got);
+    stop();
+}
+END_TEST
+
+START_TEST(whole_request_over_the_limit_is_413)
+{
+    struct httpd_config config = default_config();
+    config.limits.max_request_bytes = 48;
+    start(&config, ANSWER_NOW);
+    struct strbuf got;
+    strbuf_init(&got);
+    struct pumped r = exchange(
+        "GET / HTTP/1.1\r\nA: 0123456789\r\nB: 0123456789\r\nC: 0123456789\r\n\r\n", &got, 0);
+    assert_refused(&got, r, "HTTP/1.1 413 ");
+    strbuf_free(&got);
+    stop();
+}
+END_TEST
+
+/* A refusal's body is as long as its Content-Length says, also when the
+ * bytes began like "HEAD". */
+START_TEST(malformed_request_is_400_with_its_whole_body)
+{
+    struct httpd_config config = default_config();
+    start(&config, ANSWER_NOW);
+    struct strbuf got;
+    strbuf_init(&got);
+    struct pumped r = exchange("HEX / HTTP/1.1\r\n\r\n", &got, 0);
+    assert_refused(&got, r, "HTTP/1.1 400 Bad Request\r\n");
+    const char *length = strstr(got.data, "Content-Length: ");
+    const char *body = strstr(got.data, "\r\n\r\n");
+    ck_assert(length && body);
+    ck_assert_uint_eq(strtoul(length + 16, NULL, 10), strlen(body + 4));
+    strbuf_free(&got);
+    stop();
+}
+END_TEST
+
+/* While a request is handled, input is held up to max_pipelined_bytes (plus
+ * one read); then reading stops and the client's sends block. */
+START_TEST(pipelined_input_is_bounded)
+{
+    struct httpd_config config = default_config();
+    config.limits.max_pipelined_bytes = 2048;
+    config.limits.read_chunk_bytes = 1024;
+    start(&config, ANSWER_NEVER);
+    struct strbuf got;
+    strbuf_init(&got);
+    int fd = client_connect();
+    client_send(fd, "GET /first HTTP/1.1\r\n\r\n");
+    pump(fd, &got, 0, 3);
+    ck_assert_int_eq(held_count, 1);
+    static char filler[65536];
+    memset(filler, 'x', sizeof(filler));
+    size_t sent = 0;
+    bool blocked = false;
+    for (int i = 0; i < 4000 && !blocked; i++) {
+        uv_run(&loop, UV_RUN_NOWAIT);
+        ssize_t n = send(fd, filler, sizeof(filler), MSG_NOSIGNAL);
+        if (n > 0)
+            sent += (size_t)n;
+        blocked = n < 0 && errno == EAGAIN && i > 10;
+    }
+    ck_assert_msg(blocked, "the server kept reading: %zu bytes sent", sent);
+    ck_assert_uint_le(httpd_conn_buffered_bytes(held[0]), 2048 + 1024);
+    ck_assert_int_eq(requests_seen, 1);
+    close(fd);
+    strbuf_free(&got);
+    stop();
+}
+END_TEST
+
+/* ---------------------------------------------------------------- answers */
+
+START_TEST(head_gets_no_body_and_the_next_request_follows)
+{
+    struct httpd_config config = default_config();
+    start(&config, ANSWER_NOW);
+    struct strbuf got;
+    strbuf_init(&got);
+    exchange("HEAD /h HTTP/1.1\r\n\r\nGET /g HTTP/1.1\r\n\r\n", &got, 2);
+    ck_assert_msg(has(&got, "Content-Length: 13\r\n\r\nHTTP/1.1 200 OK"), "%s", got.data);
+    ck_assert(has(&got, "{\"path\":\"/g\"}"));
+    ck_assert(!has(&got, "{\"path\":\"/h\"}"));
+    strbuf_free(&got);
+    stop();
+}
+END_TEST
+
+START_TEST(connection_close_and_http_1_0)
+{
+    struct httpd_config config = default_config();
+    start(&config, ANSWER_NOW);
+    struct strbuf got;
+    strbuf_init(&got);
+    struct pumped r = exchange("GET / HTTP/1.1\r\nConnection: close\r\n\r\n", &got, 0);
+    ck_assert(has(&got, "Connection: close\r\n") && r.eof);
+    strbuf_reset(&got);
+    r = exchange("GET / HTTP/1.0\r\n\r\n", &got, 0);
+    ck_assert(has(&got, "Connection: close\r\n") && r.eof);
+    strbuf_reset(&got);
+    r = exchange("GET / HTTP/1.0\r\nConnection: keep-alive\r\n\r\n", &got, 1);
+    ck_assert(has(&got, "Connection: keep-alive\r\n") && !r.eof);
+    strbuf_free(&got);
+    stop();
+}
+END_TEST
+
+START_TEST(close_after_answer_ends_the_connection)
+{
+    struct httpd_config config = default_config();
+    start(&config, ANSWER_THEN_CLOSE);
+    struct strbuf got;
+    strbuf_init(&got);
+    struct pumped r = exchange("GET /x HTTP/1.1\r\n\r\nGET /y HTTP/1.1\r\n\r\n", &got, 0);
+    ck_assert(r.eof);
+    ck_assert_uint_eq(count_responses(&got), 1);
+    ck_assert(has(&got, "Connection: close\r\n"));
+    strbuf_free(&got);
+    stop();
+}
+END_TEST
+
+START_TEST(no_content_has_no_length_and_no_body)
+{
+    struct httpd_config config = default_config();
+    start(&config, ANSWER_204);
+    struct strbuf got;
+    strbuf_init(&got);
+    exchange("GET / HTTP/1.1\r\n\r\n", &got, 1);
+    ck_assert_msg(has(&got, "HTTP/1.1 204 No Content\r\n"), "%s", got.data);
+    ck_assert(!has(&got, "Content-Length"));
+    ck_assert(!has(&got, "{}"));
+    strbuf_free(&got);
+    stop();
+}
+END_TEST
+
+START_TEST(expect_continue_gets_an_interim_answer)
+{
+    struct httpd_config config = default_config();
+    start(&config, ANSWER_NOW);
+    struct strbuf got;
+    strbuf_init(&got);
+    int fd = client_connect();
+    client_send(fd, "POST /c HTTP/1.1\r\nContent-Length: 5\r\nExpect: 100-continue\r\n\r\n");
+    pump(fd, &got, 1, 1000);
+    ck_assert_str_eq(got.data, "HTTP/1.1 100 Continue\r\n\r\n");
+    client_send(fd, "12345");
+    pump(fd, &got, 2, 1000);
+    ck_assert(has(&got, "HTTP/1.1 200 OK"));
+    ck_assert_str_eq(last_body, "12345");
+    close(fd);
+    strbuf_free(&got);
+    stop();
+}
+END_TEST
+
+START_TEST(delayed_answer_waits_for_its_delay)
+{
+    struct httpd_config config = default_config();
+    start(&config, ANSWER_DELAYED);
+    struct strbuf got;
+    strbuf_init(&got);
+    uint64_t began = uv_hrtime();
+    exchange("GET / HTTP/1.1\r\n\r\n", &got, 1);
+    uint64_t took_ms = (uv_hrtime() - began) / 1000000u;
+    ck_assert(has(&got, "HTTP/1.1 200 OK"));
+    ck_assert_uint_ge(took_ms, 90);
+    strbuf_free(&got);
+    stop();
+}
+END_TEST
+
+START_TEST(handler_deadline_calls_on_wait_over)
+{
+    struct httpd_config config = default_config();
+    start(&config, ANSWER_WAIT);
+    struct strbuf got;
+    strbuf_init(&got);
+    exchange("GET / HTTP/1.1\r\n\r\n", &got, 1);
+    ck_assert(has(&got, "HTTP/1.1 503 Service Unavailable\r\n"));
+    ck_assert(has(&got, "Retry-After: 1\r\n"));
+    ck_assert(has(&got, "{\"error\":\"waited \\\"long\\\"\"}"));
+    strbuf_free(&got);
+    stop();
+}
+END_TEST
+
+/* Slow bytes buy no time: the idle deadline runs from the accept. */
+START_TEST(idle_deadline_closes_idle_and_slow_clients)
+{
+    struct httpd_config config = default_config();
+    config.timeouts.idle_ms = 100;
+    start(&config, ANSWER_NOW);
+    struct strbuf got;
+    strbuf_init(&got);
+    int fd = client_connect();
+    struct pumped r = pump(fd, &got, 0, 1000);
+    ck_assert(r.eof && got.len == 0);
+    ck_assert_int_eq(timeouts_seen, 1);
+    ck_assert_int_eq(timeout_phase, HTTPD_IDLE);
+    close(fd);
+    fd = client_connect();
+    uint64_t began = uv_hrtime();
+    client_send(fd, "GET / HTTP/1.1\r\n");
+    pump(fd, &got, 0, 60);
+    client_send(fd, "Host: x\r\n");
+    r = pump(fd, &got, 0, 1000);
+    ck_assert(r.eof);
+    ck_assert_int_eq(timeout_phase, HTTPD_READING);
+    ck_assert_uint_lt((uv_hrtime() - began) / 1000000u, 180);
+    close(fd);
+    strbuf_free(&got);
+    stop();
+}
+END_TEST
+
+/* A client that half-closes after its request still gets the answer. */
+START_TEST(half_closed_client_gets_its_answer)
+{
+    struct httpd_config config = default_config();
+    start(&config, ANSWER_LATER);
+    struct strbuf got;
+    strbuf_init(&got);
+    int fd = client_connect();
+    client_send(fd, "GET / HTTP/1.1\r\n\r\n");
+    shutdown(fd, SHUT_WR);
+    struct pumped r = pump(fd, &got, 0, 1000);
+    ck_assert(has(&got, "HTTP/1.1 200 OK"));
+    ck_assert(r.eof);
+    close(fd);
+    strbuf_free(&got);
+    stop();
+}
+END_TEST
+
+/* ---------------------------------------------------------------- fault calls */
+
+START_TEST(close_reset_and_raw_end_the_connection)
+{
+    struct httpd_config config = default_config();
+    start(&config, ANSWER_CLOSE);
+    struct strbuf got;
+    strbuf_init(&got);
+    struct pumped r = exchange("GET / HTTP/1.1\r\n\r\n", &got, 0);
+    ck_assert(r.eof && got.len == 0);
+    mode = ANSWER_RESET;
+    r = exchange("GET / HTTP/1.1\r\n\r\n", &got, 0);
+    ck_assert_int_eq(r.error, ECONNRESET);
+    ck_assert_uint_eq(got.len, 0);
+    mode = ANSWER_RAW;
+    r = exchange("GET / HTTP/1.1\r\n\r\n", &got, 0);
+    ck_assert(r.eof);
+    ck_assert_str_eq(got.data, "raw bytes");
+    strbuf_free(&got);
+    stop();
+}
+END_TEST
+
+/* ---------------------------------------------------------------- listen addresses */
+
+START_TEST(listen_addresses)
+{
+    struct sockaddr_storage addr;
+    ck_assert_ptr_null(httpd_parse_listen("127.0.0.1:9464", &addr));
+    ck_assert_int_eq(addr.ss_family, AF_INET);
+    ck_assert_ptr_null(httpd_parse_listen("localhost:0", &addr));
+    ck_assert_ptr_null(httpd_parse_listen("*:80", &addr));
+    ck_assert_ptr_null(httpd_parse_listen("[::1]:8080", &addr));
+    ck_assert_int_eq(addr.ss_family, AF_INET6);
+    ck_assert_ptr_null(httpd_parse_listen("::1:8080", &addr));
+    char shown[64];
+    ck_assert_ptr_null(httpd_parse_listen("[::1]:8080", &addr));
+    httpd_format_address(&addr, shown, sizeof(shown));
+    ck_assert_str_eq(shown, "[::1]:8080");
+    const char *bad[] = {
+        "nohost",           ":9464",   "127.0.0.1:",    "127.0.0.1:70000",  "h:port",
+        "db.internal:5432", "[::1:80", "127.0.0.1:+80", "127.0.0.1:123456", "[zz]:1"};
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
+        ck_assert_msg(httpd_parse_listen(bad[i], &addr) != NULL, "accepted %s", bad[i]);
+    ck_assert_ptr_nonnull(httpd_parse_listen(NULL, &addr));
+}
+END_TEST
+
+Suite *httpd_suite(void)
+{
+    Suite *s = suite_create("httpd");
+    TCase *tc = tcase_create("requests");
+    tcase_add_test(tc, request_parts_reach_the_handler);
+    tcase_add_test(tc, pipelined_requests_are_answered_in_order);
+    tcase_add_test(tc, pipelined_requests_wait_for_a_late_answer);
+    suite_add_tcase(s, tc);
+    tc = tcase_create("limits");
+    tcase_add_test(tc, request_target_over_the_limit_is_414);
+    tcase_add_test(tc, too_many_headers_is_431);
+    tcase_add_test(tc, header_over_the_limit_is_431);
+    tcase_add_test(tc, body_over_the_limit_is_413_at_once);
+    tcase_add_test(tc, chunked_body_over_the_limit_is_413);
+    tcase_add_test(tc, whole_request_over_the_limit_is_413);
+    tcase_add_test(tc, malformed_request_is_400_with_its_whole_body);
+    tcase_add_test(tc, pipelined_input_is_bounded);
+    suite_add_tcase(s, tc);
+    tc = tcase_create("answers");
+    tcase_add_test(tc, head_gets_no_body_and_the_next_request_follows);
+    tcase_add_test(tc, connection_close_and_http_1_0);
+    tcase_add_test(tc, close_after_answer_ends_the_connection);
+    tcase_add_test(tc, no_content_has_no_length_and_no_body);
+    tcase_add_test(tc, expect_continue_gets_an_interim_answer);
+    tcase_add_test(tc, delayed_answer_waits_for_its_delay);
+    tcase_add_test(tc, handler_deadline_calls_on_wait_over);
+    tcase_add_test(tc, idle_deadline_closes_idle_and_slow_clients);
+    tcase_add_test(tc, half_closed_client_gets_its_answer);
+    tcase_add_test(tc, close_reset_and_raw_end_the_connection);
+    tcase_set_timeout(tc, 10);
+    suite_add_tcase(s, tc);
+    tc = tcase_create("listen");
+    tcase_add_test(tc, listen_addresses);
+    suite_add_tcase(s, tc);
+    return s;
+}
