@@ -193,12 +193,18 @@ CREATE TABLE outbox.intents (
     decision_note text,
     created_at timestamp with time zone DEFAULT now() NOT NULL,
     updated_at timestamp with time zone DEFAULT now() NOT NULL,
+    ordering_key text,
+    not_before timestamp with time zone,
     CONSTRAINT intents_check CHECK (((state <> 'in_flight'::outbox.intent_state) OR ((lease_owner IS NOT NULL) AND (lease_expires_at IS NOT NULL))))
 );
 
 COMMENT ON TABLE outbox.intents IS 'One row per logical action. Written by outbox.enqueue inside the caller''s transaction.';
 
 COMMENT ON COLUMN outbox.intents.ambiguous IS 'Some attempt may have executed: never reported failed, never re-sent blindly.';
+
+COMMENT ON COLUMN outbox.intents.ordering_key IS 'Group of intents delivered one at a time in enqueue (commit) order; NULL = unordered. The place in the group is the id.';
+
+COMMENT ON COLUMN outbox.intents.not_before IS 'p_not_before of an ordered intent enqueued behind a live one: applied when its turn comes (NULL otherwise).';
 
 ALTER TABLE outbox.intents ALTER COLUMN id ADD GENERATED ALWAYS AS IDENTITY (
     SEQUENCE NAME outbox.intents_id_seq
@@ -222,6 +228,8 @@ CREATE INDEX intents_compensates ON outbox.intents USING btree (compensates) WHE
 CREATE INDEX intents_due ON outbox.intents USING btree (target, next_attempt_at) WHERE (state = 'pending'::outbox.intent_state);
 
 CREATE INDEX intents_in_flight ON outbox.intents USING btree (lease_expires_at) WHERE (state = 'in_flight'::outbox.intent_state);
+
+CREATE INDEX intents_ordering ON outbox.intents USING btree (ordering_key, id) WHERE ((ordering_key IS NOT NULL) AND (state <> ALL (ARRAY['succeeded'::outbox.intent_state, 'cancelled'::outbox.intent_state])));
 
 CREATE INDEX intents_run ON outbox.intents USING btree (run_id) WHERE (run_id IS NOT NULL);
 
@@ -360,6 +368,21 @@ COMMENT ON TABLE outbox.relays IS 'Running relays. The enqueue trigger notifies 
 ALTER TABLE ONLY outbox.relays
     ADD CONSTRAINT relays_pkey PRIMARY KEY (relay_id);
 
+-- ---------------------------------------------------------------------- ordering_groups
+-- One row per ordering group with live intents: an enqueue holds its row lock
+-- until it commits, so enqueues of one group commit in the order of their
+-- ids. Deleted when the group has no live intent.
+CREATE TABLE outbox.ordering_groups (
+    ordering_key text NOT NULL,
+    enqueued bigint DEFAULT 1 NOT NULL,
+    last_enqueue_at timestamp with time zone DEFAULT now() NOT NULL
+);
+
+COMMENT ON TABLE outbox.ordering_groups IS 'One row per ordering group with live intents: an enqueue holds its row lock until it commits, so enqueues of one group commit in the order of their ids. Deleted when the group has no live intent.';
+
+ALTER TABLE ONLY outbox.ordering_groups
+    ADD CONSTRAINT ordering_groups_pkey PRIMARY KEY (ordering_key);
+
 ALTER TABLE ONLY outbox.target_state
     ADD CONSTRAINT target_state_target_fkey FOREIGN KEY (target) REFERENCES outbox.targets(name) ON UPDATE CASCADE ON DELETE CASCADE;
 
@@ -369,7 +392,7 @@ CREATE FUNCTION outbox.approve(p_key text, p_by text) RETURNS outbox.intent_stat
     SET search_path TO 'pg_catalog', 'pg_temp'
     AS $$
 DECLARE
-    row outbox.intents := outbox.locked_intent(p_key, 'approve');
+    row outbox.intents := outbox.ordering_locked_intent(p_key, 'approve');   -- 0013
 BEGIN
     IF p_by IS NULL OR p_by = '' THEN
         RAISE EXCEPTION 'outbox.approve: say who approves (p_by)' USING ERRCODE = '22023';
@@ -379,8 +402,10 @@ BEGIN
             USING ERRCODE = 'OR007';
     END IF;
     UPDATE outbox.intents
-       SET state = 'pending', next_attempt_at = now(), decided_by = p_by,
-           decision_note = 'approved', updated_at = now()
+       SET state = 'pending',
+           next_attempt_at = CASE WHEN (outbox.ordering_head_before(row.ordering_key, row.id)).id IS NOT NULL
+                                  THEN 'infinity' ELSE now() END,   -- 0013: held behind its group's head
+           decided_by = p_by, decision_note = 'approved', updated_at = now()
      WHERE id = row.id;
     PERFORM outbox.note_decision(row.id, row.attempts, p_by,
                                  format('approved by %s (session user %s)', p_by, session_user));
@@ -426,19 +451,26 @@ CREATE FUNCTION outbox.cancel(p_key text, p_reason text DEFAULT NULL::text) RETU
     SET search_path TO 'pg_catalog', 'pg_temp'
     AS $$
 DECLARE
-    row outbox.intents := outbox.locked_intent(p_key, 'cancel');
+    row outbox.intents := outbox.ordering_locked_intent(p_key, 'cancel');   -- 0013: the group's settle lock too
 BEGIN
-    IF row.state NOT IN ('pending', 'awaiting_approval') OR row.ambiguous THEN
+    IF (row.state NOT IN ('pending', 'awaiting_approval') OR row.ambiguous)
+       AND NOT (row.state = 'failed' AND row.ordering_key IS NOT NULL) THEN   -- 0013
         RAISE EXCEPTION 'outbox.cancel: key % is %, cannot cancel', quote_literal(p_key),
                         CASE WHEN row.ambiguous AND row.state = 'pending' THEN 'pending after an ambiguous attempt (it may have executed)'
                              ELSE row.state::text END
-            USING ERRCODE = 'OR007', HINT = 'Only intents that were never sent can be cancelled.';
+            USING ERRCODE = 'OR007', HINT = 'Only intents that were never sent (or, in an ordering group, that failed) can be cancelled.';
     END IF;
     UPDATE outbox.intents
-       SET state = 'cancelled', last_error = 'cancelled: ' || coalesce(p_reason, 'no reason given'),
+       SET state = 'cancelled',
+           last_error = 'cancelled: ' || coalesce(p_reason, 'no reason given')
+                        || CASE WHEN row.state = 'failed' THEN ' (it had failed: ' || coalesce(row.last_error, 'no reason recorded') || ')'
+                                ELSE '' END,   -- 0013
            decision_note = p_reason, decided_by = session_user, updated_at = now()
      WHERE id = row.id;
     PERFORM outbox.note_decision(row.id, row.attempts, session_user, 'cancelled: ' || coalesce(p_reason, ''));
+    IF row.ordering_key IS NOT NULL THEN   -- 0013
+        PERFORM outbox.ordering_release(ARRAY[row.ordering_key]);
+    END IF;
     RETURN 'cancelled';
 END
 $$;
@@ -449,6 +481,9 @@ CREATE FUNCTION outbox.cancel_run(p_run_id text, p_reason text DEFAULT NULL::tex
     AS $$
 DECLARE
     candidate bigint;
+    grp       text;      -- 0013
+    groups    text[];    -- 0013
+    locked    boolean := false;   -- 0013
     row       outbox.intents;
     cancelled integer := 0;
 BEGIN
@@ -459,13 +494,29 @@ BEGIN
     -- relay that is recording one of them. Once a row is locked, the UPDATE below looks
     -- again with a fresh snapshot, so it sees the attempts row a relay committed with the
     -- change we waited for; while we hold the lock, no relay can claim the row.
-    FOR candidate IN
-        SELECT i.id FROM outbox.intents i
+    -- 0013: unordered candidates first (waiting for their locks), then the ordered
+    -- ones, after the settle locks of their groups (all at once, in one order), and
+    -- only rows nobody else holds: a relay recording one waits for those locks.
+    SELECT array_agg(DISTINCT i.ordering_key) INTO groups FROM outbox.intents i
+     WHERE i.run_id = p_run_id AND i.state IN ('pending', 'awaiting_approval')
+       AND NOT i.ambiguous AND i.compensates IS NULL AND i.ordering_key IS NOT NULL;
+    FOR candidate, grp IN
+        SELECT i.id, i.ordering_key FROM outbox.intents i
          WHERE i.run_id = p_run_id AND i.state IN ('pending', 'awaiting_approval')
            AND NOT i.ambiguous AND i.compensates IS NULL
-         ORDER BY i.id
-           FOR UPDATE
+         ORDER BY i.ordering_key IS NOT NULL, i.id
     LOOP
+        IF grp IS NULL THEN   -- 0013
+            PERFORM 1 FROM outbox.intents i WHERE i.id = candidate FOR UPDATE;
+        ELSE
+            CONTINUE WHEN NOT grp = ANY (groups);   -- no longer a candidate when groups was read
+            IF NOT locked THEN
+                PERFORM outbox.ordering_lock_groups(groups);
+                locked := true;
+            END IF;
+            PERFORM 1 FROM outbox.intents i WHERE i.id = candidate FOR UPDATE SKIP LOCKED;
+            CONTINUE WHEN NOT FOUND;
+        END IF;
         UPDATE outbox.intents i
            SET state = 'cancelled', last_error = 'cancelled: ' || coalesce(p_reason, 'no reason given'),
                decision_note = p_reason, decided_by = session_user, updated_at = now()
@@ -479,6 +530,9 @@ BEGIN
             cancelled := cancelled + 1;
         END IF;
     END LOOP;
+    IF locked THEN   -- 0013
+        PERFORM outbox.ordering_release(groups);
+    END IF;
     RETURN cancelled;
 END
 $$;
@@ -736,7 +790,7 @@ CREATE FUNCTION outbox.differing_fields(a jsonb, b jsonb) RETURNS text[]
      WHERE a -> k IS DISTINCT FROM b -> k
 $$;
 
-CREATE FUNCTION outbox.enqueue(p_key text, p_target text, p_payload jsonb, p_run_id text DEFAULT NULL::text, p_not_before timestamp with time zone DEFAULT NULL::timestamp with time zone) RETURNS outbox.enqueue_result
+CREATE FUNCTION outbox.enqueue(p_key text, p_target text, p_payload jsonb, p_run_id text DEFAULT NULL::text, p_not_before timestamp with time zone DEFAULT NULL::timestamp with time zone, p_ordering_key text DEFAULT NULL::text) RETURNS outbox.enqueue_result
     LANGUAGE plpgsql SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'pg_temp'
     SET "outbox.in_enqueue" TO 'on'
@@ -754,6 +808,7 @@ DECLARE
     payload_text text;
     too_deep  boolean := false;
     locked    boolean;
+    wait      boolean := false;   -- 0013: held behind a live intent of its group
 BEGIN
     -- Every key outside the alphabet matches this (outbox.refuse_key says why).
     IF p_key IS NULL OR p_key = '' OR octet_length(p_key) > 255
@@ -775,8 +830,15 @@ BEGIN
         PERFORM 1 FROM outbox.intents WHERE key = p_key FOR KEY SHARE;
     END IF;
     locked := pg_advisory_xact_lock_shared(1330774017, hashtext(p_target)) IS NOT NULL;
+    -- 0013: an ordered intent takes its place in its group (the group's lock, until
+    -- this transaction ends: the id drawn below follows every earlier enqueue of the
+    -- group); wait: an earlier intent of the group is live, the new one is held.
+    IF p_ordering_key IS NOT NULL THEN
+        wait := outbox.ordering_place(p_key, p_ordering_key);
+    END IF;
 
-    INSERT INTO outbox.intents AS i (key, target, payload, fingerprint, state, run_id, next_attempt_at)
+    INSERT INTO outbox.intents AS i (key, target, payload, fingerprint, state, run_id, next_attempt_at,
+                                     ordering_key, not_before)   -- 0013
     SELECT p_key, t.name, p_payload,
            CASE WHEN cardinality(t.volatile_paths) = 0
                      AND (strpos(payload_text, '.') = 0 OR payload_text !~ '[0-9]\.[0-9]*0')
@@ -785,7 +847,8 @@ BEGIN
            CASE WHEN t.approval_rule IS NOT NULL AND outbox.needs_approval(p_payload, t.approval_rule)
                 THEN 'awaiting_approval'::outbox.intent_state
                 ELSE 'pending'::outbox.intent_state END,
-           p_run_id, greatest(now(), coalesce(p_not_before, now()))
+           p_run_id, CASE WHEN wait THEN 'infinity' ELSE greatest(now(), coalesce(p_not_before, now())) END,   -- 0013
+           p_ordering_key, CASE WHEN wait THEN p_not_before END   -- 0013
       FROM outbox.targets t
      WHERE t.name = p_target AND t.enabled AND jsonb_typeof(p_payload) = 'object'
        AND octet_length(payload_text) <= t.max_payload_bytes AND NOT too_deep
@@ -850,8 +913,11 @@ BEGIN
     -- Not inserted above, yet every check passed: the key is taken, or the
     -- target changed between the two statements. Insert once more (the
     -- latter), or find the existing row (the former).
-    INSERT INTO outbox.intents AS i (key, target, payload, fingerprint, state, run_id, next_attempt_at)
-    VALUES (p_key, p_target, p_payload, fp, new_state, p_run_id, greatest(now(), coalesce(p_not_before, now())))
+    INSERT INTO outbox.intents AS i (key, target, payload, fingerprint, state, run_id, next_attempt_at,
+                                     ordering_key, not_before)   -- 0013
+    VALUES (p_key, p_target, p_payload, fp, new_state, p_run_id,
+            CASE WHEN wait THEN 'infinity' ELSE greatest(now(), coalesce(p_not_before, now())) END,   -- 0013
+            p_ordering_key, CASE WHEN wait THEN p_not_before END)   -- 0013
     ON CONFLICT (key) DO NOTHING
     RETURNING * INTO existing;
     IF FOUND THEN
@@ -884,6 +950,15 @@ BEGIN
     IF existing.target <> p_target THEN
         RAISE EXCEPTION 'outbox.enqueue: key % is already used for target %, not %',
                         quote_literal(p_key), quote_literal(existing.target), quote_literal(p_target)
+            USING ERRCODE = 'OR001',
+                  HINT = 'An idempotency key names one action; use a new key for a new action.';
+    END IF;
+
+    -- 0013: the ordering key is part of the action, as the target is.
+    IF existing.ordering_key IS DISTINCT FROM p_ordering_key THEN
+        RAISE EXCEPTION 'outbox.enqueue: key % is already used %, not %', quote_literal(p_key),
+                        coalesce('in ordering group ' || quote_literal(existing.ordering_key), 'without an ordering key'),
+                        coalesce('in ordering group ' || quote_literal(p_ordering_key), 'without one')
             USING ERRCODE = 'OR001',
                   HINT = 'An idempotency key names one action; use a new key for a new action.';
     END IF;
@@ -1189,7 +1264,8 @@ BEGIN
                    JOIN outbox.targets t ON t.name = u.name AND t.enabled
                    LEFT JOIN outbox.target_state s ON s.target = u.name
                   CROSS JOIN LATERAL (SELECT min(i.next_attempt_at) AS due FROM outbox.intents i
-                                       WHERE i.state = 'pending' AND i.target = u.name) d
+                                       WHERE i.state = 'pending' AND i.target = u.name
+                                         AND i.next_attempt_at < 'infinity') d   -- 0013: held rows are not due
                   WHERE d.due IS NOT NULL),   -- a gate alone (a pause that ended) is nothing due
                 (SELECT min(lease_expires_at) FROM outbox.intents WHERE state = 'in_flight'),
                 (SELECT min(greatest(i.next_attempt_at, coalesce(i.lease_expires_at, i.next_attempt_at)))
@@ -1250,6 +1326,149 @@ BEGIN
 END
 $$;
 
+CREATE FUNCTION outbox.ordering_head_before(p_group text, p_id bigint) RETURNS outbox.intents
+    LANGUAGE sql STABLE SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+    SELECT h.* FROM outbox.intents h
+     WHERE p_group IS NOT NULL AND h.ordering_key = p_group AND h.id < p_id
+       AND h.state NOT IN ('succeeded', 'cancelled')
+     ORDER BY h.id LIMIT 1
+$$;
+
+CREATE FUNCTION outbox.ordering_lock_groups(p_groups text[]) RETURNS void
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+DECLARE
+    h integer;
+BEGIN
+    FOR h IN SELECT DISTINCT hashtext(g) FROM unnest(p_groups) AS g WHERE g IS NOT NULL ORDER BY 1 LOOP
+        PERFORM pg_advisory_xact_lock(1330774019, h);
+    END LOOP;
+END
+$$;
+
+CREATE FUNCTION outbox.ordering_locked_intent(p_key text, p_operation text) RETURNS outbox.intents
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+DECLARE
+    grp  text;
+    held boolean;
+    row  outbox.intents;
+BEGIN
+    SELECT i.ordering_key, i.state = 'pending' AND i.next_attempt_at = 'infinity' INTO grp, held
+      FROM outbox.intents i WHERE i.key = p_key;
+    IF grp IS NOT NULL AND held THEN
+        PERFORM outbox.ordering_lock_groups(ARRAY[grp]);
+    END IF;
+    row := outbox.locked_intent(p_key, p_operation);
+    IF row.ordering_key IS NOT NULL THEN
+        PERFORM outbox.ordering_lock_groups(ARRAY[row.ordering_key]);
+    END IF;
+    RETURN row;
+END
+$$;
+
+CREATE FUNCTION outbox.ordering_place(p_key text, p_group text) RETURNS boolean
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+BEGIN
+    IF p_group = '' OR octet_length(p_group) > 255 OR p_group ~ '[\u0001-\u001f\u007f-\u009f]' THEN
+        RAISE EXCEPTION 'outbox.enqueue: ordering key % for key % is %', quote_literal(p_group), quote_literal(p_key),
+                        CASE WHEN p_group = '' THEN 'empty'
+                             WHEN octet_length(p_group) > 255 THEN octet_length(p_group) || ' bytes long; the limit is 255'
+                             ELSE 'not printable (it contains a control character)' END
+            USING ERRCODE = 'OR011',
+                  HINT = 'An ordering key names a group of intents sent one at a time, e.g. the run id; NULL for unordered.';
+    END IF;
+    IF EXISTS (SELECT 1 FROM outbox.intents WHERE key = p_key) THEN
+        RETURN false;
+    END IF;
+    INSERT INTO outbox.ordering_groups AS g (ordering_key) VALUES (p_group)
+    ON CONFLICT (ordering_key) DO UPDATE SET enqueued = g.enqueued + 1, last_enqueue_at = now();
+    -- A new statement: at READ COMMITTED it sees every intent of the group
+    -- committed before the lock above was granted.
+    RETURN EXISTS (SELECT 1 FROM outbox.intents l
+                    WHERE l.ordering_key = p_group AND l.state NOT IN ('succeeded', 'cancelled'));
+END
+$$;
+
+CREATE FUNCTION outbox.ordering_release(p_groups text[]) RETURNS integer
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+DECLARE
+    released integer;
+    emptied  text[];
+BEGIN
+    PERFORM outbox.ordering_lock_groups(p_groups);
+    -- New statements from here on: they see what settled before the locks were granted.
+    UPDATE outbox.intents i
+       SET next_attempt_at = greatest(now(), coalesce(i.not_before, now())), updated_at = now()
+      FROM (SELECT DISTINCT g FROM unnest(p_groups) AS g WHERE g IS NOT NULL) AS u
+     CROSS JOIN LATERAL (SELECT h.id FROM outbox.intents h
+                          WHERE h.ordering_key = u.g AND h.state NOT IN ('succeeded', 'cancelled')
+                          ORDER BY h.id LIMIT 1) AS head
+     WHERE i.id = head.id AND i.state = 'pending' AND i.next_attempt_at = 'infinity';
+    GET DIAGNOSTICS released = ROW_COUNT;
+
+    SELECT array_agg(e.ordering_key) INTO emptied
+      FROM (SELECT o.ordering_key FROM outbox.ordering_groups o
+             WHERE o.ordering_key = ANY (p_groups)
+               AND NOT EXISTS (SELECT 1 FROM outbox.intents l
+                                WHERE l.ordering_key = o.ordering_key AND l.state NOT IN ('succeeded', 'cancelled'))
+               FOR UPDATE SKIP LOCKED) AS e;
+    IF emptied IS NOT NULL THEN
+        -- Locked: no enqueue can add to these groups now; look again with a new snapshot.
+        DELETE FROM outbox.ordering_groups o
+         WHERE o.ordering_key = ANY (emptied)
+           AND NOT EXISTS (SELECT 1 FROM outbox.intents l
+                            WHERE l.ordering_key = o.ordering_key AND l.state NOT IN ('succeeded', 'cancelled'));
+    END IF;
+    RETURN released;
+END
+$$;
+
+CREATE FUNCTION outbox.ordering_turn_at_commit() RETURNS trigger
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+DECLARE
+    head_id bigint;
+    held    boolean;
+BEGIN
+    SELECT h.id, h.state = 'pending' AND h.next_attempt_at = 'infinity' INTO head_id, held
+      FROM outbox.intents h
+     WHERE h.ordering_key = NEW.ordering_key AND h.state NOT IN ('succeeded', 'cancelled')
+     ORDER BY h.id
+     LIMIT 1
+       FOR SHARE;
+    IF held THEN
+        UPDATE outbox.intents i
+           SET next_attempt_at = greatest(now(), coalesce(i.not_before, now())), updated_at = now()
+         WHERE i.id = head_id AND i.state = 'pending' AND i.next_attempt_at = 'infinity';
+    ELSIF head_id IS NULL THEN
+        -- Nothing live in the group (the intent was answered from a tombstone and taken
+        -- back, say): its row goes. This transaction holds the row's lock.
+        DELETE FROM outbox.ordering_groups g WHERE g.ordering_key = NEW.ordering_key;
+    END IF;
+    RETURN NULL;
+END
+$$;
+
+CREATE FUNCTION outbox.ordering_waits_for(p_group text, p_id bigint) RETURNS text
+    LANGUAGE sql STABLE SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+    SELECT coalesce((SELECT format('waiting for %s (%s), the head of ordering group %s: it is sent once that one succeeded or was cancelled',
+                                   h.key, outbox.visible_status(h.state, h.ambiguous), p_group)
+                       FROM outbox.ordering_head_before(p_group, p_id) h WHERE h.id IS NOT NULL),
+                    'waiting for its turn in ordering group ' || p_group)
+$$;
+
 CREATE FUNCTION outbox.outcome(p_key text) RETURNS TABLE(status text, response_status integer, response_body text, attempts integer, last_error text, message text, state outbox.intent_state, target text, updated_at timestamp with time zone)
     LANGUAGE plpgsql STABLE SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'pg_temp'
@@ -1267,7 +1486,9 @@ BEGIN
            CASE outbox.visible_status(i.state, i.ambiguous)
                WHEN 'reconciling' THEN 'outcome unknown, reconciling'
                WHEN 'awaiting_approval' THEN 'waiting for approval'
-               WHEN 'pending' THEN 'waiting for delivery'
+               WHEN 'pending' THEN CASE WHEN i.next_attempt_at = 'infinity' AND i.ordering_key IS NOT NULL
+                                        THEN outbox.ordering_waits_for(i.ordering_key, i.id)   -- 0013
+                                        ELSE 'waiting for delivery' END
                WHEN 'delivering' THEN 'being delivered'
                WHEN 'succeeded' THEN 'the target acted'
                WHEN 'failed' THEN 'the target did not act and will not'
@@ -1318,6 +1539,11 @@ CREATE FUNCTION outbox.prunable() RETURNS TABLE(target text, state outbox.intent
                         WHERE c.compensates = i.key
                           AND NOT (c.state IN ('succeeded', 'failed', 'cancelled')
                                    AND c.updated_at < now() - ct.retain_for))
+       -- 0013: as in prune_target, a failed intent that blocks its ordering group stays
+       AND NOT (i.state = 'failed' AND i.ordering_key IS NOT NULL
+                AND EXISTS (SELECT 1 FROM outbox.intents l
+                             WHERE l.ordering_key = i.ordering_key AND l.id > i.id
+                               AND l.state NOT IN ('succeeded', 'cancelled')))
      GROUP BY i.target, i.state, t.retain_for
      ORDER BY i.target, i.state
 $$;
@@ -1459,6 +1685,11 @@ BEGIN
                AND i.updated_at < now() - p_retain_for
                AND i.compensates IS NULL
                AND NOT EXISTS (SELECT 1 FROM outbox.intents c WHERE c.compensates = i.key)
+               -- 0013: a failed intent that blocks later intents of its ordering group stays
+               AND NOT (i.state = 'failed' AND i.ordering_key IS NOT NULL
+                        AND EXISTS (SELECT 1 FROM outbox.intents l
+                                     WHERE l.ordering_key = i.ordering_key AND l.id > i.id
+                                       AND l.state NOT IN ('succeeded', 'cancelled')))
              ORDER BY i.updated_at
              LIMIT p_limit
                FOR UPDATE SKIP LOCKED) d;
@@ -1531,10 +1762,12 @@ DECLARE
     updated integer := 0;
     applied boolean[] := array_fill(false, ARRAY[coalesce(cardinality(p_ids), 0)]);
     o       bigint;
+    grp     text;     -- 0013
+    settled text[];   -- 0013: groups whose intent succeeded here
 BEGIN
     -- One outcome per row: a delivery's (sent known) before a take-over's,
     -- then the first buffered; fenced by (lease owner, attempt).
-    FOR o IN
+    FOR o, grp IN
         WITH u AS (
             SELECT x.*,
                    row_number() OVER (PARTITION BY x.id ORDER BY x.sent IS NULL, x.ord) = 1 AS chosen
@@ -1560,10 +1793,13 @@ BEGIN
           FROM u
          WHERE u.chosen AND i.id = u.id AND i.state IN ('in_flight', 'unknown') AND i.lease_owner = p_relay
            AND i.attempts = u.attempt
-        RETURNING u.ord
+        RETURNING u.ord, CASE WHEN u.state = 'succeeded' THEN i.ordering_key END   -- 0013
     LOOP
         applied[o] := true;
         updated := updated + 1;
+        IF grp IS NOT NULL THEN          -- 0013
+            settled := settled || grp;
+        END IF;
     END LOOP;
 
     -- Every outcome into the history, in the order the relay saw them; not
@@ -1577,6 +1813,11 @@ BEGIN
            AS x(id, attempt, class, sent, http, error, latency_ms, body, key_sent, ord)
      WHERE EXISTS (SELECT 1 FROM outbox.intents i WHERE i.id = x.id)
      ORDER BY x.ord;
+
+    -- 0013: the next intent of each group whose intent succeeded is due now.
+    IF settled IS NOT NULL THEN
+        PERFORM outbox.ordering_release(settled);
+    END IF;
     RETURN updated;
 END
 $$;
@@ -1696,7 +1937,7 @@ CREATE FUNCTION outbox.reject(p_key text, p_by text, p_reason text) RETURNS outb
     SET search_path TO 'pg_catalog', 'pg_temp'
     AS $$
 DECLARE
-    row outbox.intents := outbox.locked_intent(p_key, 'reject');
+    row outbox.intents := outbox.ordering_locked_intent(p_key, 'reject');   -- 0013
 BEGIN
     IF p_by IS NULL OR p_by = '' THEN
         RAISE EXCEPTION 'outbox.reject: say who rejects (p_by)' USING ERRCODE = '22023';
@@ -1712,6 +1953,9 @@ BEGIN
      WHERE id = row.id;
     PERFORM outbox.note_decision(row.id, row.attempts, p_by,
                                  format('rejected by %s (session user %s): %s', p_by, session_user, coalesce(p_reason, '')));
+    IF row.ordering_key IS NOT NULL THEN   -- 0013
+        PERFORM outbox.ordering_release(ARRAY[row.ordering_key]);
+    END IF;
     RETURN 'cancelled';
 END
 $$;
@@ -1783,7 +2027,7 @@ CREATE FUNCTION outbox.resolve(p_key text, p_outcome text, p_note text) RETURNS 
     SET search_path TO 'pg_catalog', 'pg_temp'
     AS $$
 DECLARE
-    row outbox.intents := outbox.locked_intent(p_key, 'resolve');
+    row outbox.intents := outbox.ordering_locked_intent(p_key, 'resolve');   -- 0013
 BEGIN
     IF p_outcome IS NULL OR p_outcome NOT IN ('succeeded', 'failed') THEN
         RAISE EXCEPTION 'outbox.resolve: outcome must be succeeded or failed, got %',
@@ -1804,6 +2048,9 @@ BEGIN
            lease_owner = NULL, lease_expires_at = NULL, updated_at = now()
      WHERE id = row.id;
     PERFORM outbox.note_decision(row.id, row.attempts, session_user, 'resolved ' || p_outcome || ': ' || p_note);
+    IF row.ordering_key IS NOT NULL AND p_outcome = 'succeeded' THEN   -- 0013
+        PERFORM outbox.ordering_release(ARRAY[row.ordering_key]);
+    END IF;
     RETURN p_outcome::outbox.intent_state;
 END
 $$;
@@ -1813,16 +2060,24 @@ CREATE FUNCTION outbox.retry_now(p_key text, p_by text DEFAULT NULL::text) RETUR
     SET search_path TO 'pg_catalog', 'pg_temp'
     AS $$
 DECLARE
-    row outbox.intents := outbox.locked_intent(p_key, 'retry_now');
+    row outbox.intents := outbox.ordering_locked_intent(p_key, 'retry_now');   -- 0013
     tgt outbox.targets;
     who text := coalesce(nullif(p_by, ''), session_user);
     first_age interval;
     note text;
+    head outbox.intents;   -- 0013
 BEGIN
     SELECT * INTO tgt FROM outbox.targets WHERE name = row.target;
     first_age := date_trunc('second', now() - row.first_attempt_at);
+    head := outbox.ordering_head_before(row.ordering_key, row.id);   -- 0013
 
-    IF row.state = 'pending' THEN
+    IF row.state = 'pending' AND head.id IS NOT NULL THEN   -- 0013
+        RAISE EXCEPTION 'outbox.retry_now: key % waits for % (%), the head of its ordering group %: it is sent after that one succeeds or is cancelled',
+                        quote_literal(p_key), quote_literal(head.key), outbox.visible_status(head.state, head.ambiguous),
+                        quote_literal(row.ordering_key)
+            USING ERRCODE = 'OR007',
+                  HINT = 'Settle the head: resolve or cancel it (outbox-relay stuck lists it).';
+    ELSIF row.state = 'pending' THEN
         note := 'retry requested: pending, due now';
     ELSIF row.state = 'unknown' THEN
         IF tgt.key_header IS NULL THEN
@@ -1884,13 +2139,14 @@ BEGIN
 
     IF row.state = 'failed' THEN
         UPDATE outbox.intents
-           SET state = 'pending', next_attempt_at = now(), attempts = 0, first_attempt_at = NULL,
+           SET state = 'pending', next_attempt_at = CASE WHEN head.id IS NOT NULL THEN 'infinity' ELSE now() END,   -- 0013
+               attempts = 0, first_attempt_at = NULL,
                response_status = NULL, response_body = NULL, updated_at = now()
          WHERE id = row.id;
     ELSE
         UPDATE outbox.intents
-           SET state = 'pending', next_attempt_at = now(), lease_owner = NULL,
-               lease_expires_at = NULL, updated_at = now()
+           SET state = 'pending', next_attempt_at = CASE WHEN head.id IS NOT NULL THEN 'infinity' ELSE now() END,   -- 0013
+               lease_owner = NULL, lease_expires_at = NULL, updated_at = now()
          WHERE id = row.id;
     END IF;
     PERFORM outbox.note_decision(row.id, row.attempts, who, note);
@@ -2101,29 +2357,58 @@ $$;
 -- ====================================================================== 5. views
 -- Keys that need a look: in flight past the lease, unknown, pending while the
 -- target's circuit is open or over 5 minutes past due, awaiting approval over
--- 24 hours.
+-- 24 hours; the head of an ordering group that blocks later intents ("blocks
+-- N later intents of group G"), and a held intent whose turn came but was not
+-- released.
 CREATE VIEW outbox.stuck AS
  SELECT i.key,
     i.target,
     i.state,
-    s.reason,
+        CASE
+            WHEN (g.later > 0) THEN (format('blocks %s later %s of group %s'::text, g.later,
+            CASE
+                WHEN (g.later = 1) THEN 'intent'::text
+                ELSE 'intents'::text
+            END, i.ordering_key) || COALESCE(('; '::text || s.reason), ''::text))
+            ELSE s.reason
+        END AS reason,
     (now() - i.created_at) AS age,
     i.attempts,
     i.last_error,
     i.updated_at
-   FROM ((outbox.intents i
+   FROM ((((( SELECT i_1.id,
+            false AS head
+           FROM (outbox.intents i_1
+             LEFT JOIN outbox.target_state ts_1 ON (((ts_1.target = i_1.target) AND (ts_1.circuit <> 'closed'::text))))
+          WHERE (((i_1.state = 'in_flight'::outbox.intent_state) AND (i_1.lease_expires_at < now())) OR (i_1.state = 'unknown'::outbox.intent_state) OR ((i_1.state = 'pending'::outbox.intent_state) AND (i_1.next_attempt_at < 'infinity'::timestamp with time zone) AND ((ts_1.target IS NOT NULL) OR (i_1.next_attempt_at < (now() - '00:05:00'::interval)))) OR ((i_1.state = 'awaiting_approval'::outbox.intent_state) AND (i_1.created_at < (now() - '24:00:00'::interval))))
+        UNION ALL
+         SELECT i_1.id,
+            true
+           FROM (( SELECT DISTINCT ON (o.ordering_key) o.id
+                   FROM outbox.intents o
+                  WHERE ((o.ordering_key IS NOT NULL) AND (o.state <> ALL (ARRAY['succeeded'::outbox.intent_state, 'cancelled'::outbox.intent_state])))
+                  ORDER BY o.ordering_key, o.id) h
+             JOIN outbox.intents i_1 ON ((i_1.id = h.id)))
+          WHERE ((i_1.state = 'failed'::outbox.intent_state) OR ((i_1.state = 'awaiting_approval'::outbox.intent_state) AND (i_1.created_at >= (now() - '24:00:00'::interval))) OR ((i_1.state = 'pending'::outbox.intent_state) AND (i_1.next_attempt_at = 'infinity'::timestamp with time zone)))) c
+     JOIN outbox.intents i ON ((i.id = c.id)))
      LEFT JOIN outbox.target_state ts ON (((ts.target = i.target) AND (ts.circuit <> 'closed'::text))))
+     LEFT JOIN LATERAL ( SELECT count(*) AS later
+           FROM outbox.intents l
+          WHERE ((i.ordering_key IS NOT NULL) AND (l.ordering_key = i.ordering_key) AND (l.id > i.id) AND (l.state <> ALL (ARRAY['succeeded'::outbox.intent_state, 'cancelled'::outbox.intent_state])) AND (NOT (EXISTS ( SELECT 1
+                   FROM outbox.intents p
+                  WHERE ((p.ordering_key = i.ordering_key) AND (p.id < i.id) AND (p.state <> ALL (ARRAY['succeeded'::outbox.intent_state, 'cancelled'::outbox.intent_state])))))))) g ON (true))
      CROSS JOIN LATERAL ( SELECT
                 CASE
                     WHEN ((i.state = 'in_flight'::outbox.intent_state) AND (i.lease_expires_at < now())) THEN 'in flight past its lease'::text
                     WHEN (i.state = 'unknown'::outbox.intent_state) THEN 'outcome unknown'::text
+                    WHEN ((i.state = 'pending'::outbox.intent_state) AND (i.next_attempt_at = 'infinity'::timestamp with time zone)) THEN (('its turn in group '::text || i.ordering_key) || ' came but it was not released: outbox.retry_now releases it'::text)
                     WHEN ((i.state = 'pending'::outbox.intent_state) AND (ts.target IS NOT NULL)) THEN ((((('target unavailable since '::text || to_char((ts.circuit_since AT TIME ZONE 'UTC'::text), 'YYYY-MM-DD HH24:MI:SS'::text)) || ' UTC (circuit '::text) || ts.circuit) || COALESCE((': '::text || ts.circuit_reason), ''::text)) || ')'::text)
                     WHEN (i.state = 'pending'::outbox.intent_state) THEN 'pending for over 5 minutes'::text
-                    WHEN (i.state = 'awaiting_approval'::outbox.intent_state) THEN 'awaiting approval for over 24 hours'::text
+                    WHEN ((i.state = 'awaiting_approval'::outbox.intent_state) AND (i.created_at < (now() - '24:00:00'::interval))) THEN 'awaiting approval for over 24 hours'::text
                     ELSE NULL::text
                 END AS reason) s)
-  WHERE (((i.state = 'in_flight'::outbox.intent_state) AND (i.lease_expires_at < now())) OR (i.state = 'unknown'::outbox.intent_state) OR ((i.state = 'pending'::outbox.intent_state) AND ((ts.target IS NOT NULL) OR (i.next_attempt_at < (now() - '00:05:00'::interval)))) OR ((i.state = 'awaiting_approval'::outbox.intent_state) AND (i.created_at < (now() - '24:00:00'::interval))));
-COMMENT ON VIEW outbox.stuck IS 'Keys that need a look: in flight past the lease, unknown, pending while the target''s circuit is open or over 5 minutes past due, awaiting approval over 24 hours.';
+  WHERE ((NOT c.head) OR (g.later > 0) OR (i.state = 'pending'::outbox.intent_state));
+COMMENT ON VIEW outbox.stuck IS 'Keys that need a look: in flight past the lease, unknown, pending while the target''s circuit is open or over 5 minutes past due, awaiting approval over 24 hours; the head of an ordering group that blocks later intents ("blocks N later intents of group G"), and a held intent whose turn came but was not released.';
 
 -- Per target: live rows by state; rows settled, delivery attempts, success
 -- ratio and p95 latency over the last 5 minutes; the age of the oldest due
@@ -2259,6 +2544,8 @@ CREATE TRIGGER intents_notify_update AFTER UPDATE ON outbox.intents REFERENCING 
 
 CREATE TRIGGER intents_truncate_history AFTER TRUNCATE ON outbox.intents FOR EACH STATEMENT EXECUTE FUNCTION outbox.intents_delete_history();
 
+CREATE CONSTRAINT TRIGGER ordering_groups_turn AFTER INSERT OR UPDATE ON outbox.ordering_groups DEFERRABLE INITIALLY DEFERRED FOR EACH ROW EXECUTE FUNCTION outbox.ordering_turn_at_commit();
+
 CREATE TRIGGER targets_guard_references BEFORE DELETE OR UPDATE OF name ON outbox.targets FOR EACH ROW EXECUTE FUNCTION outbox.targets_guard_references();
 
 CREATE TRIGGER targets_state_enable AFTER UPDATE OF enabled ON outbox.targets FOR EACH ROW WHEN ((new.enabled AND (NOT old.enabled))) EXECUTE FUNCTION outbox.targets_state_row();
@@ -2315,9 +2602,9 @@ GRANT ALL ON FUNCTION outbox.differing_fields(a jsonb, b jsonb) TO outbox_relay;
 GRANT ALL ON FUNCTION outbox.differing_fields(a jsonb, b jsonb) TO outbox_operator;
 GRANT ALL ON FUNCTION outbox.differing_fields(a jsonb, b jsonb) TO outbox_admin;
 
-REVOKE ALL ON FUNCTION outbox.enqueue(p_key text, p_target text, p_payload jsonb, p_run_id text, p_not_before timestamp with time zone) FROM PUBLIC;
-GRANT ALL ON FUNCTION outbox.enqueue(p_key text, p_target text, p_payload jsonb, p_run_id text, p_not_before timestamp with time zone) TO outbox_app;
-GRANT ALL ON FUNCTION outbox.enqueue(p_key text, p_target text, p_payload jsonb, p_run_id text, p_not_before timestamp with time zone) TO outbox_admin;
+REVOKE ALL ON FUNCTION outbox.enqueue(p_key text, p_target text, p_payload jsonb, p_run_id text, p_not_before timestamp with time zone, p_ordering_key text) FROM PUBLIC;
+GRANT ALL ON FUNCTION outbox.enqueue(p_key text, p_target text, p_payload jsonb, p_run_id text, p_not_before timestamp with time zone, p_ordering_key text) TO outbox_app;
+GRANT ALL ON FUNCTION outbox.enqueue(p_key text, p_target text, p_payload jsonb, p_run_id text, p_not_before timestamp with time zone, p_ordering_key text) TO outbox_admin;
 
 GRANT SELECT ON TABLE outbox.tombstones TO outbox_operator;
 
@@ -2367,6 +2654,20 @@ GRANT ALL ON FUNCTION outbox.next_due_ms(p_targets text[]) TO outbox_relay;
 REVOKE ALL ON FUNCTION outbox.note_decision(p_intent bigint, p_attempt integer, p_who text, p_note text) FROM PUBLIC;
 
 REVOKE ALL ON FUNCTION outbox.notify_relays() FROM PUBLIC;
+
+REVOKE ALL ON FUNCTION outbox.ordering_head_before(p_group text, p_id bigint) FROM PUBLIC;
+
+REVOKE ALL ON FUNCTION outbox.ordering_lock_groups(p_groups text[]) FROM PUBLIC;
+
+REVOKE ALL ON FUNCTION outbox.ordering_locked_intent(p_key text, p_operation text) FROM PUBLIC;
+
+REVOKE ALL ON FUNCTION outbox.ordering_place(p_key text, p_group text) FROM PUBLIC;
+
+REVOKE ALL ON FUNCTION outbox.ordering_release(p_groups text[]) FROM PUBLIC;
+
+REVOKE ALL ON FUNCTION outbox.ordering_turn_at_commit() FROM PUBLIC;
+
+REVOKE ALL ON FUNCTION outbox.ordering_waits_for(p_group text, p_id bigint) FROM PUBLIC;
 
 REVOKE ALL ON FUNCTION outbox.outcome(p_key text) FROM PUBLIC;
 GRANT ALL ON FUNCTION outbox.outcome(p_key text) TO outbox_app;
@@ -2474,6 +2775,8 @@ GRANT SELECT ON TABLE outbox.target_health TO outbox_operator;
 
 COMMENT ON FUNCTION outbox.attempt_may_have_executed(p_class outbox.attempt_class, p_request_sent boolean, p_http_status integer) IS 'Whether an attempts row leaves open that the target acted: true unless it is not_sent with nothing sent, a 4xx answer (retry_later, key_conflict, permanent_failure) or a decision that sent nothing.';
 
+COMMENT ON FUNCTION outbox.cancel(p_key text, p_reason text) IS 'Cancel an intent that was never sent, or a failed intent of an ordering group (the group moves on). OR007 otherwise.';
+
 COMMENT ON FUNCTION outbox.cancel_run(p_run_id text, p_reason text) IS 'Cancel the intents of a run that were never sent (pending or awaiting approval, not ambiguous, no attempt that reached or may have reached the target); compensations are kept. Returns how many.';
 
 COMMENT ON FUNCTION outbox.canonical(doc jsonb) IS 'Canonical form of a JSON document: numbers at their shortest scale (jsonb orders keys and drops whitespace). Linear in the text; any depth.';
@@ -2484,7 +2787,7 @@ COMMENT ON FUNCTION outbox.compensations(p_key text) IS 'The compensating intent
 
 COMMENT ON FUNCTION outbox.defer(p_relay text, p_ids bigint[], p_attempts integer[], p_delay_ms integer) IS 'Retired in 0009 with the retry budget. Kept for relays of earlier releases.';
 
-COMMENT ON FUNCTION outbox.enqueue(p_key text, p_target text, p_payload jsonb, p_run_id text, p_not_before timestamp with time zone) IS 'Insert or find the intent for a key, inside the caller''s transaction. Same key and payload: the existing intent and its outcome.';
+COMMENT ON FUNCTION outbox.enqueue(p_key text, p_target text, p_payload jsonb, p_run_id text, p_not_before timestamp with time zone, p_ordering_key text) IS 'Insert or find the intent for a key, inside the caller''s transaction. Same key and payload: the existing intent and its outcome. p_ordering_key: intents of one group are sent one at a time, in commit order.';
 
 
 SET default_tablespace = '';

@@ -34,7 +34,7 @@ SQL
     relay_pid=$!
     PIDS+=("$relay_pid")
     mkdir -p "$B/ret-pgb"
-    (cd "$B/ret-pgb" && PGDATABASE=$db exec "$PGBENCH" -n -c 4 -j 2 -R "$STEADY_RATE" -T "$STEADY_S" \
+    (cd "$B/ret-pgb" && PGDATABASE=$db exec "$PGBENCH" -n -c 16 -j 2 -R "$STEADY_RATE" -T "$STEADY_S" \
         -M prepared -l -f "$script" >"$B/ret-pgbench.out" 2>&1) &
     pgb_pid=$!
     t0=$(date +%s.%N)
@@ -72,7 +72,7 @@ def at(t):  # the first sample at or after t seconds
     return next((s for s in samples if s[0] >= t), samples[-1])
 # steady: intents and tombstones have reached retain_for + dedupe_window +
 # one prune interval (180 s), or half the run in a shorter one
-start, end = at(min(180, samples[-1][0] / 2)), samples[-1]
+start, end = at(180 if samples[-1][0] >= 240 else samples[-1][0] / 2), samples[-1]
 # deliveries in the first and the last full minute
 first_min = at(60)[6] - samples[0][6]
 last_t = end[0]
@@ -88,7 +88,7 @@ for line in open(log_path):
         runs.append((end_s - d["duration_ms"] / 1e3, end_s, d["pruned"], d["forgotten"], d["duration_ms"]))
 pruned = sum(r[2] for r in runs)
 prune_ms = sum(r[4] for r in runs)
-inside, outside = [], []
+inside, outside, done_times = [], [], []
 for f in glob.glob(pgb_dir + "/pgbench_log.*"):
     for line in open(f):
         p = line.split()
@@ -99,6 +99,7 @@ for f in glob.glob(pgb_dir + "/pgbench_log.*"):
         lat_ms = (int(p[2]) - (int(p[6]) if len(p) > 6 else 0)) / 1e3
         done = int(p[4]) + int(p[5]) / 1e6
         (inside if any(a <= done <= b for a, b, *_ in runs) else outside).append(lat_ms)
+        done_times.append(done - t0)
 def p99(xs):
     xs = sorted(xs)
     return xs[min(len(xs) - 1, int(0.99 * len(xs)))] if xs else None
@@ -110,6 +111,8 @@ print(json.dumps({
     "intent_rows_start": start[4], "intent_rows_end": end[4],
     "first_min_rate": first_min / first_span if first_span else 0,
     "last_min_rate": last_min / last_span if last_span else 0,
+    "first_min_enqueued": sum(1 for t in done_times if t < 60) / 60.0,
+    "last_min_enqueued": sum(1 for t in done_times if last_t - 60 <= t < last_t) / 60.0,
     "prune_runs": len(runs), "pruned": pruned, "prune_ms": prune_ms,
     "enqueues": len(inside) + len(outside), "enq_in_prune": len(inside),
     "p99_in_prune_ms": p99(inside), "p99_outside_ms": p99(outside),

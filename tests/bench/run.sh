@@ -19,12 +19,15 @@
 #   memory       peak RSS of the relay with 1,000 deliveries in flight: small responses,
 #                then responses at the 64 KiB cap, against the bound in README ("Memory")
 #   history      drain 50,000 with 2,000,000 terminal rows in the table vs an empty table
+#   ordered      ordered delivery: 1,000 groups x 10 steps (p_ordering_key) drained by one
+#                relay, beside an unordered drain of as many intents, each round
 #
 # Knobs (environment): BENCH_RUNS (drain rounds, default 5), BENCH_RUNS_OTHER
 # (rounds of the other scenarios, default 1), BENCH_DRAIN_INTENTS (100000),
 # BENCH_HISTORY_ROWS (2000000), BENCH_HISTORY_INTENTS (50000),
 # BENCH_TRICKLE_SECONDS (20), BENCH_PGBENCH_SECONDS (10), BENCH_BATCH_SIZE,
 # BENCH_MAX_IN_FLIGHT, BENCH_ONLY (comma list of scenarios to run),
+# BENCH_ORDERED_GROUPS (1000) and BENCH_ORDERED_STEPS (10) for `ordered`,
 # BENCH_BUDGET_S (540: later drain rounds are skipped past it),
 # BENCH_STEADY_SECONDS (300) and BENCH_STEADY_RATE (2000) for the retention
 # steady state (tests/bench/retention.sh), KEEP_TMP=1.
@@ -50,6 +53,8 @@ MAX_IN_FLIGHT=${BENCH_MAX_IN_FLIGHT:-1024}
 ONLY=${BENCH_ONLY:-}
 BUDGET_S=${BENCH_BUDGET_S:-540}
 N_MEMORY=2000
+ORDERED_GROUPS=${BENCH_ORDERED_GROUPS:-1000}
+ORDERED_STEPS=${BENCH_ORDERED_STEPS:-10}
 MEMORY_IN_FLIGHT=1000
 MEMORY_RESPONSE_CAP=65536 # the relay's --max-response-bytes default
 
@@ -304,7 +309,7 @@ drain_once() {
             "ALTER TABLE outbox.attempts SET (autovacuum_enabled = false, toast.autovacuum_enabled = false)" >/dev/null
     fi
     local t0=$EPOCHREALTIME
-    enqueue_intents "$db" bench "$kind:$round:" "$n" || { broken "$kind/$round: enqueue"; return 1; }
+    "${DRAIN_ENQUEUE:-enqueue_intents}" "$db" bench "$kind:$round:" "$n" || { broken "$kind/$round: enqueue"; return 1; }
     local load_s
     load_s=$(awk -v a="$t0" -v b="$EPOCHREALTIME" 'BEGIN {printf "%.3f", b - a}')
     [ "$prep" = analyze ] && q "$db" "ANALYZE outbox.intents" >/dev/null
@@ -703,6 +708,54 @@ scenario_history() {
 
 . "$ROOT/tests/bench/retention.sh"
 
+# ------------------------------------------------------------------ ordered
+
+# enqueue_ordered DB TARGET PREFIX N: N intents in groups of ORDERED_STEPS
+# steps (ordering key PREFIX<group>, steps enqueued in order), from two
+# sessions (half of the groups each), one statement each: the bulk load of
+# enqueue_intents, with the same payloads.
+enqueue_ordered() {
+    local db=$1 target=$2 prefix=$3 groups=$(($4 / ORDERED_STEPS)) rc=0 half p1 p2
+    half=$((groups / 2))
+    local sql="SELECT count(*) FROM (
+                 SELECT outbox.enqueue('$prefix' || gg || ':' || s, '$target', $PAYLOAD_SQL,
+                                       p_ordering_key => '$prefix' || gg)
+                   FROM (SELECT gg, s, (gg - 1) * $ORDERED_STEPS + s AS g
+                           FROM generate_series(@FIRST@, @LAST@) AS gg, generate_series(1, $ORDERED_STEPS) AS s) AS n
+                  ORDER BY gg, s) x"
+    local first_half=${sql//@FIRST@/1} second_half=${sql//@FIRST@/$((half + 1))}
+    q "$db" "${first_half//@LAST@/$half}" >/dev/null &
+    p1=$!
+    q "$db" "${second_half//@LAST@/$groups}" >/dev/null &
+    p2=$!
+    wait "$p1" || rc=1
+    wait "$p2" || rc=1
+    return $rc
+}
+
+# Each round: ORDERED_GROUPS x ORDERED_STEPS ordered intents (each group's
+# head due, the rest held until the step before succeeds) and as many
+# unordered ones, each drained by one relay from a fresh database (load,
+# ANALYZE, CHECKPOINT, relay --exit-when-idle: drain_once), in alternating
+# order. report.py compares the ordered rate with the unordered drain's.
+scenario_ordered() {
+    local r n=$((ORDERED_GROUPS * ORDERED_STEPS))
+    emit kind=ordered_meta groups="$ORDERED_GROUPS" steps="$ORDERED_STEPS"
+    for r in $(seq 1 "$RUNS"); do
+        if [ "$r" -gt 1 ] && over_budget; then
+            warn "time budget used: skipping ordered rounds $r..$RUNS"
+            break
+        fi
+        if [ $((r % 2)) = 1 ]; then
+            DRAIN_ENQUEUE=enqueue_ordered drain_once ordered "$r" "$n" 1 analyze
+            drain_once unordered_small "$r" "$n" 1 analyze
+        else
+            drain_once unordered_small "$r" "$n" 1 analyze
+            DRAIN_ENQUEUE=enqueue_ordered drain_once ordered "$r" "$n" 1 analyze
+        fi
+    done
+}
+
 # ------------------------------------------------------------------ main
 
 say "building helpers into build/bench/"
@@ -786,6 +839,7 @@ want drain || want defaults || want no_analyze || want two_relays && scenario_dr
 # The stock cluster's work is done: stop it so its checkpoints and
 # background writes stay out of the scenarios that follow.
 pgcluster_stop "$B/pgdef"
+want ordered && { scenario_ordered || true; }
 want trickle && { scenario_trickle || true; }
 want enqueue && { scenario_enqueue || true; }
 want memory && { scenario_memory || true; }

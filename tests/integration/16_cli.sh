@@ -174,7 +174,7 @@ cli cancel 'ca:1'
 is "$RC:$OUT" "0:cancelled 'ca:1': now cancelled" "cancel of a never-sent row (no reason): 0"
 cli cancel 'sk:unknown' --reason 'x'
 is "$RC" 4 "cancel of an unknown row: refused (4)"
-is "$(sed -n 2p <<<"$ERR")" "outbox-relay cancel: hint: Only intents that were never sent can be cancelled." \
+is "$(sed -n 2p <<<"$ERR")" "outbox-relay cancel: hint: Only intents that were never sent (or, in an ordering group, that failed) can be cancelled." \
     "the database's hint follows the message"
 cli cancel no-such-key
 is "$RC" 3 "cancel of a missing key: 3"

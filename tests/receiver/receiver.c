@@ -41,6 +41,7 @@
  *    clean and a leak in the receiver cannot hide one in the relay's tests.
  */
 #include "httpd.h"
+#include "order_log.h"
 #include "strbuf.h"
 
 #include <errno.h>
@@ -678,6 +679,7 @@ static void act_on_delivery(struct receiver *receiver, struct key_state *entry)
         return;
     }
     entry->effects++;
+    order_log_note(ORDER_LOG_EFFECT, entry->key, entry->key_length);
     receiver->stats.effects_total++;
     if (entry->effects == 1)
         receiver->stats.keys_acted_on++;
@@ -846,6 +848,7 @@ static void handle_delivery(const struct exchange *ex)
         send_error(ex, 400, "idempotency key too long");
         return;
     }
+    order_log_note(ORDER_LOG_REQUEST, key, key_length);
     struct key_state *entry = key_table_get_or_create(&receiver->keys, key, key_length);
     entry->deliveries++;
     pack_headers(ex->request, entry);
@@ -1175,6 +1178,8 @@ static void print_usage(FILE *stream)
           "  --mode-status-checks    the outage mode answers GET /status/{key} too\n"
           "  --response-bytes N      pad the JSON of delivery answers to N bytes with a \"pad\"\n"
           "                          field (0..16777216; default 0 = no padding)\n"
+          "  --order-log FILE        append '<seq>\\t<request|effect>\\t<key>' per delivery and\n"
+          "                          per effect, in arrival order (see order_log.h)\n"
           "  --help                  show this help\n",
           stream);
 }
@@ -1225,6 +1230,8 @@ static void parse_options(int argc, char **argv, struct options *options)
     const char *mode_retry_after = NULL;
     bool mode_status_checks = false;
     for (int i = 1; i < argc; i++) {
+        if (order_log_option(argc, argv, &i))
+            continue;
         const char *argument = argv[i];
         char name[64];
         const char *value = NULL;
@@ -1380,6 +1387,7 @@ int main(int argc, char **argv)
     }
     key_table_free(&receiver.keys);
     free(receiver.arrivals.times);
+    order_log_close();
     uv_library_shutdown();
     return exit_code;
 }
