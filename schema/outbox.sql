@@ -1,5 +1,5 @@
 -- schema/outbox.sql — the net schema of outbox-relay: what a database looks
--- like after every migration up to and including 0014_redrive.sql.
+-- like after every migration up to and including 0015_events.sql.
 --
 -- Read it to learn the data model; build databases with migrations/
 -- (`outbox-relay migrate`), which also records what is applied. The file is
@@ -1066,6 +1066,21 @@ BEGIN
 END
 $$;
 
+CREATE FUNCTION outbox.intent_event(i outbox.intents, p_class outbox.attempt_class, p_http integer, p_error text) RETURNS jsonb
+    LANGUAGE sql STABLE
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+    SELECT jsonb_strip_nulls(jsonb_build_object(
+               'event', CASE WHEN i.state = 'failed' THEN 'intent_failed' ELSE 'intent_unknown' END,
+               'key', i.key, 'target', i.target, 'class', p_class, 'http_status', p_http,
+               'error', left(p_error, 200), 'at', outbox.utc_text(now()),
+               'ordering_key', i.ordering_key,
+               'blocks', CASE WHEN i.ordering_key IS NOT NULL THEN
+                             nullif((SELECT count(*) FROM outbox.intents l
+                                      WHERE l.ordering_key = i.ordering_key AND l.id > i.id
+                                        AND l.state NOT IN ('succeeded', 'cancelled')), 0) END))
+$$;
+
 -- Deleting intents deletes their attempts and mismatches, and refuses to
 -- leave a compensation without its original (0012; replaces ON DELETE CASCADE
 -- and the foreign keys on intents.key).
@@ -1300,6 +1315,22 @@ CREATE FUNCTION outbox.note_decision(p_intent bigint, p_attempt integer, p_who t
     INSERT INTO outbox.attempts (intent_id, attempt, relay, class, request_sent, error)
     VALUES (p_intent, p_attempt, coalesce(p_who, session_user), 'resolved', false, p_note);
 $$;
+
+-- NOTIFY outbox_events when a target's circuit opens (from closed) or closes
+-- (0015).
+CREATE FUNCTION outbox.notify_circuit_change() RETURNS trigger
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+BEGIN
+    PERFORM pg_notify('outbox_events', jsonb_strip_nulls(jsonb_build_object(
+        'event', CASE WHEN NEW.circuit = 'closed' THEN 'circuit_closed' ELSE 'circuit_opened' END,
+        'target', NEW.target, 'reason', NEW.circuit_reason,
+        'at', outbox.utc_text(now())))::text);
+    RETURN NULL;
+END
+$$;
+COMMENT ON FUNCTION outbox.notify_circuit_change() IS 'NOTIFY outbox_events when a target''s circuit opens (from closed) or closes (0015).';
 
 CREATE FUNCTION outbox.notify_relays() RETURNS trigger
     LANGUAGE plpgsql SECURITY DEFINER
@@ -1764,10 +1795,11 @@ DECLARE
     o       bigint;
     grp     text;     -- 0013
     settled text[];   -- 0013: groups whose intent succeeded here
+    ev      jsonb;    -- 0015
 BEGIN
     -- One outcome per row: a delivery's (sent known) before a take-over's,
     -- then the first buffered; fenced by (lease owner, attempt).
-    FOR o, grp IN
+    FOR o, grp, ev IN
         WITH u AS (
             SELECT x.*,
                    row_number() OVER (PARTITION BY x.id ORDER BY x.sent IS NULL, x.ord) = 1 AS chosen
@@ -1793,12 +1825,26 @@ BEGIN
           FROM u
          WHERE u.chosen AND i.id = u.id AND i.state IN ('in_flight', 'unknown') AND i.lease_owner = p_relay
            AND i.attempts = u.attempt
-        RETURNING u.ord, CASE WHEN u.state = 'succeeded' THEN i.ordering_key END   -- 0013
+        RETURNING u.ord, CASE WHEN u.state = 'succeeded' THEN i.ordering_key END,  -- 0013
+                  -- 0015: what a person may have to act on
+                  CASE WHEN u.state = 'failed'
+                         OR (u.state = 'unknown' AND u.class NOT IN ('reconcile_inconclusive', 'reconciled_executed',
+                                                                      'reconciled_not_executed'))
+                       THEN outbox.intent_event(i, u.class, u.http, u.error) END
     LOOP
         applied[o] := true;
         updated := updated + 1;
         IF grp IS NOT NULL THEN          -- 0013
             settled := settled || grp;
+        END IF;
+        IF ev IS NOT NULL THEN           -- 0015
+            PERFORM pg_notify('outbox_events', ev::text);
+            IF ev ? 'blocks' THEN
+                PERFORM pg_notify('outbox_events',
+                                  jsonb_build_object('event', 'group_blocked', 'group', ev->>'ordering_key',
+                                                     'head', ev->>'key', 'blocks', ev->'blocks',
+                                                     'at', ev->>'at')::text);
+            END IF;
         END IF;
     END LOOP;
 
@@ -2546,6 +2592,8 @@ CREATE TRIGGER intents_truncate_history AFTER TRUNCATE ON outbox.intents FOR EAC
 
 CREATE CONSTRAINT TRIGGER ordering_groups_turn AFTER INSERT OR UPDATE ON outbox.ordering_groups DEFERRABLE INITIALLY DEFERRED FOR EACH ROW EXECUTE FUNCTION outbox.ordering_turn_at_commit();
 
+CREATE TRIGGER target_state_circuit_events AFTER UPDATE OF circuit ON outbox.target_state FOR EACH ROW WHEN ((((old.circuit = 'closed'::text) AND (new.circuit = 'open'::text)) OR ((old.circuit <> 'closed'::text) AND (new.circuit = 'closed'::text)))) EXECUTE FUNCTION outbox.notify_circuit_change();
+
 CREATE TRIGGER targets_guard_references BEFORE DELETE OR UPDATE OF name ON outbox.targets FOR EACH ROW EXECUTE FUNCTION outbox.targets_guard_references();
 
 CREATE TRIGGER targets_state_enable AFTER UPDATE OF enabled ON outbox.targets FOR EACH ROW WHEN ((new.enabled AND (NOT old.enabled))) EXECUTE FUNCTION outbox.targets_state_row();
@@ -2622,6 +2670,10 @@ GRANT ALL ON FUNCTION outbox.fingerprint_doc(payload jsonb, volatile_paths text[
 GRANT ALL ON FUNCTION outbox.fingerprint_doc(payload jsonb, volatile_paths text[]) TO outbox_operator;
 GRANT ALL ON FUNCTION outbox.fingerprint_doc(payload jsonb, volatile_paths text[]) TO outbox_admin;
 
+GRANT SELECT ON TABLE outbox.intents TO outbox_operator;
+
+REVOKE ALL ON FUNCTION outbox.intent_event(i outbox.intents, p_class outbox.attempt_class, p_http integer, p_error text) FROM PUBLIC;
+
 REVOKE ALL ON FUNCTION outbox.intents_delete_history() FROM PUBLIC;
 
 REVOKE ALL ON FUNCTION outbox.key_hash(p_key text) FROM PUBLIC;
@@ -2634,8 +2686,6 @@ GRANT ALL ON FUNCTION outbox.links(p_key text) TO outbox_admin;
 REVOKE ALL ON FUNCTION outbox.live_counts() FROM PUBLIC;
 GRANT ALL ON FUNCTION outbox.live_counts() TO outbox_relay;
 GRANT ALL ON FUNCTION outbox.live_counts() TO outbox_operator;
-
-GRANT SELECT ON TABLE outbox.intents TO outbox_operator;
 
 REVOKE ALL ON FUNCTION outbox.locked_intent(p_key text, p_operation text) FROM PUBLIC;
 
@@ -2652,6 +2702,8 @@ REVOKE ALL ON FUNCTION outbox.next_due_ms(p_targets text[]) FROM PUBLIC;
 GRANT ALL ON FUNCTION outbox.next_due_ms(p_targets text[]) TO outbox_relay;
 
 REVOKE ALL ON FUNCTION outbox.note_decision(p_intent bigint, p_attempt integer, p_who text, p_note text) FROM PUBLIC;
+
+REVOKE ALL ON FUNCTION outbox.notify_circuit_change() FROM PUBLIC;
 
 REVOKE ALL ON FUNCTION outbox.notify_relays() FROM PUBLIC;
 

@@ -7,6 +7,7 @@
 #   target_add NAME URL [column=value ...]  → INSERT INTO outbox.targets
 #   sql "SELECT ..."                        → the single value, or rows as psql -tA prints them
 #   ok COND_CMD... / is GOT WANT DESC       → TAP lines
+#   wait_for SECONDS SQL WANT / wait_cmd SECONDS CMD...  → poll until true
 # and ends with itest_done. Everything started is stopped in the EXIT trap,
 # also when the scenario fails or is interrupted. RELAY_BIN selects the relay
 # build (the sanitizer build under `make test`).
@@ -162,6 +163,17 @@ wait_for() {
     local limit=$1 query=$2 want=$3 i
     for i in $(seq 1 $((limit * 10))); do
         [ "$(sql "$query" 2>/dev/null)" = "$want" ] && return 0
+        sleep 0.1
+    done
+    return 1
+}
+
+# wait_cmd SECONDS CMD...: poll until CMD succeeds; 0 if it did.
+wait_cmd() {
+    local limit=$1 i
+    shift
+    for i in $(seq 1 $((limit * 10))); do
+        "$@" && return 0
         sleep 0.1
     done
     return 1
