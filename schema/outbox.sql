@@ -1,5 +1,5 @@
 -- schema/outbox.sql — the net schema of outbox-relay: what a database looks
--- like after every migration up to and including 0015_events.sql.
+-- like after every migration up to and including 0016_trace_context.sql.
 --
 -- Read it to learn the data model; build databases with migrations/
 -- (`outbox-relay migrate`), which also records what is applied. The file is
@@ -195,6 +195,7 @@ CREATE TABLE outbox.intents (
     updated_at timestamp with time zone DEFAULT now() NOT NULL,
     ordering_key text,
     not_before timestamp with time zone,
+    traceparent text,
     CONSTRAINT intents_check CHECK (((state <> 'in_flight'::outbox.intent_state) OR ((lease_owner IS NOT NULL) AND (lease_expires_at IS NOT NULL))))
 );
 
@@ -205,6 +206,8 @@ COMMENT ON COLUMN outbox.intents.ambiguous IS 'Some attempt may have executed: n
 COMMENT ON COLUMN outbox.intents.ordering_key IS 'Group of intents delivered one at a time in enqueue (commit) order; NULL = unordered. The place in the group is the id.';
 
 COMMENT ON COLUMN outbox.intents.not_before IS 'p_not_before of an ordered intent enqueued behind a live one: applied when its turn comes (NULL otherwise).';
+
+COMMENT ON COLUMN outbox.intents.traceparent IS 'The W3C traceparent the caller enqueued with (version 00), sent on every attempt with a new parent id; NULL: none.';
 
 ALTER TABLE outbox.intents ALTER COLUMN id ADD GENERATED ALWAYS AS IDENTITY (
     SEQUENCE NAME outbox.intents_id_seq
@@ -559,7 +562,7 @@ BEGIN
 END
 $$;
 
-CREATE FUNCTION outbox.claim(p_relay text, p_targets text[], p_rooms integer[], p_limit integer, p_lease_ms integer) RETURNS TABLE(id bigint, key text, target text, payload text, attempt integer, ambiguous boolean, first_attempt_ms bigint, probe boolean)
+CREATE FUNCTION outbox.claim(p_relay text, p_targets text[], p_rooms integer[], p_limit integer, p_lease_ms integer) RETURNS TABLE(id bigint, key text, target text, payload text, attempt integer, ambiguous boolean, first_attempt_ms bigint, probe boolean, traceparent text)
     LANGUAGE plpgsql SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'pg_temp'
     AS $$
@@ -630,7 +633,8 @@ BEGIN
           FROM due
          WHERE i.id = due.id
         RETURNING i.id, i.key, i.target, i.payload::text AS payload, i.attempts, i.ambiguous,
-                  (extract(epoch FROM i.first_attempt_at) * 1000)::bigint AS first_attempt_ms
+                  (extract(epoch FROM i.first_attempt_at) * 1000)::bigint AS first_attempt_ms,
+                  i.traceparent   -- 0016
     ), probed AS (
         -- A probe is out only if a row was claimed for it.
         UPDATE outbox.target_state s
@@ -647,7 +651,7 @@ BEGIN
         RETURNING s.target
     )
     SELECT c.id, c.key, c.target, c.payload, c.attempts, c.ambiguous, c.first_attempt_ms,
-           c.target = ANY (probing)
+           c.target = ANY (probing), c.traceparent   -- 0016
       FROM claimed c;
 END
 $$;
@@ -790,7 +794,7 @@ CREATE FUNCTION outbox.differing_fields(a jsonb, b jsonb) RETURNS text[]
      WHERE a -> k IS DISTINCT FROM b -> k
 $$;
 
-CREATE FUNCTION outbox.enqueue(p_key text, p_target text, p_payload jsonb, p_run_id text DEFAULT NULL::text, p_not_before timestamp with time zone DEFAULT NULL::timestamp with time zone, p_ordering_key text DEFAULT NULL::text) RETURNS outbox.enqueue_result
+CREATE FUNCTION outbox.enqueue(p_key text, p_target text, p_payload jsonb, p_run_id text DEFAULT NULL::text, p_not_before timestamp with time zone DEFAULT NULL::timestamp with time zone, p_ordering_key text DEFAULT NULL::text, p_traceparent text DEFAULT NULL::text) RETURNS outbox.enqueue_result
     LANGUAGE plpgsql SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'pg_temp'
     SET "outbox.in_enqueue" TO 'on'
@@ -809,11 +813,18 @@ DECLARE
     too_deep  boolean := false;
     locked    boolean;
     wait      boolean := false;   -- 0013: held behind a live intent of its group
+    trace     text := coalesce(p_traceparent, nullif(current_setting('outbox.traceparent', true), ''));   -- 0016
 BEGIN
     -- Every key outside the alphabet matches this (outbox.refuse_key says why).
     IF p_key IS NULL OR p_key = '' OR octet_length(p_key) > 255
        OR p_key ~ '^ | $|^\.\.?$|[\u0001-\u001f\u007f-\u00a0\u00ad\u034f\u061c\u115f\u1160\u1680\u17b4\u17b5\u180b-\u180f\u2000-\u200f\u2028-\u202f\u205f-\u206f\u3000\u3164\ufe00-\ufe0f\ufeff\uffa0\ufff0-\ufffb\ufffe\uffff\U0001bca0-\U0001bca3\U0001d173-\U0001d17a\U000e0000-\U000e0fff]' THEN
         PERFORM outbox.refuse_key('enqueue', p_key);
+    END IF;
+    -- 0016: the caller's W3C trace context, checked (outbox.refuse_traceparent says why).
+    IF trace IS NOT NULL AND (trace !~ '^00-[0-9a-f]{32}-[0-9a-f]{16}-[0-9a-f]{2}$'
+                              OR substr(trace, 4, 32) = '00000000000000000000000000000000'
+                              OR substr(trace, 37, 16) = '0000000000000000') THEN
+        PERFORM outbox.refuse_traceparent(trace, p_traceparent IS NULL);
     END IF;
     payload_text := p_payload::text;
     -- Only a payload with more than 100 opening brackets can be nested that
@@ -838,7 +849,7 @@ BEGIN
     END IF;
 
     INSERT INTO outbox.intents AS i (key, target, payload, fingerprint, state, run_id, next_attempt_at,
-                                     ordering_key, not_before)   -- 0013
+                                     ordering_key, not_before, traceparent)   -- 0013, 0016
     SELECT p_key, t.name, p_payload,
            CASE WHEN cardinality(t.volatile_paths) = 0
                      AND (strpos(payload_text, '.') = 0 OR payload_text !~ '[0-9]\.[0-9]*0')
@@ -848,7 +859,7 @@ BEGIN
                 THEN 'awaiting_approval'::outbox.intent_state
                 ELSE 'pending'::outbox.intent_state END,
            p_run_id, CASE WHEN wait THEN 'infinity' ELSE greatest(now(), coalesce(p_not_before, now())) END,   -- 0013
-           p_ordering_key, CASE WHEN wait THEN p_not_before END   -- 0013
+           p_ordering_key, CASE WHEN wait THEN p_not_before END, trace   -- 0013, 0016
       FROM outbox.targets t
      WHERE t.name = p_target AND t.enabled AND jsonb_typeof(p_payload) = 'object'
        AND octet_length(payload_text) <= t.max_payload_bytes AND NOT too_deep
@@ -914,10 +925,10 @@ BEGIN
     -- target changed between the two statements. Insert once more (the
     -- latter), or find the existing row (the former).
     INSERT INTO outbox.intents AS i (key, target, payload, fingerprint, state, run_id, next_attempt_at,
-                                     ordering_key, not_before)   -- 0013
+                                     ordering_key, not_before, traceparent)   -- 0013, 0016
     VALUES (p_key, p_target, p_payload, fp, new_state, p_run_id,
             CASE WHEN wait THEN 'infinity' ELSE greatest(now(), coalesce(p_not_before, now())) END,   -- 0013
-            p_ordering_key, CASE WHEN wait THEN p_not_before END)   -- 0013
+            p_ordering_key, CASE WHEN wait THEN p_not_before END, trace)   -- 0013, 0016
     ON CONFLICT (key) DO NOTHING
     RETURNING * INTO existing;
     IF FOUND THEN
@@ -1978,6 +1989,18 @@ BEGIN
 END
 $_$;
 
+CREATE FUNCTION outbox.refuse_traceparent(p_value text, p_from_setting boolean) RETURNS void
+    LANGUAGE plpgsql IMMUTABLE
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+BEGIN
+    RAISE EXCEPTION 'outbox.enqueue: invalid traceparent % (from %)', quote_literal(left(p_value, 80)),
+                    CASE WHEN p_from_setting THEN 'the setting outbox.traceparent' ELSE 'p_traceparent' END
+        USING ERRCODE = 'OR012',
+              HINT = 'A W3C traceparent of version 00: 00-<32 hex trace id, not all zeros>-<16 hex parent id, not all zeros>-<2 hex flags>, lower case.';
+END
+$$;
+
 CREATE FUNCTION outbox.reject(p_key text, p_by text, p_reason text) RETURNS outbox.intent_state
     LANGUAGE plpgsql SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'pg_temp'
@@ -2650,9 +2673,9 @@ GRANT ALL ON FUNCTION outbox.differing_fields(a jsonb, b jsonb) TO outbox_relay;
 GRANT ALL ON FUNCTION outbox.differing_fields(a jsonb, b jsonb) TO outbox_operator;
 GRANT ALL ON FUNCTION outbox.differing_fields(a jsonb, b jsonb) TO outbox_admin;
 
-REVOKE ALL ON FUNCTION outbox.enqueue(p_key text, p_target text, p_payload jsonb, p_run_id text, p_not_before timestamp with time zone, p_ordering_key text) FROM PUBLIC;
-GRANT ALL ON FUNCTION outbox.enqueue(p_key text, p_target text, p_payload jsonb, p_run_id text, p_not_before timestamp with time zone, p_ordering_key text) TO outbox_app;
-GRANT ALL ON FUNCTION outbox.enqueue(p_key text, p_target text, p_payload jsonb, p_run_id text, p_not_before timestamp with time zone, p_ordering_key text) TO outbox_admin;
+REVOKE ALL ON FUNCTION outbox.enqueue(p_key text, p_target text, p_payload jsonb, p_run_id text, p_not_before timestamp with time zone, p_ordering_key text, p_traceparent text) FROM PUBLIC;
+GRANT ALL ON FUNCTION outbox.enqueue(p_key text, p_target text, p_payload jsonb, p_run_id text, p_not_before timestamp with time zone, p_ordering_key text, p_traceparent text) TO outbox_app;
+GRANT ALL ON FUNCTION outbox.enqueue(p_key text, p_target text, p_payload jsonb, p_run_id text, p_not_before timestamp with time zone, p_ordering_key text, p_traceparent text) TO outbox_admin;
 
 GRANT SELECT ON TABLE outbox.tombstones TO outbox_operator;
 
@@ -2759,6 +2782,8 @@ GRANT ALL ON FUNCTION outbox.redrive(p_target text, p_since timestamp with time 
 
 REVOKE ALL ON FUNCTION outbox.refuse_key(p_function text, p_key text) FROM PUBLIC;
 
+REVOKE ALL ON FUNCTION outbox.refuse_traceparent(p_value text, p_from_setting boolean) FROM PUBLIC;
+
 REVOKE ALL ON FUNCTION outbox.reject(p_key text, p_by text, p_reason text) FROM PUBLIC;
 GRANT ALL ON FUNCTION outbox.reject(p_key text, p_by text, p_reason text) TO outbox_admin;
 
@@ -2839,7 +2864,7 @@ COMMENT ON FUNCTION outbox.compensations(p_key text) IS 'The compensating intent
 
 COMMENT ON FUNCTION outbox.defer(p_relay text, p_ids bigint[], p_attempts integer[], p_delay_ms integer) IS 'Retired in 0009 with the retry budget. Kept for relays of earlier releases.';
 
-COMMENT ON FUNCTION outbox.enqueue(p_key text, p_target text, p_payload jsonb, p_run_id text, p_not_before timestamp with time zone, p_ordering_key text) IS 'Insert or find the intent for a key, inside the caller''s transaction. Same key and payload: the existing intent and its outcome. p_ordering_key: intents of one group are sent one at a time, in commit order.';
+COMMENT ON FUNCTION outbox.enqueue(p_key text, p_target text, p_payload jsonb, p_run_id text, p_not_before timestamp with time zone, p_ordering_key text, p_traceparent text) IS 'Enqueue an intent in the caller''s transaction (idempotent by key); p_ordering_key: ordered delivery; p_traceparent (or the setting outbox.traceparent): W3C trace context.';
 
 
 SET default_tablespace = '';

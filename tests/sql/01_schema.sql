@@ -124,7 +124,7 @@ SELECT ok(NOT EXISTS (SELECT 1 FROM pg_trigger WHERE tgrelid = 'outbox.intents':
 
 -- functions of the contract, with their signatures
 SELECT has_function('outbox', f, a, format('outbox.%s(%s) exists', f, array_to_string(a, ', ')))
-  FROM (VALUES ('enqueue', ARRAY['text', 'text', 'jsonb', 'text', 'timestamp with time zone', 'text']),
+  FROM (VALUES ('enqueue', ARRAY['text', 'text', 'jsonb', 'text', 'timestamp with time zone', 'text', 'text']),
                ('outcome', ARRAY['text']),
                ('resolve', ARRAY['text', 'text', 'text']),
                ('approve', ARRAY['text', 'text']),
@@ -157,7 +157,7 @@ SELECT is_empty($$SELECT p.oid::regprocedure::text FROM pg_proc p
                      AND NOT EXISTS (SELECT 1 FROM unnest(p.proconfig) c WHERE c LIKE 'search_path=%')$$,
                 'every SECURITY DEFINER function in outbox sets search_path');
 SELECT ok((SELECT bool_and(p.prosecdef) FROM pg_proc p
-            WHERE p.oid IN ('outbox.enqueue(text,text,jsonb,text,timestamptz,text)'::regprocedure,
+            WHERE p.oid IN ('outbox.enqueue(text,text,jsonb,text,timestamptz,text,text)'::regprocedure,
                             'outbox.outcome(text)'::regprocedure,
                             'outbox.claim(text,text[],integer[],integer,integer)'::regprocedure,
                             'outbox.approve(text,text)'::regprocedure,

@@ -46,12 +46,12 @@ CREATE FUNCTION pg_temp.reason(k text) RETURNS text LANGUAGE sql AS $$ SELECT re
 -- schema
 SELECT has_column('outbox', 'intents', 'ordering_key', 'intents.ordering_key');
 SELECT has_index('outbox', 'intents', 'intents_ordering', 'intents_ordering: the live intents of each group, in order');
-SELECT has_function('outbox', 'enqueue', ARRAY['text', 'text', 'jsonb', 'text', 'timestamp with time zone', 'text'],
-                    'enqueue takes p_ordering_key as its 6th argument');
+SELECT has_function('outbox', 'enqueue', ARRAY['text', 'text', 'jsonb', 'text', 'timestamp with time zone', 'text', 'text'],
+                    'enqueue takes p_ordering_key as its 6th argument (and p_traceparent, 0016, as its 7th)');
 SELECT hasnt_function('outbox', 'enqueue', ARRAY['text', 'text', 'jsonb', 'text', 'timestamp with time zone'],
                       'the 5-argument enqueue is gone (calls with defaults would be ambiguous)');
-SELECT ok(has_function_privilege('outbox_app', 'outbox.enqueue(text,text,jsonb,text,timestamptz,text)', 'EXECUTE')
-          AND NOT has_function_privilege('public', 'outbox.enqueue(text,text,jsonb,text,timestamptz,text)', 'EXECUTE'),
+SELECT ok(has_function_privilege('outbox_app', 'outbox.enqueue(text,text,jsonb,text,timestamptz,text,text)', 'EXECUTE')
+          AND NOT has_function_privilege('public', 'outbox.enqueue(text,text,jsonb,text,timestamptz,text,text)', 'EXECUTE'),
           'outbox_app may enqueue with an ordering key; PUBLIC may not');
 SELECT is_empty($$SELECT p.proname FROM pg_proc p
                    WHERE p.pronamespace = 'outbox'::regnamespace AND p.proname LIKE 'ordering%'
