@@ -1,6 +1,10 @@
 # outbox-relay — build, test, demo, bench.
 #
-#   make            build/outbox-relay (optimised, -Werror)
+#   make            build/outbox-relay (optimised, -Werror); without the -dev
+#                   packages, the apt-get line that installs them
+#   make -j2        the same, two compilers at once: objects in build/obj/ (and
+#                   build/asan/obj/), each rebuilt only when its source or a
+#                   header it includes changed (-MMD -MP)
 #   make test       install what is missing (as root), build with ASan+UBSan, run every suite
 #   make demo       throwaway PostgreSQL + receiver + relay delivering real intents
 #   make bench      throughput, latency and memory figures (build/bench.json)
@@ -16,53 +20,77 @@ PKG_CFLAGS = $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
 PKG_LIBS   = $(shell pkg-config --libs $(PKGS) 2>/dev/null) -lhttp_parser
 SAN      := -fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer
 
+DEPFLAGS := -MMD -MP
+
 RELAY_SRC := $(filter-out relay/main.c,$(wildcard relay/*.c))
 RELAY_HDR := $(wildcard relay/*.h)
 UNIT_SRC  := $(wildcard tests/unit/test_*.c)
+# The test receivers are built on the relay's HTTP server (relay/httpd.c).
+HTTPD_SRC := relay/httpd.c relay/strbuf.c
 
-.PHONY: all deps test unit demo bench lint cppcheck format format-check schema clean
+.PHONY: all deps build-deps unit-deps test unit demo bench lint cppcheck format format-check schema clean
 
 all: build/outbox-relay
 
 deps:
 	@tests/lib/install-deps.sh
 
-build/outbox-relay: relay/main.c $(RELAY_SRC) $(RELAY_HDR) | build
-	$(CC) $(BASE) -O2 $(PKG_CFLAGS) relay/main.c $(RELAY_SRC) -o $@ $(PKG_LIBS)
+# Before any compiler runs: what compiling needs is there, or the one
+# apt-get line that installs it (tests/lib/install-deps.sh --build --print).
+build-deps:
+	@pkg-config --exists $(PKGS) 2>/dev/null && test -f /usr/include/http_parser.h || \
+	    tests/lib/install-deps.sh --build --print
 
-build/asan/outbox-relay: relay/main.c $(RELAY_SRC) $(RELAY_HDR) | build/asan
-	$(CC) $(BASE) -O1 $(SAN) $(PKG_CFLAGS) relay/main.c $(RELAY_SRC) -o $@ $(PKG_LIBS)
+# The unit tests need Check as well.
+unit-deps:
+	@pkg-config --exists check 2>/dev/null || tests/lib/install-deps.sh --build --print
 
-# The test receivers are built on the relay's HTTP server (relay/httpd.c).
-HTTPD_SRC := relay/httpd.c relay/strbuf.c
-HTTPD_HDR := relay/httpd.h relay/strbuf.h relay/xalloc.h
+# Objects: build/obj/<source>.o optimised, build/asan/obj/<source>.o with the
+# sanitizers; the .d files beside them list the headers each one read.
+obj      = $(patsubst %.c,build/obj/%.o,$(1))
+asan_obj = $(patsubst %.c,build/asan/obj/%.o,$(1))
+UNIT_CFLAGS = $(shell pkg-config --cflags check)
 
-build/asan/test-receiver: tests/receiver/receiver.c $(HTTPD_SRC) $(HTTPD_HDR) | build/asan
-	$(CC) $(BASE) -O1 $(SAN) -Irelay $(shell pkg-config --cflags libuv jansson) $< $(HTTPD_SRC) \
-	    -o $@ $(shell pkg-config --libs libuv jansson) -lhttp_parser
+build/obj/%.o: %.c | build-deps
+	@mkdir -p $(@D)
+	$(CC) $(BASE) -O2 $(DEPFLAGS) -Irelay $(PKG_CFLAGS) -c $< -o $@
 
-build/test-receiver: tests/receiver/receiver.c $(HTTPD_SRC) $(HTTPD_HDR) | build
-	$(CC) $(BASE) -O2 -Irelay $(shell pkg-config --cflags libuv jansson) $< $(HTTPD_SRC) -o $@ \
-	    $(shell pkg-config --libs libuv jansson) -lhttp_parser
+build/asan/obj/%.o: %.c | build-deps
+	@mkdir -p $(@D)
+	$(CC) $(BASE) -O1 $(SAN) $(DEPFLAGS) -Irelay $(PKG_CFLAGS) $(if $(filter tests/unit/%,$<),$(UNIT_CFLAGS)) \
+	    -c $< -o $@
+
+build/outbox-relay: $(call obj,relay/main.c $(RELAY_SRC))
+	$(CC) $^ -o $@ $(PKG_LIBS)
+
+build/asan/outbox-relay: $(call asan_obj,relay/main.c $(RELAY_SRC))
+	$(CC) $(SAN) $^ -o $@ $(PKG_LIBS)
+
+$(call asan_obj,$(UNIT_SRC)): | unit-deps
+
+build/asan/unit-tests: $(call asan_obj,$(UNIT_SRC) $(RELAY_SRC))
+	$(CC) $(SAN) $^ -o $@ $(PKG_LIBS) $(shell pkg-config --libs check)
+
+build/test-receiver: $(call obj,tests/receiver/receiver.c $(HTTPD_SRC))
+	$(CC) $^ -o $@ $(shell pkg-config --libs libuv jansson) -lhttp_parser
+
+build/asan/test-receiver: $(call asan_obj,tests/receiver/receiver.c $(HTTPD_SRC))
+	$(CC) $(SAN) $^ -o $@ $(shell pkg-config --libs libuv jansson) -lhttp_parser
 
 # The example receiver of the inbox helper (schema/inbox.sql): httpd on the
 # loop, each transaction in libuv's thread pool with blocking libpq.
-build/inbox-receiver: tests/inbox/inbox_receiver.c $(HTTPD_SRC) $(HTTPD_HDR) | build
-	$(CC) $(BASE) -O2 -Irelay $(shell pkg-config --cflags libpq libuv) $< $(HTTPD_SRC) -o $@ \
-	    $(shell pkg-config --libs libpq libuv) -lhttp_parser
+build/inbox-receiver: $(call obj,tests/inbox/inbox_receiver.c $(HTTPD_SRC))
+	$(CC) $^ -o $@ $(shell pkg-config --libs libpq libuv) -lhttp_parser
 
 # The bench's arrival clock (tests/bench/run.sh: trickle).
-build/bench/stamp_receiver: tests/bench/stamp_receiver.c $(HTTPD_SRC) $(HTTPD_HDR)
+build/bench/stamp_receiver: $(call obj,tests/bench/stamp_receiver.c $(HTTPD_SRC))
 	@mkdir -p $(@D)
-	$(CC) $(BASE) -O2 -Irelay $(shell pkg-config --cflags libuv) $< $(HTTPD_SRC) -o $@ \
-	    $(shell pkg-config --libs libuv) -lhttp_parser
+	$(CC) $^ -o $@ $(shell pkg-config --libs libuv) -lhttp_parser
 
-build/asan/unit-tests: $(UNIT_SRC) $(RELAY_SRC) $(RELAY_HDR) | build/asan
-	$(CC) $(BASE) -O1 $(SAN) -Irelay $(PKG_CFLAGS) $(shell pkg-config --cflags check) \
-	    $(UNIT_SRC) $(RELAY_SRC) -o $@ $(PKG_LIBS) $(shell pkg-config --libs check)
-
-build build/asan:
-	@mkdir -p $@
+ALL_OBJ := $(call obj,relay/main.c $(RELAY_SRC) tests/receiver/receiver.c \
+               tests/inbox/inbox_receiver.c tests/bench/stamp_receiver.c) \
+           $(call asan_obj,relay/main.c $(RELAY_SRC) $(UNIT_SRC) tests/receiver/receiver.c)
+-include $(ALL_OBJ:.o=.d)
 
 # Everything a test run needs, sanitizers on.
 test: deps
@@ -105,7 +133,8 @@ clean:
 # ---- fuzzing (tests/fuzz/README.md) --------------------------------- begin fuzz block
 # libFuzzer targets tests/fuzz/fuzz_<name>.c, built with clang and
 # -fsanitize=fuzzer,address,undefined against the relay sources (not main.c,
-# not relay.c; a static archive, so each target links only what it calls).
+# not the daemon's relay*.c; a static archive, so each target links only what
+# it calls).
 #   make fuzz-build                  build/fuzz/fuzz_<name> for every target
 #   make fuzz [FUZZ_SECONDS=60]      run each target that long (tests/fuzz/run.sh)
 #   make fuzz-<name> [FUZZ_SECONDS=] one target, corpus kept in build/fuzz/corpus/<name>
@@ -114,7 +143,7 @@ FUZZ_SECONDS ?= 60
 FUZZ_NAMES   := $(patsubst tests/fuzz/fuzz_%.c,%,$(wildcard tests/fuzz/fuzz_*.c))
 FUZZ_BINS    := $(FUZZ_NAMES:%=build/fuzz/fuzz_%)
 FUZZ_SAN     := -fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer
-FUZZ_LIB_SRC := $(filter-out relay/main.c relay/relay.c,$(wildcard relay/*.c))
+FUZZ_LIB_SRC := $(filter-out relay/main.c relay/relay.c relay/relay_%.c,$(wildcard relay/*.c))
 FUZZ_LIB_OBJ := $(FUZZ_LIB_SRC:relay/%.c=build/fuzz/obj/%.o)
 # The admin port's deadlines, short, so that no input waits seconds.
 FUZZ_ADMIN_DEFS := -DADMIN_IDLE_TIMEOUT_MS=200 -DADMIN_LOOKUP_TIMEOUT_MS=20 \
@@ -131,8 +160,8 @@ fuzz: deps fuzz-build
 $(FUZZ_NAMES:%=fuzz-%): fuzz-%: build/fuzz/fuzz_%
 	@FUZZ_SECONDS=$(FUZZ_SECONDS) tests/fuzz/run.sh $*
 
-build/fuzz/obj/%.o: relay/%.c $(RELAY_HDR) | build/fuzz/obj
-	$(FUZZ_CC) $(BASE) -O1 -fsanitize=fuzzer-no-link $(FUZZ_SAN) \
+build/fuzz/obj/%.o: relay/%.c | build/fuzz/obj
+	$(FUZZ_CC) $(BASE) $(DEPFLAGS) -O1 -fsanitize=fuzzer-no-link $(FUZZ_SAN) \
 	    $(if $(filter admin,$*),$(FUZZ_ADMIN_DEFS)) $(PKG_CFLAGS) -c $< -o $@
 
 build/fuzz/librelay.a: $(FUZZ_LIB_OBJ)
@@ -145,6 +174,8 @@ build/fuzz/fuzz_%: tests/fuzz/fuzz_%.c tests/fuzz/fuzz.h build/fuzz/librelay.a $
 
 build/fuzz/obj:
 	@mkdir -p $@
+
+-include $(FUZZ_LIB_OBJ:.o=.d)
 # ---- end fuzz block ---------------------------------------------------------------------
 
 # ---- model checking (tests/model/README.md) ------------------------------ begin model block

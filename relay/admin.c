@@ -58,20 +58,40 @@
  * only frees it. So done() is always safe, and the server never waits for
  * the database to close.
  *
+ * STATUS PAGE (/ui)
+ * The HTML pages are made by relay/ui.c on its own database connection; the
+ * port routes them, authorizes them and sends them with headers that let the
+ * browser load nothing else (UI_HEADERS). A page is a lookup like any other
+ * here: a request object that the connection may orphan, a 10 s deadline
+ * (then a 503 page), answered from the loop.
+ *
  * BEARER TOKEN
- * With a token file, /metrics and /v1/ need "Authorization: Bearer <token>".
- * Only the token's SHA-256 is kept; a presented token is hashed and the two
- * digests are compared with CRYPTO_memcmp, so neither the time taken nor
- * anything logged depends on the token.
+ * With a token file, /metrics, /v1/ and /ui need "Authorization: Bearer
+ * <token>". Only the token's SHA-256 is kept; a presented token is hashed and
+ * the two digests are compared with CRYPTO_memcmp, so neither the time taken
+ * nor anything logged depends on the token.
+ *
+ * A browser cannot add a bearer header, so /ui (only) also accepts HTTP Basic
+ * with the token as the password, and its 401 asks for it: the browser then
+ * prompts, and keeps the credentials for this origin (scheme, host and port)
+ * alone. Not a cookie: cookies ignore ports, so one set for localhost through
+ * a port-forward would go to every other local service. Not a query
+ * parameter: URLs end up in history, logs and Referer headers. Basic gives
+ * nothing more to a cross-site request than before: the port only reads
+ * (GET and HEAD), and answers carry no CORS header, so another site can make
+ * a browser ask but never read the answer.
  *
  * Invariants: the server is freed when httpd has closed (every connection
  * with it) and its re-check timer's close callback has run.
  */
 #include "admin.h"
+#include "dlist.h"
 
 #include "httpd.h"
 #include "log.h"
 #include "metrics.h"
+#include "ui.h"
+#include "ui_html.h"
 #include "xalloc.h"
 
 #include <errno.h>
@@ -88,6 +108,7 @@
 #define ADMIN_BACKLOG 64
 #define ADMIN_READ_CHUNK 4096
 #define ADMIN_INTENTS_PREFIX "/v1/intents/"
+#define ADMIN_UI_INTENTS_PREFIX "/ui/intents/"
 #define ADMIN_TOKEN_MAX_BYTES 4096
 /* Longest Authorization value looked at: the scheme, spaces and a token. */
 #define ADMIN_AUTH_MAX_BYTES (ADMIN_TOKEN_MAX_BYTES + 64)
@@ -114,6 +135,21 @@
 #define ADMIN_REFUSED_LOG_EVERY_MS 60000
 
 #define CONTENT_TYPE_METRICS "text/plain; version=0.0.4; charset=utf-8"
+#define CONTENT_TYPE_HTML "text/html; charset=utf-8"
+/* Every answer of /ui: nothing is loaded from anywhere (no script, image,
+ * font or frame; styles inline), forms go only to this port, no framing,
+ * no sniffing, no Referer (keys are in its URLs). Cache-Control: no-store
+ * is on every answer of the port. */
+#define UI_HEADERS                                                                                 \
+    "Content-Security-Policy: default-src 'none'; style-src 'unsafe-inline'; img-src 'none'; "     \
+    "form-action 'self'; frame-ancestors 'none'; base-uri 'none'\r\n"                              \
+    "X-Content-Type-Options: nosniff\r\n"                                                          \
+    "X-Frame-Options: DENY\r\n"                                                                    \
+    "Referrer-Policy: no-referrer\r\n"
+/* A browser asks for Basic credentials itself; Bearer for scripts. */
+#define UI_AUTHENTICATE                                                                            \
+    "WWW-Authenticate: Basic realm=\"outbox-relay\", charset=\"UTF-8\"\r\n"                        \
+    "WWW-Authenticate: Bearer\r\n"
 
 enum conn_lane {
     LANE_MAIN,  /* any request */
@@ -137,6 +173,7 @@ struct admin_conn {
     httpd_conn_t *http;
     enum conn_lane lane;
     struct admin_lookup *lookup; /* outstanding, or NULL */
+    bool page;                   /* the lookup is a /ui page (relay/ui.c) */
 
     /* Long-poll (?wait=): the key and when the wait ends (0: not waiting;
      * counted in server->waiting while not 0). */
@@ -170,8 +207,10 @@ struct admin_server {
     int waiting;                    /* connections held by ?wait= */
     int parked;                     /* of them, between lookups */
     struct admin_recheck *rechecks; /* running */
+    struct ui *ui;                  /* the status page; NULL: off (hooks.ui_config) */
     bool httpd_open;
     bool timer_open;
+    bool ui_open;
     bool closing;
     bool token_required;
     unsigned char token_digest[32]; /* SHA-256 of the token */
@@ -234,10 +273,8 @@ static char *json_text(const char *const *names, const char *const *values, size
         json_t *string = json_string(values[i] ? values[i] : "");
         json_object_set_new(object, names[i], string ? string : json_string("(not valid UTF-8)"));
     }
-    char *text = json_dumps(object, JSON_COMPACT | JSON_PRESERVE_ORDER);
+    char *text = xalloc_check(json_dumps(object, JSON_COMPACT | JSON_PRESERVE_ORDER));
     json_decref(object);
-    if (text == NULL)
-        abort(); /* out of memory, as strbuf does */
     return text;
 }
 
@@ -315,7 +352,7 @@ const char *admin_database_reason(const char *detail)
 
 static void server_maybe_free(admin_server_t *s)
 {
-    if (!s->closing || s->httpd_open || s->timer_open)
+    if (!s->closing || s->httpd_open || s->timer_open || s->ui_open)
         return;
     void (*cb)(void *) = s->on_closed;
     void *data = s->closed_data;
@@ -329,6 +366,13 @@ static void on_httpd_closed(void *data)
 {
     admin_server_t *s = data;
     s->httpd_open = false;
+    server_maybe_free(s);
+}
+
+static void on_ui_closed(void *data)
+{
+    admin_server_t *s = data;
+    s->ui_open = false;
     server_maybe_free(s);
 }
 
@@ -513,13 +557,7 @@ static struct admin_recheck *server_find_recheck(admin_server_t *s, const char *
 
 static void server_unlink_recheck(admin_server_t *s, struct admin_recheck *rc)
 {
-    if (rc->prev)
-        rc->prev->next = rc->next;
-    else
-        s->rechecks = rc->next;
-    if (rc->next)
-        rc->next->prev = rc->prev;
-    rc->prev = rc->next = NULL;
+    DLIST_REMOVE(s->rechecks, rc);
 }
 
 static void admin_recheck_done(void *req, int status, const char *json_body);
@@ -538,10 +576,7 @@ static struct admin_recheck *server_new_recheck(admin_server_t *s, const char *k
     struct admin_recheck *rc = xcalloc(1, sizeof(*rc));
     rc->server = s;
     snprintf(rc->key, sizeof(rc->key), "%s", key);
-    rc->next = s->rechecks;
-    if (s->rechecks)
-        s->rechecks->prev = rc;
-    s->rechecks = rc;
+    DLIST_PUSH_FRONT(s->rechecks, rc);
     return rc;
 }
 
@@ -736,9 +771,150 @@ static void handle_intent(struct admin_conn *conn, const char *encoded_key, size
     conn_start_lookup(conn, (uint64_t)wait_ms + ADMIN_LOOKUP_TIMEOUT_MS);
 }
 
-/* With a token: whether the request carries it (one "Authorization: Bearer
- * <token>", the scheme in any case). Constant time in the token. */
-static bool conn_authorized(const struct admin_conn *conn, const struct httpd_request *request)
+/* ---------------------------------------------------------------- the status page (/ui) */
+
+/* Every answer of /ui is HTML with UI_HEADERS (and extra_headers). */
+static void conn_respond_page(struct admin_conn *conn, int status, const char *extra_headers,
+                              const char *html, size_t len)
+{
+    struct strbuf headers;
+    strbuf_init(&headers);
+    strbuf_append_str(&headers, UI_HEADERS);
+    if (extra_headers)
+        strbuf_append_str(&headers, extra_headers);
+    conn_respond(conn, status, CONTENT_TYPE_HTML, headers.data, html, len);
+    strbuf_free(&headers);
+}
+
+/* A page that only says something: 303, 400, 401, 404, 503. Someone not
+ * authorized (401) is not told the relay's id. */
+static void conn_respond_page_message(struct admin_conn *conn, int status,
+                                      const char *extra_headers, const char *title,
+                                      const char *message)
+{
+    struct strbuf html;
+    strbuf_init(&html);
+    ui_message_page(conn->server->ui, &html, title, message, status == 503, status != 401);
+    conn_respond_page(conn, status, extra_headers, html.data, html.len);
+    strbuf_free(&html);
+}
+
+/* relay/ui.c made the page (or gave up); the request may be gone. */
+static void admin_page_done(void *req, int status, const char *html, size_t len)
+{
+    struct admin_lookup *lookup = req;
+    struct admin_conn *conn = lookup->conn;
+    free(lookup);
+    if (conn == NULL)
+        return; /* orphaned: the client, the deadline or admin_close came first */
+    conn->lookup = NULL;
+    conn->page = false;
+    conn_respond_page(conn, status, NULL, html, len);
+}
+
+static void conn_page_timed_out(struct admin_conn *conn)
+{
+    conn->lookup->conn = NULL; /* done() will only free it */
+    conn->lookup = NULL;
+    conn->page = false;
+    conn_respond_page_message(conn, 503, NULL, "Status",
+                              "The database did not answer in time; the page tries again by "
+                              "itself.");
+}
+
+/* The overview (key NULL) or a key's page, made by relay/ui.c. */
+static void conn_start_page(struct admin_conn *conn, const char *key)
+{
+    admin_server_t *s = conn->server;
+    struct admin_lookup *lookup = xmalloc(sizeof(*lookup));
+    lookup->conn = conn;
+    conn->lookup = lookup;
+    conn->page = true;
+    httpd_conn_wait(conn->http, ADMIN_LOOKUP_TIMEOUT_MS);
+    /* done() may run before this returns: it answers at once then. */
+    if (key)
+        ui_intent(s->ui, key, lookup, admin_page_done);
+    else
+        ui_overview(s->ui, lookup, admin_page_done);
+}
+
+/* GET /ui/intents?key=...: the search form. Answers with a redirect to the
+ * key's own page, the key percent-encoded (white space around a pasted key
+ * dropped: a key never starts or ends with it). */
+static void handle_ui_search(struct admin_conn *conn, const char *query, size_t query_len)
+{
+    char key[ADMIN_KEY_MAX_BYTES + 1];
+    long n = ui_form_value(query, query_len, "key", key, sizeof(key));
+    if (n == -2 || n == -3) {
+        conn_respond_page_message(conn, 400, NULL, "Search",
+                                  n == -2 ? "malformed percent-encoding in the key"
+                                          : "the key is longer than 255 bytes");
+        return;
+    }
+    size_t start = 0, end = n > 0 ? (size_t)n : 0;
+    while (start < end && strchr(" \t\r\n", key[start]))
+        start++;
+    while (end > start && strchr(" \t\r\n", key[end - 1]))
+        end--;
+    struct strbuf location;
+    strbuf_init(&location);
+    strbuf_append_str(&location, "Location: ");
+    if (end == start) {
+        strbuf_append_str(&location, "/ui");
+    } else {
+        strbuf_append_str(&location, ADMIN_UI_INTENTS_PREFIX);
+        ui_url_encode(&location, key + start, end - start);
+    }
+    strbuf_append_str(&location, "\r\n");
+    conn_respond_page_message(conn, 303, location.data, "Search", "See the key's own page.");
+    strbuf_free(&location);
+}
+
+static void handle_ui_intent(struct admin_conn *conn, const char *encoded_key, size_t n)
+{
+    char key[ADMIN_KEY_MAX_BYTES + 1];
+    const char *problem = admin_decode_key(encoded_key, n, key);
+    if (problem) {
+        conn_respond_page_message(conn, 400, NULL, "Key", problem);
+        return;
+    }
+    conn_start_page(conn, key);
+}
+
+/* ---------------------------------------------------------------- bearer token */
+
+/* Whether n bytes of a presented token are the token: their SHA-256
+ * against the token's, in constant time. */
+static bool token_matches(const admin_server_t *s, const void *token, size_t n)
+{
+    unsigned char digest[32];
+    sha256(token, n, digest);
+    return CRYPTO_memcmp(digest, s->token_digest, sizeof(digest)) == 0;
+}
+
+/* "Basic <base64(user:password)>" (RFC 7617), the password being the token:
+ * how a browser sends it (it asks for it on a 401 with WWW-Authenticate:
+ * Basic, and keeps it for this origin, host and port, only). Any user name. */
+static bool basic_matches(const admin_server_t *s, const char *b64, size_t n)
+{
+    unsigned char decoded[ADMIN_AUTH_MAX_BYTES];
+    if (n < 4 || n % 4 != 0 || n / 4 * 3 > sizeof(decoded))
+        return false;
+    int len = EVP_DecodeBlock(decoded, (const unsigned char *)b64, (int)n);
+    if (len < 0)
+        return false;
+    len -= (b64[n - 1] == '=') + (b64[n - 2] == '=');
+    const unsigned char *colon = len > 0 ? memchr(decoded, ':', (size_t)len) : NULL;
+    bool matches = colon && token_matches(s, colon + 1, (size_t)(decoded + len - colon - 1));
+    OPENSSL_cleanse(decoded, sizeof(decoded));
+    return matches;
+}
+
+/* With a token: whether the request carries it, in one Authorization header:
+ * "Bearer <token>" (the scheme in any case), or on /ui also "Basic ..."
+ * (basic_matches). Constant time in the token. */
+static bool conn_authorized(const struct admin_conn *conn, const struct httpd_request *request,
+                            bool basic_allowed)
 {
     const admin_server_t *s = conn->server;
     if (!s->token_required)
@@ -750,24 +926,51 @@ static bool conn_authorized(const struct admin_conn *conn, const struct httpd_re
     const char *p = auth->value, *end = p + auth->value_len;
     while (p < end && (*p == ' ' || *p == '\t'))
         p++;
-    if (end - p < 7 || strncasecmp(p, "bearer", 6) != 0 || (p[6] != ' ' && p[6] != '\t'))
+    bool bearer = end - p >= 7 && strncasecmp(p, "bearer", 6) == 0;
+    bool basic = basic_allowed && end - p >= 6 && strncasecmp(p, "basic", 5) == 0;
+    size_t scheme_len = bearer ? 6 : 5;
+    if ((!bearer && !basic) || (p[scheme_len] != ' ' && p[scheme_len] != '\t'))
         return false;
-    p += 7;
+    p += scheme_len + 1;
     while (p < end && (*p == ' ' || *p == '\t'))
         p++;
     while (end > p && (end[-1] == ' ' || end[-1] == '\t'))
         end--;
-    unsigned char digest[32];
-    sha256(p, (size_t)(end - p), digest);
-    return CRYPTO_memcmp(digest, s->token_digest, sizeof(digest)) == 0;
+    return bearer ? token_matches(s, p, (size_t)(end - p)) : basic_matches(s, p, (size_t)(end - p));
 }
 
 /* ---------------------------------------------------------------- routing */
 
-enum route { ROUTE_NONE, ROUTE_HEALTH, ROUTE_READY, ROUTE_METRICS, ROUTE_INTENT };
+enum route {
+    ROUTE_NONE,
+    ROUTE_HEALTH,
+    ROUTE_READY,
+    ROUTE_METRICS,
+    ROUTE_INTENT,
+    /* the status page, when it is on; each of these answers HTML */
+    ROUTE_UI,
+    ROUTE_UI_SEARCH,
+    ROUTE_UI_INTENT,
+    ROUTE_UI_OTHER,
+};
 
-static enum route route_of(const char *path, size_t path_len)
+static enum route route_of_ui(const char *path, size_t path_len)
 {
+    if (bytes_equal(path, path_len, "/ui") || bytes_equal(path, path_len, "/ui/"))
+        return ROUTE_UI;
+    if (bytes_equal(path, path_len, "/ui/intents") || bytes_equal(path, path_len, "/ui/intents/"))
+        return ROUTE_UI_SEARCH;
+    if (bytes_start_with(path, path_len, ADMIN_UI_INTENTS_PREFIX))
+        return ROUTE_UI_INTENT;
+    if (bytes_start_with(path, path_len, "/ui/"))
+        return ROUTE_UI_OTHER;
+    return ROUTE_NONE;
+}
+
+static enum route route_of(const char *path, size_t path_len, bool ui)
+{
+    if (ui && bytes_start_with(path, path_len, "/ui"))
+        return route_of_ui(path, path_len);
     if (bytes_equal(path, path_len, "/healthz"))
         return ROUTE_HEALTH;
     if (bytes_equal(path, path_len, "/readyz"))
@@ -795,11 +998,19 @@ static bool conn_leave_probe_lane(struct admin_conn *conn)
     return true;
 }
 
-static void conn_refuse_unauthorized(struct admin_conn *conn, const struct httpd_request *request)
+static void conn_refuse_unauthorized(struct admin_conn *conn, const struct httpd_request *request,
+                                     bool page)
 {
     bool presented = httpd_request_header(request, "authorization") != NULL;
     log_event(LOG_DEBUG, "admin_unauthorized", "authorization",
               json_string(presented ? "wrong" : "missing"), LOG_END);
+    if (page) {
+        conn_respond_page_message(conn, 401, UI_AUTHENTICATE, "Token required",
+                                  "This admin port needs its token (--admin-token-file). In a "
+                                  "browser, sign in with any user name and the token as the "
+                                  "password; from a script, send Authorization: Bearer <token>.");
+        return;
+    }
     conn_respond_error(conn, 401,
                        presented ? "WWW-Authenticate: Bearer error=\"invalid_token\"\r\n"
                                  : "WWW-Authenticate: Bearer\r\n",
@@ -814,7 +1025,8 @@ static void admin_on_request(void *data, httpd_conn_t *http, const struct httpd_
         conn_reject(conn, 400, "bad request target");
         return;
     }
-    enum route route = route_of(request->path, request->path_len);
+    admin_server_t *s = conn->server;
+    enum route route = route_of(request->path, request->path_len, s->ui != NULL);
     if (route == ROUTE_NONE) {
         conn_respond_error(conn, 404, NULL, "not found");
         return;
@@ -824,10 +1036,11 @@ static void admin_on_request(void *data, httpd_conn_t *http, const struct httpd_
         return;
     }
     bool probe = route == ROUTE_HEALTH || route == ROUTE_READY;
+    bool page = route >= ROUTE_UI;
     if (conn->lane == LANE_PROBE && !probe && !conn_leave_probe_lane(conn))
         return;
-    if (!probe && !conn_authorized(conn, request)) {
-        conn_refuse_unauthorized(conn, request);
+    if (!probe && !conn_authorized(conn, request, page)) {
+        conn_refuse_unauthorized(conn, request, page);
         return;
     }
     size_t prefix = strlen(ADMIN_INTENTS_PREFIX);
@@ -844,6 +1057,19 @@ static void admin_on_request(void *data, httpd_conn_t *http, const struct httpd_
     case ROUTE_INTENT:
         handle_intent(conn, request->path + prefix, request->path_len - prefix, request->query,
                       request->query_len);
+        break;
+    case ROUTE_UI:
+        conn_start_page(conn, NULL);
+        break;
+    case ROUTE_UI_SEARCH:
+        handle_ui_search(conn, request->query, request->query_len);
+        break;
+    case ROUTE_UI_INTENT:
+        handle_ui_intent(conn, request->path + strlen(ADMIN_UI_INTENTS_PREFIX),
+                         request->path_len - strlen(ADMIN_UI_INTENTS_PREFIX));
+        break;
+    case ROUTE_UI_OTHER:
+        conn_respond_page_message(conn, 404, NULL, "Not found", "There is no such page.");
         break;
     case ROUTE_NONE:
         break;
@@ -912,6 +1138,10 @@ static void admin_on_wait_over(void *data, httpd_conn_t *http)
     if (conn->parked) {
         /* The wait is over: look once more, and answer that. */
         conn_start_lookup(conn, ADMIN_LOOKUP_TIMEOUT_MS);
+        return;
+    }
+    if (conn->lookup && conn->page) {
+        conn_page_timed_out(conn);
         return;
     }
     if (conn->lookup) {
@@ -1068,12 +1298,16 @@ admin_server_t *admin_start(uv_loop_t *loop, const char *listen, struct admin_ho
     s->timer_open = true;
     if (!server_listen(s, listen, &addr))
         return NULL;
+    if (hooks.ui_config) {
+        s->ui = ui_new(loop, hooks.ui_config); /* opens nothing until the first page */
+        s->ui_open = true;
+    }
     log_event(LOG_INFO, "admin_listening", "listen", json_string(listen), "port",
               json_integer(s->port), "max_connections", json_integer(limits->max_connections),
               "max_waits", json_integer(limits->max_waits), "probe_reserve",
               json_integer(limits->probe_reserve), "auth",
-              json_string(s->token_required ? "bearer token for /metrics and /v1/" : "none"),
-              LOG_END);
+              json_string(s->token_required ? "bearer token for /metrics, /v1/ and /ui" : "none"),
+              "ui", json_boolean(s->ui != NULL), LOG_END);
     return s;
 }
 
@@ -1097,4 +1331,6 @@ void admin_close(admin_server_t *s, void (*on_closed)(void *data), void *data)
     uv_timer_stop(&s->recheck_timer);
     uv_close((uv_handle_t *)&s->recheck_timer, on_recheck_timer_closed);
     httpd_close(s->httpd, on_httpd_closed, s); /* every connection, through admin_on_close */
+    if (s->ui)
+        ui_close(s->ui, on_ui_closed, s); /* answers its pages: orphaned by now, only freed */
 }

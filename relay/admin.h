@@ -1,5 +1,6 @@
 /*
- * admin.h — the admin HTTP port: health, readiness, metrics, outcome of a key.
+ * admin.h — the admin HTTP port: health, readiness, metrics, outcome of a key,
+ * status page.
  *
  *   GET /healthz           200 {"status":"ok"}: the loop is alive
  *   GET /readyz            200 {"status":"ready"} or 503 {"status":"not ready","reason":"..."}
@@ -15,10 +16,21 @@
  *                          bytes of UTF-8 without control characters, else 400
  *                          {"error":"..."}. More than max_waits held at once: 429 with
  *                          Retry-After: 1.
+ *   GET /ui                the status page (relay/ui.c, relay/ui_html.c), when
+ *                          hooks.ui_config is set: HTML, per target live states,
+ *                          circuit, oldest pending age, 5-minute success ratio and
+ *                          p95; stuck keys; recent failures; a search box. 503 with
+ *                          an HTML message while the database is away.
+ *   GET /ui/intents?key=K  the search box: 303 to /ui/intents/{K percent-encoded}
+ *   GET /ui/intents/{key}  the whole life of one key (200, 404, 400, 503)
+ *                          Every /ui answer is text/html with a Content-Security-
+ *                          Policy of default-src 'none' (inline styles only).
  *
- * With a token (token_file), /metrics and /v1/ need "Authorization: Bearer
- * <token>", else 401 with WWW-Authenticate: Bearer; /healthz and /readyz never
- * do (the kubelet's probes carry no credentials).
+ * With a token (token_file), /metrics, /v1/ and /ui need "Authorization: Bearer
+ * <token>", else 401 with WWW-Authenticate: Bearer; /ui also takes "Basic" with
+ * the token as the password (what a browser sends once asked: its 401 says
+ * WWW-Authenticate: Basic too). /healthz and /readyz never need it (the
+ * kubelet's probes carry no credentials).
  *
  * HEAD works wherever GET does. Other paths 404, other methods 405, malformed
  * HTTP 400, a request over max_request_bytes 413 (both then close). HTTP/1.1
@@ -47,6 +59,8 @@
 #include <stddef.h>
 #include <uv.h>
 
+struct config;
+
 struct admin_hooks {
     void *data;
     /* "" when ready, else the reason (e.g. "database not connected: timeout").
@@ -63,6 +77,10 @@ struct admin_hooks {
      * was closed: req stays valid until done() runs, and only then is freed. */
     void (*lookup_intent)(void *data, const char *key, void *req,
                           void (*done)(void *req, int status, const char *json_body));
+    /* The status page (/ui): NULL turns it off (404). It reads the database
+     * (cfg->db, its timeouts) on a connection of its own, opened at the
+     * first page; cfg must outlive the server. */
+    const struct config *ui_config;
 };
 
 struct admin_limits {
@@ -100,13 +118,6 @@ void admin_close(admin_server_t *s, void (*on_closed)(void *data), void *data);
 const char *admin_decode_key(const char *encoded, size_t n, char *out);
 /* The query of /v1/intents/{key}: the ?wait= in ms (capped), 0 without, -1 malformed. */
 long admin_parse_wait(const char *query, size_t n);
-/* admin_start's "host:port" → a socket address; NULL, or what is wrong with
- * it. The one parser is httpd_parse_listen (config.c checks --admin-listen
- * with it too); this name stays for tests/fuzz/fuzz_admin_key.c. */
-static inline const char *admin_parse_listen(const char *listen, struct sockaddr_storage *addr)
-{
-    return httpd_parse_listen(listen, addr);
-}
 
 /* What readiness may say about a database connection that is down, from
  * libpq's or the connection's own message (which names host, port, user):

@@ -28,15 +28,18 @@
 
 #include "config.h"
 #include "strbuf.h"
+#include "xalloc.h"
 
 #include <jansson.h>
 #include <libpq-fe.h>
 #include <stdarg.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #define CLI_MAX_POSITIONAL 2
+#define LENGTH(array) (sizeof(array) / sizeof((array)[0]))
 
 enum cli_flag {
     FLAG_JSON = 1u << 0,
@@ -49,20 +52,6 @@ enum cli_flag {
     FLAG_UNTIL = 1u << 7,
     FLAG_LIMIT = 1u << 8,
 };
-
-struct flag_def {
-    const char *name;
-    enum cli_flag bit;
-    bool takes_value;
-};
-
-static const struct flag_def flag_defs[] = {
-    {"json", FLAG_JSON, false},    {"note", FLAG_NOTE, true},        {"by", FLAG_BY, true},
-    {"reason", FLAG_REASON, true}, {"dry-run", FLAG_DRY_RUN, false}, {"target", FLAG_TARGET, true},
-    {"since", FLAG_SINCE, true},   {"until", FLAG_UNTIL, true},      {"limit", FLAG_LIMIT, true},
-};
-
-#define FLAG_COUNT (sizeof(flag_defs) / sizeof(flag_defs[0]))
 
 /* Options of config_load that take no value (the OPT_BOOL rows of config.c). */
 static const char *const config_switches[] = {"exit-when-idle"};
@@ -83,6 +72,34 @@ struct cli_args {
     const char *limit;
     int prune_batch; /* --prune-batch, for prune */
 };
+
+/* The commands' own flags: one row each, like config.c's options. A flag
+ * with a value sets the const char * at field, a switch the bool there. */
+struct flag_def {
+    const char *name;
+    enum cli_flag bit;
+    bool takes_value;
+    size_t field; /* offsetof(struct cli_args, ...) */
+};
+
+#define FLAG(name, bit, takes_value, field)                                                        \
+    {                                                                                              \
+        name, bit, takes_value, offsetof(struct cli_args, field)                                   \
+    }
+
+static const struct flag_def flag_defs[] = {
+    FLAG("json", FLAG_JSON, false, json),
+    FLAG("note", FLAG_NOTE, true, note),
+    FLAG("by", FLAG_BY, true, by),
+    FLAG("reason", FLAG_REASON, true, reason),
+    FLAG("dry-run", FLAG_DRY_RUN, false, dry_run),
+    FLAG("target", FLAG_TARGET, true, target),
+    FLAG("since", FLAG_SINCE, true, since),
+    FLAG("until", FLAG_UNTIL, true, until),
+    FLAG("limit", FLAG_LIMIT, true, limit),
+};
+
+#define FLAG_COUNT (sizeof(flag_defs) / sizeof(flag_defs[0]))
 
 typedef int (*command_fn)(PGconn *conn, const struct cli_args *args);
 
@@ -197,9 +214,7 @@ static void format_duration(long long seconds, char *out, size_t size)
 static char *printable(const char *value)
 {
     const char *source = value ? value : "-";
-    char *copy = strdup(source);
-    if (copy == NULL)
-        abort(); /* out of memory, as strbuf does */
+    char *copy = xstrdup(source);
     for (unsigned char *p = (unsigned char *)copy; *p; p++) {
         if (*p < 0x20 || *p == 0x7f) {
             *p = ' ';
@@ -268,9 +283,7 @@ static void table_init(struct table *t, const char *const *headers, size_t colum
     t->columns = columns;
     t->headers = headers;
     t->rows = rows;
-    t->cells = calloc(rows * columns + 1, sizeof(char *));
-    if (t->cells == NULL)
-        abort();
+    t->cells = xcalloc(rows * columns + 1, sizeof(char *));
 }
 
 static void table_set(struct table *t, size_t row, size_t col, const char *value)
@@ -290,9 +303,7 @@ static void print_padded(const char *text, size_t width, bool last)
 /* Columns left-aligned, two spaces apart; the last one is not padded. */
 static void table_print(const struct table *t)
 {
-    size_t *widths = calloc(t->columns, sizeof(size_t));
-    if (widths == NULL)
-        abort();
+    size_t *widths = xcalloc(t->columns, sizeof(size_t));
     for (size_t c = 0; c < t->columns; c++) {
         widths[c] = display_width(t->headers[c]);
         for (size_t r = 0; r < t->rows; r++) {
@@ -334,6 +345,65 @@ static void print_fields(const char *const *labels, const char *const *values, s
         printf("%s\n", value);
         free(value);
     }
+}
+
+/* How a column of a result is shown: as it is, as a duration (seconds), or
+ * (JSON only) as a number, a boolean, or whether it is not NULL. */
+enum column_kind { COL_TEXT, COL_DURATION, COL_INT, COL_BOOL, COL_NOT_NULL };
+
+struct column {
+    const char *name; /* the JSON member, or the table's header */
+    int column;       /* in the result */
+    enum column_kind kind;
+};
+
+/* Rows [0, rows) of res as a JSON array of objects, a member per column. */
+static json_t *rows_json(const PGresult *res, int rows, const struct column *cols, size_t count)
+{
+    json_t *list = json_array();
+    for (int r = 0; r < rows; r++) {
+        json_t *item = json_object();
+        for (size_t i = 0; i < count; i++) {
+            int c = cols[i].column;
+            json_t *value = cols[i].kind == COL_INT        ? json_int_or_null(res, r, c)
+                            : cols[i].kind == COL_BOOL     ? json_bool_of(res, r, c)
+                            : cols[i].kind == COL_NOT_NULL ? json_boolean(!PQgetisnull(res, r, c))
+                                                           : json_text_or_null(cell(res, r, c));
+            json_object_set_new(item, cols[i].name, value);
+        }
+        json_array_append_new(list, item);
+    }
+    return list;
+}
+
+/* {"name": list}, printed. */
+static void print_json_list(const char *name, json_t *list)
+{
+    json_t *doc = json_object();
+    json_object_set_new(doc, name, list);
+    print_json(doc);
+}
+
+/* Rows [0, rows) of res as an aligned table, a column per entry of cols. */
+static void print_rows_table(const PGresult *res, int rows, const struct column *cols, size_t count)
+{
+    const char **headers = xcalloc(count, sizeof(*headers));
+    for (size_t i = 0; i < count; i++)
+        headers[i] = cols[i].name;
+    struct table t;
+    table_init(&t, headers, count, (size_t)rows);
+    for (int r = 0; r < rows; r++) {
+        for (size_t i = 0; i < count; i++) {
+            char duration[32];
+            if (cols[i].kind == COL_DURATION)
+                format_duration(cell_int(res, r, cols[i].column), duration, sizeof(duration));
+            table_set(&t, (size_t)r, i,
+                      cols[i].kind == COL_DURATION ? duration : cell(res, r, cols[i].column));
+        }
+    }
+    table_print(&t);
+    table_free(&t);
+    free(headers);
 }
 
 /* ---------------------------------------------------------------- commands */
@@ -381,8 +451,16 @@ static int command_status(PGconn *conn, const struct cli_args *args)
 
 static int command_stuck(PGconn *conn, const struct cli_args *args)
 {
-    static const char *const headers[] = {"KEY", "TARGET",   "STATE",     "REASON",
-                                          "AGE", "ATTEMPTS", "LAST_ERROR"};
+    static const struct column json_columns[] = {
+        {"key", 0, COL_TEXT},        {"target", 1, COL_TEXT},     {"state", 2, COL_TEXT},
+        {"reason", 3, COL_TEXT},     {"age_s", 4, COL_INT},       {"attempts", 5, COL_INT},
+        {"last_error", 6, COL_TEXT}, {"updated_at", 7, COL_TEXT},
+    };
+    static const struct column table_columns[] = {
+        {"KEY", 0, COL_TEXT},        {"TARGET", 1, COL_TEXT},  {"STATE", 2, COL_TEXT},
+        {"REASON", 3, COL_TEXT},     {"AGE", 4, COL_DURATION}, {"ATTEMPTS", 5, COL_TEXT},
+        {"LAST_ERROR", 6, COL_TEXT},
+    };
     int exit_code = CLI_EXIT_OK;
     PGresult *res =
         run_query(conn, args->command,
@@ -393,42 +471,12 @@ static int command_stuck(PGconn *conn, const struct cli_args *args)
     if (res == NULL)
         return exit_code;
     int rows = PQntuples(res);
-    if (args->json) {
-        json_t *list = json_array();
-        for (int r = 0; r < rows; r++) {
-            json_t *item = json_object();
-            json_object_set_new(item, "key", json_text_or_null(cell(res, r, 0)));
-            json_object_set_new(item, "target", json_text_or_null(cell(res, r, 1)));
-            json_object_set_new(item, "state", json_text_or_null(cell(res, r, 2)));
-            json_object_set_new(item, "reason", json_text_or_null(cell(res, r, 3)));
-            json_object_set_new(item, "age_s", json_int_or_null(res, r, 4));
-            json_object_set_new(item, "attempts", json_int_or_null(res, r, 5));
-            json_object_set_new(item, "last_error", json_text_or_null(cell(res, r, 6)));
-            json_object_set_new(item, "updated_at", json_text_or_null(cell(res, r, 7)));
-            json_array_append_new(list, item);
-        }
-        json_t *doc = json_object();
-        json_object_set_new(doc, "stuck", list);
-        print_json(doc);
-    } else if (rows == 0) {
+    if (args->json)
+        print_json_list("stuck", rows_json(res, rows, json_columns, LENGTH(json_columns)));
+    else if (rows == 0)
         printf("no stuck keys\n");
-    } else {
-        struct table t;
-        table_init(&t, headers, 7, (size_t)rows);
-        for (int r = 0; r < rows; r++) {
-            char age[32];
-            format_duration(cell_int(res, r, 4), age, sizeof(age));
-            table_set(&t, (size_t)r, 0, cell(res, r, 0));
-            table_set(&t, (size_t)r, 1, cell(res, r, 1));
-            table_set(&t, (size_t)r, 2, cell(res, r, 2));
-            table_set(&t, (size_t)r, 3, cell(res, r, 3));
-            table_set(&t, (size_t)r, 4, age);
-            table_set(&t, (size_t)r, 5, cell(res, r, 5));
-            table_set(&t, (size_t)r, 6, cell(res, r, 6));
-        }
-        table_print(&t);
-        table_free(&t);
-    }
+    else
+        print_rows_table(res, rows, table_columns, LENGTH(table_columns));
     PQclear(res);
     return CLI_EXIT_OK;
 }
@@ -452,29 +500,24 @@ static int command_targets(PGconn *conn, const struct cli_args *args)
                               0, NULL, &exit_code);
     if (res == NULL)
         return exit_code;
+    static const struct column json_columns[] = {
+        {"name", 0, COL_TEXT},
+        {"url", 1, COL_TEXT},
+        {"method", 2, COL_TEXT},
+        {"key_header", 3, COL_TEXT},
+        {"deduplicates", 3, COL_NOT_NULL},
+        {"key_ttl_s", 4, COL_INT},
+        {"status_url", 5, COL_TEXT},
+        {"timeout_ms", 6, COL_INT},
+        {"max_attempts", 7, COL_INT},
+        {"retry_for_s", 10, COL_INT},
+        {"circuit", 11, COL_TEXT},
+        {"enabled", 8, COL_BOOL},
+        {"secret_env", 9, COL_TEXT},
+    };
     int rows = PQntuples(res);
     if (args->json) {
-        json_t *list = json_array();
-        for (int r = 0; r < rows; r++) {
-            json_t *item = json_object();
-            json_object_set_new(item, "name", json_text_or_null(cell(res, r, 0)));
-            json_object_set_new(item, "url", json_text_or_null(cell(res, r, 1)));
-            json_object_set_new(item, "method", json_text_or_null(cell(res, r, 2)));
-            json_object_set_new(item, "key_header", json_text_or_null(cell(res, r, 3)));
-            json_object_set_new(item, "deduplicates", json_boolean(!PQgetisnull(res, r, 3)));
-            json_object_set_new(item, "key_ttl_s", json_int_or_null(res, r, 4));
-            json_object_set_new(item, "status_url", json_text_or_null(cell(res, r, 5)));
-            json_object_set_new(item, "timeout_ms", json_int_or_null(res, r, 6));
-            json_object_set_new(item, "max_attempts", json_int_or_null(res, r, 7));
-            json_object_set_new(item, "retry_for_s", json_int_or_null(res, r, 10));
-            json_object_set_new(item, "circuit", json_text_or_null(cell(res, r, 11)));
-            json_object_set_new(item, "enabled", json_bool_of(res, r, 8));
-            json_object_set_new(item, "secret_env", json_text_or_null(cell(res, r, 9)));
-            json_array_append_new(list, item);
-        }
-        json_t *doc = json_object();
-        json_object_set_new(doc, "targets", list);
-        print_json(doc);
+        print_json_list("targets", rows_json(res, rows, json_columns, LENGTH(json_columns)));
     } else if (rows == 0) {
         printf("no targets\n");
     } else {
@@ -571,8 +614,6 @@ static int command_retry(PGconn *conn, const struct cli_args *args)
 /* prune --dry-run: what would go, per target and final state. */
 static int command_prune_dry_run(PGconn *conn, const struct cli_args *args)
 {
-    static const char *const headers[] = {"TARGET", "STATE", "INTENTS", "OLDEST_SETTLED",
-                                          "RETAIN_FOR"};
     int exit_code = CLI_EXIT_OK;
     PGresult *res = run_query(conn, args->command,
                               "SELECT target, state, intents, "
@@ -591,36 +632,25 @@ static int command_prune_dry_run(PGconn *conn, const struct cli_args *args)
     for (int r = 0; r < rows; r++)
         total += cell_int(res, r, 2);
     if (args->json) {
-        json_t *list = json_array();
-        for (int r = 0; r < rows; r++) {
-            json_t *item = json_object();
-            json_object_set_new(item, "target", json_text_or_null(cell(res, r, 0)));
-            json_object_set_new(item, "state", json_text_or_null(cell(res, r, 1)));
-            json_object_set_new(item, "intents", json_int_or_null(res, r, 2));
-            json_object_set_new(item, "oldest_settled", json_text_or_null(cell(res, r, 3)));
-            json_object_set_new(item, "retain_for_s", json_int_or_null(res, r, 4));
-            json_array_append_new(list, item);
-        }
+        static const struct column json_columns[] = {
+            {"target", 0, COL_TEXT},         {"state", 1, COL_TEXT},       {"intents", 2, COL_INT},
+            {"oldest_settled", 3, COL_TEXT}, {"retain_for_s", 4, COL_INT},
+        };
         json_t *doc = json_object();
         json_object_set_new(doc, "dry_run", json_true());
         json_object_set_new(doc, "would_prune", json_integer(total));
         json_object_set_new(doc, "would_forget", json_integer(expired));
-        json_object_set_new(doc, "by_target", list);
+        json_object_set_new(doc, "by_target",
+                            rows_json(res, rows, json_columns, LENGTH(json_columns)));
         print_json(doc);
     } else {
-        if (rows > 0) {
-            struct table t;
-            table_init(&t, headers, 5, (size_t)rows);
-            for (int r = 0; r < rows; r++) {
-                char retain[32];
-                format_duration(cell_int(res, r, 4), retain, sizeof(retain));
-                for (int c = 0; c < 4; c++)
-                    table_set(&t, (size_t)r, (size_t)c, cell(res, r, c));
-                table_set(&t, (size_t)r, 4, retain);
-            }
-            table_print(&t);
-            table_free(&t);
-        }
+        static const struct column table_columns[] = {
+            {"TARGET", 0, COL_TEXT},         {"STATE", 1, COL_TEXT},
+            {"INTENTS", 2, COL_TEXT},        {"OLDEST_SETTLED", 3, COL_TEXT},
+            {"RETAIN_FOR", 4, COL_DURATION},
+        };
+        if (rows > 0)
+            print_rows_table(res, rows, table_columns, LENGTH(table_columns));
         printf("dry run: would prune %lld intents and forget %lld expired keys\n", total, expired);
     }
     PQclear(res);
@@ -704,7 +734,6 @@ static const char redrive_sql[] =
 
 static int command_redrive(PGconn *conn, const struct cli_args *args)
 {
-    static const char *const headers[] = {"KEY", "TARGET", "SETTLED_AT", "ATTEMPTS", "LAST_ERROR"};
     const char *limit = args->limit ? args->limit : REDRIVE_LIMIT_DEFAULT;
     const char *params[6] = {
         args->target, args->since, args->until, args->dry_run ? "true" : "false", limit, args->by};
@@ -719,17 +748,16 @@ static int command_redrive(PGconn *conn, const struct cli_args *args)
     long long left = cell_int(res, rows, 3) - rows; /* failed in the window, not moved */
     if (left < 0)
         left = 0; /* rows that failed while the statement ran */
+    static const struct column columns[] = {
+        {"key", 0, COL_TEXT},     {"target", 1, COL_TEXT},     {"settled_at", 2, COL_TEXT},
+        {"attempts", 3, COL_INT}, {"last_error", 4, COL_TEXT},
+    };
+    static const struct column table_columns[] = {
+        {"KEY", 0, COL_TEXT},      {"TARGET", 1, COL_TEXT},     {"SETTLED_AT", 2, COL_TEXT},
+        {"ATTEMPTS", 3, COL_TEXT}, {"LAST_ERROR", 4, COL_TEXT},
+    };
     if (args->json) {
-        json_t *list = json_array();
-        for (int r = 0; r < rows; r++) {
-            json_t *item = json_object();
-            json_object_set_new(item, "key", json_text_or_null(cell(res, r, 0)));
-            json_object_set_new(item, "target", json_text_or_null(cell(res, r, 1)));
-            json_object_set_new(item, "settled_at", json_text_or_null(cell(res, r, 2)));
-            json_object_set_new(item, "attempts", json_int_or_null(res, r, 3));
-            json_object_set_new(item, "last_error", json_text_or_null(cell(res, r, 4)));
-            json_array_append_new(list, item);
-        }
+        json_t *list = rows_json(res, rows, columns, LENGTH(columns));
         json_t *doc = json_object();
         json_object_set_new(doc, "dry_run", json_boolean(args->dry_run));
         json_object_set_new(doc, "target", json_text_or_null(args->target));
@@ -742,15 +770,8 @@ static int command_redrive(PGconn *conn, const struct cli_args *args)
         json_object_set_new(doc, "intents", list);
         print_json(doc);
     } else {
-        if (rows > 0) {
-            struct table t;
-            table_init(&t, headers, 5, (size_t)rows);
-            for (int r = 0; r < rows; r++)
-                for (int c = 0; c < 5; c++)
-                    table_set(&t, (size_t)r, (size_t)c, cell(res, r, c));
-            table_print(&t);
-            table_free(&t);
-        }
+        if (rows > 0)
+            print_rows_table(res, rows, table_columns, LENGTH(table_columns));
         char *target = printable(args->target);
         printf("%s %d failed intent%s of target '%s' settled in [%s, %s)%s\n",
                args->dry_run ? "dry run: would redrive" : "redriven", rows, rows == 1 ? "" : "s",
@@ -840,35 +861,11 @@ static void usage_error(const struct command_def *cmd, const char *fmt, ...)
 static void store_flag(struct cli_args *args, const struct flag_def *flag, const char *value)
 {
     args->flags_seen |= flag->bit;
-    switch (flag->bit) {
-    case FLAG_JSON:
-        args->json = true;
-        break;
-    case FLAG_NOTE:
-        args->note = value;
-        break;
-    case FLAG_BY:
-        args->by = value;
-        break;
-    case FLAG_REASON:
-        args->reason = value;
-        break;
-    case FLAG_DRY_RUN:
-        args->dry_run = true;
-        break;
-    case FLAG_TARGET:
-        args->target = value;
-        break;
-    case FLAG_SINCE:
-        args->since = value;
-        break;
-    case FLAG_UNTIL:
-        args->until = value;
-        break;
-    case FLAG_LIMIT:
-        args->limit = value;
-        break;
-    }
+    char *field = (char *)args + flag->field;
+    if (flag->takes_value)
+        *(const char **)(void *)field = value;
+    else
+        *(bool *)(void *)field = true;
 }
 
 enum parse_result { PARSE_OK, PARSE_HELP, PARSE_ERROR };
@@ -979,9 +976,7 @@ int cli_run(const char *command, int argc, char **argv)
         return CLI_EXIT_USAGE;
     }
     struct cli_args args = {.command = cmd->name};
-    char **config_argv = calloc((size_t)argc + 1, sizeof(char *));
-    if (config_argv == NULL)
-        abort();
+    char **config_argv = xcalloc((size_t)argc + 1, sizeof(char *));
     int config_argc = 0;
     enum parse_result parsed = parse_arguments(cmd, argc, argv, &args, config_argv, &config_argc);
     if (parsed != PARSE_OK) {

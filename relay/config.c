@@ -9,6 +9,7 @@
 #include "config.h"
 #include "httpd.h"
 #include "log.h"
+#include "xalloc.h"
 
 #include <ctype.h>
 #include <errno.h>
@@ -111,8 +112,8 @@ static bool set_option(struct config *cfg, const struct option_def *opt, const c
     case OPT_STRING: {
         char **slot = (char **)(void *)field;
         free(*slot);
-        *slot = strdup(value);
-        return *slot != NULL;
+        *slot = xstrdup(value);
+        return true;
     }
     case OPT_INT: {
         char *end = NULL;
@@ -197,24 +198,28 @@ static bool is_blank(const char *s)
     return s == NULL || *s == '\0';
 }
 
-enum config_result config_load(struct config *cfg, int argc, char **argv)
+/* Defaults, then DATABASE_URL, then every OUTBOX_RELAY_<NAME>. */
+static bool config_read_environment(struct config *cfg)
 {
-    memset(cfg, 0, sizeof(*cfg));
     for (size_t i = 0; i < OPTION_COUNT; i++)
         if (!set_option(cfg, &options[i], options[i].default_value, "default"))
-            return CONFIG_ERROR;
-
+            return false;
     const char *url = getenv("DATABASE_URL");
     if (!is_blank(url) && !set_option(cfg, find_option("db", 2), url, "DATABASE_URL"))
-        return CONFIG_ERROR;
+        return false;
     for (size_t i = 0; i < OPTION_COUNT; i++) {
         char env[64];
         env_name_of(&options[i], env, sizeof(env));
         const char *value = getenv(env);
         if (value != NULL && !set_option(cfg, &options[i], value, env))
-            return CONFIG_ERROR;
+            return false;
     }
+    return true;
+}
 
+/* --name=value, --name value, or --switch; --help. */
+static enum config_result config_read_arguments(struct config *cfg, int argc, char **argv)
+{
     for (int i = 0; i < argc; i++) {
         const char *arg = argv[i];
         if (!strcmp(arg, "--help") || !strcmp(arg, "-h"))
@@ -246,14 +251,20 @@ enum config_result config_load(struct config *cfg, int argc, char **argv)
         if (!set_option(cfg, opt, value, "command line"))
             return CONFIG_ERROR;
     }
+    return CONFIG_OK;
+}
 
+/* The values whose check needs more than a range: the log level (applied
+ * here) and the admin port's address. */
+static bool config_check(const struct config *cfg)
+{
     log_level_t level;
     if (!log_level_parse(cfg->log_level, &level)) {
         fprintf(stderr,
                 "outbox-relay: invalid value '%s' for --log-level (OUTBOX_RELAY_LOG_LEVEL): "
                 "expected debug, info, warn or error\n",
                 cfg->log_level);
-        return CONFIG_ERROR;
+        return false;
     }
     log_set_level(level);
     struct sockaddr_storage admin_address;
@@ -264,9 +275,21 @@ enum config_result config_load(struct config *cfg, int argc, char **argv)
                 "outbox-relay: invalid value '%s' for --admin-listen (OUTBOX_RELAY_ADMIN_LISTEN): "
                 "%s; expected host:port, e.g. 127.0.0.1:9464\n",
                 cfg->admin_listen, admin_problem);
-        return CONFIG_ERROR;
+        return false;
     }
+    return true;
+}
 
+enum config_result config_load(struct config *cfg, int argc, char **argv)
+{
+    memset(cfg, 0, sizeof(*cfg));
+    if (!config_read_environment(cfg))
+        return CONFIG_ERROR;
+    enum config_result result = config_read_arguments(cfg, argc, argv);
+    if (result != CONFIG_OK)
+        return result;
+    if (!config_check(cfg))
+        return CONFIG_ERROR;
     if (is_blank(cfg->relay_id)) {
         char host[256] = "relay";
         gethostname(host, sizeof(host) - 1);
@@ -274,7 +297,7 @@ enum config_result config_load(struct config *cfg, int argc, char **argv)
         char id[300];
         snprintf(id, sizeof(id), "%s:%d", host, (int)getpid());
         free(cfg->relay_id);
-        cfg->relay_id = strdup(id);
+        cfg->relay_id = xstrdup(id);
     }
     return CONFIG_OK;
 }

@@ -65,7 +65,7 @@ static size_t on_body(char *data, size_t size, size_t nmemb, void *userp)
     return n; /* the rest is read and dropped: the copy is bounded, the transfer is not failed */
 }
 
-static int64_t wall_clock_ms(void)
+int64_t wall_clock_ms(void)
 {
     struct timespec ts;
     clock_gettime(CLOCK_REALTIME, &ts);
@@ -111,27 +111,37 @@ static void set_common_options(struct delivery *d, const struct target *target)
     curl_easy_setopt(e, CURLOPT_ERRORBUFFER, d->error);
 }
 
-struct delivery *delivery_new(struct target *target, int64_t intent_id, const char *key,
-                              const char *payload, int attempt, bool was_ambiguous,
-                              int64_t first_attempt_ms, size_t body_limit, int64_t now_s)
+/* What every request of an intent starts from: its identity, a copy of
+ * the payload, an empty bounded body and an easy handle from the pool
+ * (d->easy NULL when curl could not make one). */
+static struct delivery *delivery_alloc(enum delivery_kind kind, struct target *target,
+                                       int64_t intent_id, const char *key, const char *payload,
+                                       int attempt, bool was_ambiguous, int64_t first_attempt_ms,
+                                       size_t body_limit)
 {
     struct delivery *d = xcalloc(1, sizeof(*d));
-    if (d == NULL)
-        return NULL;
+    d->kind = kind;
     d->target = target;
     d->intent_id = intent_id;
     d->key = xstrdup(key);
     d->payload_len = strlen(payload);
-    d->payload = xmalloc(d->payload_len + 1);
-    memcpy(d->payload, payload, d->payload_len + 1);
+    d->payload = xstrdup(payload);
     d->attempt = attempt;
     d->was_ambiguous = was_ambiguous;
     d->first_attempt_ms = first_attempt_ms;
     d->body_limit = body_limit;
     d->retry_after_ms = -1;
     strbuf_init(&d->body);
-
     d->easy = easy_take();
+    return d;
+}
+
+struct delivery *delivery_new(struct target *target, int64_t intent_id, const char *key,
+                              const char *payload, int attempt, bool was_ambiguous,
+                              int64_t first_attempt_ms, size_t body_limit, int64_t now_s)
+{
+    struct delivery *d = delivery_alloc(DELIVERY_SEND, target, intent_id, key, payload, attempt,
+                                        was_ambiguous, first_attempt_ms, body_limit);
     if (d->easy == NULL) {
         delivery_free(d);
         return NULL;
@@ -180,22 +190,9 @@ struct delivery *delivery_new_status_check(struct target *target, int64_t intent
                                            const char *key, int attempt, int64_t first_attempt_ms,
                                            size_t body_limit)
 {
-    struct delivery *d = xcalloc(1, sizeof(*d));
-    if (d == NULL)
-        return NULL;
-    d->kind = DELIVERY_STATUS_CHECK;
-    d->target = target;
-    d->intent_id = intent_id;
-    d->key = xstrdup(key);
-    d->payload = xstrdup("");
-    d->attempt = attempt;
-    d->was_ambiguous = true;
-    d->first_attempt_ms = first_attempt_ms;
-    d->body_limit = body_limit;
-    d->retry_after_ms = -1;
-    strbuf_init(&d->body);
+    struct delivery *d = delivery_alloc(DELIVERY_STATUS_CHECK, target, intent_id, key, "", attempt,
+                                        true, first_attempt_ms, body_limit);
     char *url = status_url_for_key(target->status_url, key);
-    d->easy = easy_take();
     if (d->easy == NULL || url == NULL) {
         free(url);
         delivery_free(d);

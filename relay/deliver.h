@@ -58,6 +58,10 @@ struct delivery_report {
 struct delivery *delivery_new(struct target *target, int64_t intent_id, const char *key,
                               const char *payload, int attempt, bool was_ambiguous,
                               int64_t first_attempt_ms, size_t body_limit, int64_t now_s);
+/* The one wall clock of relay/: ms since the epoch (CLOCK_REALTIME). The
+ * database's first_attempt_ms, key ages and Retry-After dates compare with
+ * it; loop time (uv_now) is for timers only. */
+int64_t wall_clock_ms(void);
 /* Reconciliation: GET the status URL with {key} percent-encoded. */
 struct delivery *delivery_new_status_check(struct target *target, int64_t intent_id,
                                            const char *key, int attempt, int64_t first_attempt_ms,

@@ -24,6 +24,7 @@
  */
 #include "flow.h"
 
+#include <stdio.h>
 #include <string.h>
 
 enum flow_signal flow_signal_of(enum attempt_class cls, long http_status, bool sent_request)
@@ -124,6 +125,47 @@ int flow_room(struct target_flow *f, int cap, int in_flight)
     int allowed = (int)f->window;
     int room = allowed - in_flight;
     return room > 0 ? room : 0;
+}
+
+size_t flow_reports(const struct flow_actions *a, int consecutive_failures, long http_status,
+                    const char *last_error, struct flow_report out[FLOW_MAX_REPORTS])
+{
+    char last[FLOW_REASON_BYTES];
+    snprintf(last, sizeof(last), "%s", last_error && *last_error ? last_error : "failure");
+    size_t n = 0;
+    if (a->report_gone) {
+        snprintf(last, sizeof(last), "HTTP 410 Gone: the target asked not to be sent more");
+        out[n] = (struct flow_report){.event = "gone"};
+        snprintf(out[n++].reason, FLOW_REASON_BYTES, "%s", last);
+    }
+    if (a->report_open) {
+        out[n] = (struct flow_report){.event = "open"};
+        snprintf(out[n++].reason, FLOW_REASON_BYTES, "%d failures in a row; last: %.400s",
+                 consecutive_failures, last);
+    }
+    if (a->report_probe_failed) {
+        out[n] = (struct flow_report){.event = "probe_failed"};
+        snprintf(out[n++].reason, FLOW_REASON_BYTES, "%s", last);
+    }
+    if (a->report_probe_succeeded)
+        out[n++] = (struct flow_report){.event = "probe_succeeded"};
+    if (a->pause_ms > 0) {
+        out[n] = (struct flow_report){.event = "pause", .pause_ms = a->pause_ms};
+        snprintf(out[n++].reason, FLOW_REASON_BYTES, "HTTP %ld with Retry-After", http_status);
+    }
+    return n;
+}
+
+uint64_t flow_next_due_wait_ms(int64_t due_ms, int empty_claims)
+{
+    uint64_t wait = (uint64_t)(due_ms < 0 ? 0 : due_ms) + 1;
+    if (empty_claims > 1) {
+        int shift = empty_claims < 8 ? empty_claims : 8; /* up to 256 ms */
+        uint64_t floor_ms = (uint64_t)1 << shift;
+        if (wait < floor_ms)
+            wait = floor_ms;
+    }
+    return wait;
 }
 
 enum circuit_state flow_circuit_parse(const char *text)

@@ -17,6 +17,7 @@
 #define OUTBOX_FLOW_H
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 #include "outcome.h"
@@ -64,6 +65,29 @@ struct flow_actions flow_observe(struct target_flow *f, enum flow_signal signal,
 /* How many more requests this relay may start now: the window (never more
  * than cap, never less than one) minus those in flight; never negative. */
 int flow_room(struct target_flow *f, int cap, int in_flight);
+
+/* One report to the database (outbox.target_event) that actions ask for. */
+#define FLOW_REASON_BYTES 512
+#define FLOW_MAX_REPORTS 5
+struct flow_report {
+    const char *event; /* "gone", "open", "probe_failed", "probe_succeeded" or "pause" */
+    char reason[FLOW_REASON_BYTES]; /* for outbox.target_health and the log */
+    int64_t pause_ms;               /* "pause": how long; else 0 */
+};
+
+/* The reports that a's actions ask for, in the order they are to be sent,
+ * each with its reason: last_error is the text of the failure that was
+ * observed ("" when none), consecutive_failures the run after it, and
+ * http_status the answer that asked for a pause. Returns how many. */
+size_t flow_reports(const struct flow_actions *a, int consecutive_failures, long http_status,
+                    const char *last_error, struct flow_report out[FLOW_MAX_REPORTS]);
+
+/* How long the relay sleeps before claiming again, when the next row it
+ * could take is due in due_ms (outbox.next_due_ms). Claims that keep
+ * finding nothing although a row is said to be due (another relay holds
+ * it: SKIP LOCKED) make it wait longer each time, 2^empty_claims ms from
+ * the second empty claim on, up to 256 ms, rather than ask again at once. */
+uint64_t flow_next_due_wait_ms(int64_t due_ms, int empty_claims);
 
 enum circuit_state flow_circuit_parse(const char *text);
 const char *flow_circuit_name(enum circuit_state state);

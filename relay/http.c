@@ -28,6 +28,8 @@
  */
 #include "http.h"
 
+#include "xalloc.h"
+
 #include <stdlib.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -263,9 +265,7 @@ static int curl_timer_cb(CURLM *multi, long timeout_ms, void *userp)
 
 http_client_t *http_client_new(uv_loop_t *loop, http_done_cb on_done)
 {
-    http_client_t *client = calloc(1, sizeof(*client));
-    if (client == NULL)
-        return NULL;
+    http_client_t *client = xcalloc(1, sizeof(*client));
     client->loop = loop;
     client->on_done = on_done;
     client->multi = curl_multi_init();

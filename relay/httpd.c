@@ -52,6 +52,7 @@
  * answers later (the admin port's lookups) forgets it there.
  */
 #include "httpd.h"
+#include "dlist.h"
 
 #include "strbuf.h"
 #include "xalloc.h"
@@ -65,7 +66,9 @@
 #include <sys/socket.h>
 
 #define HTTPD_DEFAULT_READ_CHUNK 4096
-#define HTTPD_HEAD_MAX_BYTES 1024
+/* Status line and headers of an answer: the admin port's /ui headers and a
+ * Location with a percent-encoded 255-byte key (765 bytes) fit. */
+#define HTTPD_HEAD_MAX_BYTES 4096
 #define CONTENT_TYPE_JSON "application/json"
 
 /* Where one header of the request being parsed lies in header_bytes (which
@@ -154,6 +157,7 @@ static const char *status_text(int status)
         {202, "Accepted"},
         {204, "No Content"},
         {205, "Reset Content"},
+        {303, "See Other"},
         {304, "Not Modified"},
         {400, "Bad Request"},
         {401, "Unauthorized"},
@@ -302,14 +306,7 @@ static void on_conn_handle_closed(uv_handle_t *handle)
 
 static void conn_unlink(struct httpd_conn *conn)
 {
-    httpd_t *s = conn->server;
-    if (conn->prev)
-        conn->prev->next = conn->next;
-    else
-        s->conns = conn->next;
-    if (conn->next)
-        conn->next->prev = conn->prev;
-    conn->prev = conn->next = NULL;
+    DLIST_REMOVE(conn->server->conns, conn);
 }
 
 /* Closes both handles at once; a pending write or shutdown is cancelled
@@ -1009,10 +1006,7 @@ static void on_connection(uv_stream_t *listener, int status)
         return;
     }
     conn->accepted = true;
-    conn->next = s->conns;
-    if (s->conns)
-        s->conns->prev = conn;
-    s->conns = conn;
+    DLIST_PUSH_FRONT(s->conns, conn);
     uv_tcp_nodelay(&conn->tcp, 1);
     conn_set_phase(conn, HTTPD_IDLE, s->config.timeouts.idle_ms);
     conn_start_reading(conn);

@@ -11,6 +11,8 @@
  */
 #include "migrate.h"
 
+#include "xalloc.h"
+
 #include <dirent.h>
 #include <libgen.h>
 #include <libpq-fe.h>
@@ -58,13 +60,7 @@ static char *read_whole_file(const char *path, size_t *len_out)
     for (;;) {
         if (len + 4096 + 1 > cap) {
             cap = cap ? cap * 2 : 65536;
-            char *grown = realloc(buf, cap);
-            if (grown == NULL) {
-                free(buf);
-                fclose(f);
-                return NULL;
-            }
-            buf = grown;
+            buf = xrealloc(buf, cap);
         }
         size_t n = fread(buf + len, 1, cap - len - 1, f);
         len += n;
@@ -125,10 +121,7 @@ static int load_files(const char *dir, struct migration_file **files_out, size_t
     while ((entry = readdir(d)) != NULL) {
         if (!is_migration_name(entry->d_name))
             continue;
-        struct migration_file *grown = realloc(files, (count + 1) * sizeof(*files));
-        if (grown == NULL)
-            break;
-        files = grown;
+        files = xrealloc(files, (count + 1) * sizeof(*files));
         struct migration_file *file = &files[count];
         snprintf(file->name, sizeof(file->name), "%s", entry->d_name);
         char path[PATH_MAX + 256];
@@ -146,7 +139,8 @@ static int load_files(const char *dir, struct migration_file **files_out, size_t
         count++;
     }
     closedir(d);
-    qsort(files, count, sizeof(*files), compare_names);
+    if (count > 1) /* files is NULL when there are none */
+        qsort(files, count, sizeof(*files), compare_names);
     *files_out = files;
     *count_out = count;
     return 0;
@@ -163,19 +157,21 @@ static bool exec_ok(PGconn *conn, const char *sql, const char *what)
     return ok;
 }
 
-static int apply_pending(PGconn *conn, struct migration_file *files, size_t count)
+/* Compares what the database says was applied with the files on disk:
+ * marks applied[i] for each file that ran; false (said why) when one ran
+ * with other contents or is missing from the directory. */
+static bool check_applied(PGconn *conn, const struct migration_file *files, size_t count,
+                          bool *applied)
 {
     PGresult *res = PQexec(conn, "SELECT name, checksum FROM outbox_meta.migrations ORDER BY name");
     if (PQresultStatus(res) != PGRES_TUPLES_OK) {
         fprintf(stderr, "outbox-relay migrate: cannot read outbox_meta.migrations: %s",
                 PQerrorMessage(conn));
         PQclear(res);
-        return 1;
+        return false;
     }
-    int applied_count = PQntuples(res);
-    bool *applied = calloc(count + 1, sizeof(bool));
-    int rc = 0;
-    for (int row = 0; row < applied_count && rc == 0; row++) {
+    bool ok = true;
+    for (int row = 0; row < PQntuples(res) && ok; row++) {
         const char *name = PQgetvalue(res, row, 0);
         const char *checksum = PQgetvalue(res, row, 1);
         bool found = false;
@@ -190,7 +186,7 @@ static int apply_pending(PGconn *conn, struct migration_file *files, size_t coun
                         "applied (checksum in the database %.12s, on disk %.12s). Applied "
                         "migrations must not be edited; add a new migration instead.\n",
                         name, checksum, files[i].checksum);
-                rc = 1;
+                ok = false;
             }
         }
         if (!found) {
@@ -198,46 +194,56 @@ static int apply_pending(PGconn *conn, struct migration_file *files, size_t coun
                     "outbox-relay migrate: refusing to run: %s was applied but is missing from "
                     "the migrations directory (is this an older release?)\n",
                     name);
-            rc = 1;
+            ok = false;
         }
     }
     PQclear(res);
+    return ok;
+}
 
+/* One file in one transaction, recorded with its checksum: all of it or
+ * nothing. */
+static bool apply_one(PGconn *conn, const struct migration_file *file)
+{
+    if (!exec_ok(conn, "BEGIN", "BEGIN"))
+        return false;
+    PGresult *r = PQexec(conn, file->sql);
+    ExecStatusType st = PQresultStatus(r);
+    PQclear(r);
+    if (st != PGRES_COMMAND_OK && st != PGRES_TUPLES_OK && st != PGRES_EMPTY_QUERY) {
+        fprintf(stderr, "outbox-relay migrate: %s failed, nothing of it was applied: %s",
+                file->name, PQerrorMessage(conn));
+        exec_ok(conn, "ROLLBACK", "ROLLBACK");
+        return false;
+    }
+    const char *params[2] = {file->name, file->checksum};
+    r = PQexecParams(conn, "INSERT INTO outbox_meta.migrations (name, checksum) VALUES ($1, $2)", 2,
+                     NULL, params, NULL, NULL, 0);
+    bool inserted = PQresultStatus(r) == PGRES_COMMAND_OK;
+    if (!inserted)
+        fprintf(stderr, "outbox-relay migrate: recording %s failed: %s", file->name,
+                PQerrorMessage(conn));
+    PQclear(r);
+    if (!inserted || !exec_ok(conn, "COMMIT", "COMMIT")) {
+        exec_ok(conn, "ROLLBACK", "ROLLBACK");
+        return false;
+    }
+    printf("applied %s\n", file->name);
+    return true;
+}
+
+static int apply_pending(PGconn *conn, struct migration_file *files, size_t count)
+{
+    bool *applied = xcalloc(count + 1, sizeof(bool));
+    int rc = check_applied(conn, files, count, applied) ? 0 : 1;
     int newly_applied = 0;
     for (size_t i = 0; i < count && rc == 0; i++) {
         if (applied[i])
             continue;
-        if (!exec_ok(conn, "BEGIN", "BEGIN")) {
+        if (!apply_one(conn, &files[i]))
             rc = 1;
-            break;
-        }
-        PGresult *r = PQexec(conn, files[i].sql);
-        ExecStatusType st = PQresultStatus(r);
-        if (st != PGRES_COMMAND_OK && st != PGRES_TUPLES_OK && st != PGRES_EMPTY_QUERY) {
-            fprintf(stderr, "outbox-relay migrate: %s failed, nothing of it was applied: %s",
-                    files[i].name, PQerrorMessage(conn));
-            PQclear(r);
-            exec_ok(conn, "ROLLBACK", "ROLLBACK");
-            rc = 1;
-            break;
-        }
-        PQclear(r);
-        const char *params[2] = {files[i].name, files[i].checksum};
-        r = PQexecParams(conn,
-                         "INSERT INTO outbox_meta.migrations (name, checksum) VALUES ($1, $2)", 2,
-                         NULL, params, NULL, NULL, 0);
-        bool inserted = PQresultStatus(r) == PGRES_COMMAND_OK;
-        if (!inserted)
-            fprintf(stderr, "outbox-relay migrate: recording %s failed: %s", files[i].name,
-                    PQerrorMessage(conn));
-        PQclear(r);
-        if (!inserted || !exec_ok(conn, "COMMIT", "COMMIT")) {
-            exec_ok(conn, "ROLLBACK", "ROLLBACK");
-            rc = 1;
-            break;
-        }
-        printf("applied %s\n", files[i].name);
-        newly_applied++;
+        else
+            newly_applied++;
     }
     if (rc == 0) {
         if (newly_applied == 0)

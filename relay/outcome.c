@@ -191,44 +191,88 @@ bool outcome_resend_allowed(const struct retry_policy *policy, bool was_ambiguou
     return policy->honours_keys && key_remembered_at(policy, first_attempt_ms, now_ms);
 }
 
+struct decision outcome_decide_not_resent(const struct retry_policy *policy)
+{
+    struct decision d = {
+        .next_state = STATE_UNKNOWN,
+        .delay_ms = policy->reconcile_delay_ms,
+        .ambiguous = true,
+    };
+    return d;
+}
+
+struct decision outcome_decide_taken_over(const struct retry_policy *policy,
+                                          const struct intent_progress *progress,
+                                          double random_unit)
+{
+    static const struct retry_policy never_resend; /* no key header: unknown, never re-sent */
+    return outcome_decide(CLASS_AMBIGUOUS, policy ? policy : &never_resend, progress, random_unit);
+}
+
+void outcome_taken_over_text(char *buf, size_t size, const char *previous_owner)
+{
+    snprintf(buf, size, "lease of relay %s expired while in flight: the request may have executed",
+             previous_owner);
+}
+
+bool outcome_claim_answer_late(uint64_t elapsed_ms, int64_t lease_ms)
+{
+    return elapsed_ms > (uint64_t)lease_ms / 2;
+}
+
+const char *outcome_error_text(enum attempt_class cls, const struct decision *dec, int attempt,
+                               long http_status, const char *transport_error, char *buf,
+                               size_t size)
+{
+    bool reconciled = cls == CLASS_RECONCILED_EXECUTED || cls == CLASS_RECONCILED_NOT_EXECUTED;
+    if (cls == CLASS_RECONCILED_NOT_EXECUTED && dec->next_state == STATE_FAILED) {
+        snprintf(buf, size, "the status URL says no attempt executed, and all %d attempts are used",
+                 attempt);
+        return buf;
+    }
+    if (reconciled)
+        return NULL;
+    if (cls == CLASS_KEY_CONFLICT) {
+        snprintf(buf, size, "key conflict: the target answered HTTP %ld", http_status);
+        return buf;
+    }
+    if (dec->next_state == STATE_FAILED && cls != CLASS_PERMANENT_FAILURE) {
+        snprintf(buf, size, "not delivered after %d attempt(s), none reached the target; last: %s",
+                 attempt, transport_error);
+        return buf;
+    }
+    return transport_error;
+}
+
+/* The names of the SQL enums outbox.attempt_class and outbox.intent_state,
+ * indexed by the C enums. */
+static const char *const class_names[CLASS_COUNT] = {
+    [CLASS_NOT_SENT] = "not_sent",
+    [CLASS_AMBIGUOUS] = "ambiguous",
+    [CLASS_SUCCEEDED] = "succeeded",
+    [CLASS_RETRY_LATER] = "retry_later",
+    [CLASS_KEY_CONFLICT] = "key_conflict",
+    [CLASS_PERMANENT_FAILURE] = "permanent_failure",
+    [CLASS_RECONCILED_EXECUTED] = "reconciled_executed",
+    [CLASS_RECONCILED_NOT_EXECUTED] = "reconciled_not_executed",
+    [CLASS_RECONCILE_INCONCLUSIVE] = "reconcile_inconclusive",
+};
+
+static const char *const state_names[STATE_UNKNOWN + 1] = {
+    [STATE_PENDING] = "pending",
+    [STATE_SUCCEEDED] = "succeeded",
+    [STATE_FAILED] = "failed",
+    [STATE_UNKNOWN] = "unknown",
+};
+
 const char *outcome_class_name(enum attempt_class cls)
 {
-    switch (cls) {
-    case CLASS_NOT_SENT:
-        return "not_sent";
-    case CLASS_AMBIGUOUS:
-        return "ambiguous";
-    case CLASS_SUCCEEDED:
-        return "succeeded";
-    case CLASS_RETRY_LATER:
-        return "retry_later";
-    case CLASS_KEY_CONFLICT:
-        return "key_conflict";
-    case CLASS_PERMANENT_FAILURE:
-        return "permanent_failure";
-    case CLASS_RECONCILED_EXECUTED:
-        return "reconciled_executed";
-    case CLASS_RECONCILED_NOT_EXECUTED:
-        return "reconciled_not_executed";
-    case CLASS_RECONCILE_INCONCLUSIVE:
-        return "reconcile_inconclusive";
-    }
-    return "ambiguous";
+    return (unsigned)cls < CLASS_COUNT ? class_names[cls] : "ambiguous";
 }
 
 const char *outcome_state_name(enum intent_state state)
 {
-    switch (state) {
-    case STATE_PENDING:
-        return "pending";
-    case STATE_SUCCEEDED:
-        return "succeeded";
-    case STATE_FAILED:
-        return "failed";
-    case STATE_UNKNOWN:
-        return "unknown";
-    }
-    return "unknown";
+    return (unsigned)state <= STATE_UNKNOWN ? state_names[state] : "unknown";
 }
 
 int64_t outcome_parse_retry_after(const char *value, int64_t now_ms)

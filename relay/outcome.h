@@ -9,6 +9,7 @@
 #define OUTBOX_OUTCOME_H
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 enum attempt_class {
@@ -95,6 +96,43 @@ bool outcome_resend_allowed(const struct retry_policy *policy, bool was_ambiguou
 
 /* Exponential back-off with full jitter: uniform in [0, min(cap, base * 2^(attempt-1))). */
 int outcome_backoff_ms(int attempt, int base_ms, int cap_ms, double random_unit);
+
+/* A row that may have executed and that its target can no longer recognise
+ * (outcome_resend_allowed said no, at send time): unknown, flagged
+ * ambiguous, reconciled after the target's reconcile delay. */
+struct decision outcome_decide_not_resent(const struct retry_policy *policy);
+#define OUTCOME_NOT_RESENT_REASON                                                                  \
+    "not re-sent: an earlier attempt may have executed and the target may no longer remember "     \
+    "its key"
+
+/* A row whose lease expired in the hands of another relay (it died, or lost
+ * its database): decided as an ambiguous attempt, as if its request had
+ * timed out. policy is NULL for a target this relay does not know: then the
+ * row becomes unknown and is never re-sent. */
+struct decision outcome_decide_taken_over(const struct retry_policy *policy,
+                                          const struct intent_progress *progress,
+                                          double random_unit);
+/* The error recorded for a taken-over row, naming the relay that held it. */
+void outcome_taken_over_text(char *buf, size_t size, const char *previous_owner);
+
+/* The database stamps a claim's leases when the claim's transaction starts.
+ * An answer that comes more than half a lease later (the claim waited on a
+ * lock, or the answer was held up on the way) leaves too little of them: a
+ * row sent after its lease expired may also be sent by the relay that took
+ * it over, a second effect at a target that cannot deduplicate (the model's
+ * T3, tests/model/README.md). Renewals run every third of a lease, so half
+ * is the margin. Such rows go back unsent and are claimed again. */
+bool outcome_claim_answer_late(uint64_t elapsed_ms, int64_t lease_ms);
+#define OUTCOME_CLAIM_LATE_REASON                                                                  \
+    "the claim answered after half its lease: its rows are given back unsent and claimed again"
+
+/* The error text recorded with a decided attempt (the attempt's history row
+ * and the intent's last_error): NULL for none (the status URL settled the
+ * doubt), transport_error as it is, or a sentence written into buf that
+ * says why the intent ended failed or what the key conflict was. */
+const char *outcome_error_text(enum attempt_class cls, const struct decision *dec, int attempt,
+                               long http_status, const char *transport_error, char *buf,
+                               size_t size);
 
 const char *outcome_class_name(enum attempt_class cls);
 const char *outcome_state_name(enum intent_state state);

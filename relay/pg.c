@@ -190,7 +190,7 @@ static bool poll_watch(pg_conn_t *pg, int events)
         poll_close(pg);
     if (pg->poll == NULL) {
         pg->poll = xmalloc(sizeof(*pg->poll));
-        if (pg->poll == NULL || uv_poll_init(pg->loop, pg->poll, fd) != 0) {
+        if (uv_poll_init(pg->loop, pg->poll, fd) != 0) {
             free(pg->poll);
             pg->poll = NULL;
             return false;
@@ -247,6 +247,8 @@ static void pg_connect_start(pg_conn_t *pg)
     if (pg->conn == NULL) {
         set_reason(pg, "out of memory starting a connection");
         pg_schedule_reconnect(pg);
+        if (pg->events.on_connect_failed)
+            pg->events.on_connect_failed(pg->events.data, pg->reason);
         return;
     }
     if (PQstatus(pg->conn) == CONNECTION_BAD) {
@@ -256,6 +258,8 @@ static void pg_connect_start(pg_conn_t *pg)
         PQfinish(pg->conn);
         pg->conn = NULL;
         pg_schedule_reconnect(pg);
+        if (pg->events.on_connect_failed)
+            pg->events.on_connect_failed(pg->events.data, pg->reason);
         return;
     }
     pg->state = PG_CONNECTING;
@@ -521,6 +525,8 @@ static void pg_connection_lost(pg_conn_t *pg, const char *reason)
     queue_fail_all(pg, pg->reason);
     if (was_ready && pg->events.on_lost)
         pg->events.on_lost(pg->events.data, pg->reason);
+    else if (!was_ready && pg->events.on_connect_failed)
+        pg->events.on_connect_failed(pg->events.data, pg->reason);
     if (pg->state == PG_IDLE)
         pg_schedule_reconnect(pg);
 }
@@ -532,8 +538,6 @@ pg_conn_t *pg_conn_new(uv_loop_t *loop, const char *conninfo, const struct pg_st
                        int reconnect_max_ms, struct pg_events events)
 {
     pg_conn_t *pg = xcalloc(1, sizeof(*pg));
-    if (pg == NULL)
-        return NULL;
     pg->loop = loop;
     pg->conninfo = xstrdup(conninfo ? conninfo : "");
     pg->statements = statements;
@@ -596,8 +600,6 @@ bool pg_query(pg_conn_t *pg, const char *statement, int nparams, const char *con
     if (pg->state != PG_READY)
         return false;
     struct pg_query *q = xcalloc(1, sizeof(*q));
-    if (q == NULL)
-        return false;
     q->kind = QUERY_PREPARED;
     q->statement = statement;
     q->nparams = nparams;

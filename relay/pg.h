@@ -33,6 +33,8 @@ struct pg_events {
     void *data;
     void (*on_ready)(void *data);                    /* connected, LISTENing, statements prepared */
     void (*on_lost)(void *data, const char *reason); /* connection lost; reconnecting */
+    /* A connect attempt failed before the connection was ready; retrying. */
+    void (*on_connect_failed)(void *data, const char *reason);
     void (*on_notify)(void *data, const char *channel);
 };
 

@@ -12,6 +12,9 @@
 
 #include "pg.h"
 
+#include <stdbool.h>
+#include <stdint.h>
+
 #define SQL_CHANNEL "outbox_intents"
 
 /* $1 relay, $2 idle */
@@ -67,5 +70,36 @@ static const struct pg_statement relay_statements[] = {
 };
 
 #define RELAY_STATEMENT_COUNT (sizeof(relay_statements) / sizeof(relay_statements[0]))
+
+/* The rows these statements answer, parsed by sql.c: the column numbers
+ * live there, beside this file's SELECT lists, and nowhere else. Texts
+ * point into the PGresult and live as long as it does. */
+
+/* A row to send: one of STMT_CLAIM, or of STMT_CLAIM_UNKNOWN (a status
+ * check: no payload, ambiguous by definition, never a probe). */
+struct claimed_row {
+    int64_t id;
+    const char *key;
+    const char *target;
+    const char *payload; /* NULL: a status check */
+    int attempt;
+    bool ambiguous;
+    int64_t first_attempt_ms;
+    bool probe; /* the one request of a half-open circuit */
+};
+struct claimed_row sql_claimed_row(const PGresult *res, int row);
+struct claimed_row sql_unknown_row(const PGresult *res, int row);
+
+/* A row of STMT_TAKE_OVER: in flight under a lease that expired. */
+struct taken_over_row {
+    int64_t id;
+    const char *key;
+    const char *target;
+    int attempt;
+    bool was_ambiguous;
+    int64_t first_attempt_ms;
+    const char *previous_owner;
+};
+struct taken_over_row sql_taken_over_row(const PGresult *res, int row);
 
 #endif

@@ -7,6 +7,8 @@
  */
 #include "strbuf.h"
 
+#include "xalloc.h"
+
 #include <inttypes.h>
 #include <stdarg.h>
 #include <stdint.h>
@@ -21,10 +23,7 @@ static void strbuf_reserve(struct strbuf *b, size_t extra)
     size_t cap = b->cap ? b->cap : 256;
     while (cap < b->len + extra + 1)
         cap *= 2;
-    char *grown = realloc(b->data, cap);
-    if (grown == NULL)
-        abort(); /* out of memory: nothing sensible to do in a daemon */
-    b->data = grown;
+    b->data = xrealloc(b->data, cap);
     b->cap = cap;
 }
 
@@ -70,10 +69,7 @@ size_t strbuf_append_capped(struct strbuf *b, const char *s, size_t n, size_t li
             cap = b->len + n + 1;
         if (limit < SIZE_MAX && cap > limit + 1)
             cap = limit + 1;
-        char *grown = realloc(b->data, cap);
-        if (grown == NULL)
-            abort();
-        b->data = grown;
+        b->data = xrealloc(b->data, cap);
         b->cap = cap;
     }
     memcpy(b->data + b->len, s, n);

@@ -17,6 +17,8 @@ struct strbuf {
     size_t cap;
 };
 
+/* A zeroed struct strbuf is an empty buffer too; init gives it its first
+ * block (data is then never NULL). */
 void strbuf_init(struct strbuf *b);
 void strbuf_free(struct strbuf *b);
 void strbuf_reset(struct strbuf *b);

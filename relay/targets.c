@@ -238,6 +238,14 @@ struct target *targets_find(const struct target_set *set, const char *name)
     return NULL;
 }
 
+bool targets_any_status_url(const struct target_set *set)
+{
+    for (size_t i = 0; i < set->count; i++)
+        if (set->items[i]->present && set->items[i]->status_url != NULL)
+            return true;
+    return false;
+}
+
 void targets_load(struct target_set *set, PGresult *res)
 {
     for (size_t i = 0; i < set->count; i++)
@@ -308,6 +316,47 @@ struct retry_policy target_retry_policy(const struct target *t)
         .reconcile_delay_ms = t->reconcile_delay_ms,
     };
     return p;
+}
+
+int target_cap(const struct target *t, int relay_cap)
+{
+    return t->max_in_flight < relay_cap ? t->max_in_flight : relay_cap;
+}
+
+/* The room this relay has for t now: its cap narrowed by the adaptive window
+ * (flow.h), minus what is in flight; zero for a target that is disabled or
+ * gone from the table. The shared gates (circuit, pause, rate) are applied
+ * by outbox.claim. */
+static int target_room(struct target *t, int relay_cap)
+{
+    if (!t->present || !t->enabled)
+        return 0;
+    return flow_room(&t->flow, target_cap(t, relay_cap), t->in_flight);
+}
+
+size_t targets_claimable(const struct target_set *set, int relay_cap, double start_at,
+                         struct strbuf *names, struct strbuf *rooms, int limit)
+{
+    pgarray_begin(names);
+    if (rooms)
+        pgarray_begin(rooms);
+    size_t count = 0;
+    size_t n = set->count;
+    size_t start = (size_t)(start_at * (double)n);
+    for (size_t k = 0; k < n; k++) {
+        struct target *t = set->items[(start + k) % n];
+        int room = target_room(t, relay_cap);
+        if (room <= 0)
+            continue;
+        pgarray_item_text(names, t->name, strlen(t->name));
+        if (rooms)
+            pgarray_item_int(rooms, room < limit ? room : limit);
+        count++;
+    }
+    pgarray_end(names);
+    if (rooms)
+        pgarray_end(rooms);
+    return count;
 }
 
 /* What Standard Webhooks signs: id "." timestamp "." body. Caller frees. */

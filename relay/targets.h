@@ -15,6 +15,7 @@
 
 #include "flow.h"
 #include "outcome.h"
+#include "strbuf.h"
 
 /* A target's signing secrets: the variable that secret_env names may hold
  * several, separated by white space, so that a secret can be rotated
@@ -68,9 +69,23 @@ struct target_set {
  * (and their in-flight counts) of targets that still exist. */
 void targets_load(struct target_set *set, PGresult *res);
 struct target *targets_find(const struct target_set *set, const char *name);
+/* Whether a target of the table has a status URL (reconciliation asks it). */
+bool targets_any_status_url(const struct target_set *set);
 void targets_free(struct target_set *set);
 
 struct retry_policy target_retry_policy(const struct target *t);
+
+/* The most requests this relay may have in flight to t: the target's own
+ * max_in_flight, and relay_cap (--max-in-flight-per-target). */
+int target_cap(const struct target *t, int relay_cap);
+/* Fills names (text[]) and, when rooms is not NULL, rooms (int[], each at
+ * most limit) with the targets that have room (their cap narrowed by the
+ * adaptive window, flow.h, minus what is in flight; none for a target that
+ * is disabled or gone from the table), beginning with the one at
+ * start_at (in [0, 1)) of the set: the relay starts at a random one, for
+ * fairness across targets. Returns how many. */
+size_t targets_claimable(const struct target_set *set, int relay_cap, double start_at,
+                         struct strbuf *names, struct strbuf *rooms, int limit);
 
 /* The relay reads a secret (secret_env, {"env": ...} header values) only from
  * variables with this prefix: never DATABASE_URL, PGPASSWORD or the like. */

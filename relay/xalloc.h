@@ -6,6 +6,11 @@
  * supervisor restarts, after which every lease is taken over as ambiguous
  * and nothing is lost. So every allocation in relay/ goes through these, and
  * aborts when the system refuses; strbuf grows the same way.
+ *
+ * Three places handle a NULL on purpose and call malloc's family directly:
+ * http.c's socket watches (curl's socket callback answers -1, which fails
+ * the transfers, not the relay), and strbuf_steal and strbuf_shrink, which
+ * keep the larger block when a smaller one cannot be had.
  */
 #ifndef OUTBOX_XALLOC_H
 #define OUTBOX_XALLOC_H

@@ -10,11 +10,13 @@
  *     libcurl's escaping (what the relay does to a key for a status URL)
  *     and decoding again;
  *   - the query string (admin_parse_wait): -1, or 0..60000 ms;
- *   - "host:port" (admin_parse_listen): an accepted address is IPv4 or IPv6.
+ *   - "host:port" of --admin-listen (httpd_parse_listen): an accepted
+ *     address is IPv4 or IPv6.
  */
 #include "fuzz.h"
 
 #include "admin.h"
+#include "httpd.h"
 #include "strbuf.h"
 
 #include <curl/curl.h>
@@ -107,7 +109,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     char *listen = fuzz_strndup(data, size);
     struct sockaddr_storage addr;
     memset(&addr, 0, sizeof(addr));
-    if (admin_parse_listen(listen, &addr) == NULL)
+    if (httpd_parse_listen(listen, &addr) == NULL)
         FUZZ_CHECK(addr.ss_family == AF_INET || addr.ss_family == AF_INET6);
     free(listen);
     return 0;

@@ -1,24 +1,43 @@
 #!/usr/bin/env bash
 # tests/lib/install-deps.sh — install what building, testing and the demo need on Debian 12.
 #
+#   tests/lib/install-deps.sh [--build] [--print]
+#   --build   only what compiling needs (make's build-deps: compiler, pkg-config, -dev packages)
+#   --print   never install: print the apt-get line and fail (what make does)
+#
 # As root, missing Debian packages are installed with apt-get; otherwise the
 # exact apt-get command is printed and the script fails. Quiet when all is there.
 set -euo pipefail
 
-packages=(
+build_only=0
+print_only=0
+for arg in "$@"; do
+    case "$arg" in
+    --build) build_only=1 ;;
+    --print) print_only=1 ;;
+    *) echo "usage: $0 [--build] [--print]" >&2; exit 2 ;;
+    esac
+done
+
+build_packages=(
     build-essential pkg-config
     libpq-dev libcurl4-openssl-dev libuv1-dev libjansson-dev libssl-dev libhttp-parser-dev
     check
+)
+packages=(
+    "${build_packages[@]}"
     postgresql postgresql-contrib postgresql-15-pgtap libtap-parser-sourcehandler-pgtap-perl
     curl ca-certificates procps iproute2 clang-format cppcheck python3 python3-yaml openssl valgrind
     clang libclang-rt-14-dev # libFuzzer for tests/fuzz (-fsanitize=fuzzer; only recommended by clang)
     spin # the model checker of tests/model (it compiles its verifiers with gcc)
     prometheus # prometheus and promtool for tests/integration/32_prometheus.sh (dashboard and alerts)
+    chromium # the headless browser of tests/integration/35_status_page.sh (the admin port's /ui)
 )
 # The deploy manifest check renders the kustomize base with kubectl; any
 # kubectl will do (Debian's kubernetes-client ships one; another package may
 # already own /usr/bin/kubectl).
 command -v kubectl >/dev/null 2>&1 || packages+=(kubernetes-client)
+[ "$build_only" = 1 ] && packages=("${build_packages[@]}")
 
 missing=()
 for p in "${packages[@]}"; do
@@ -28,7 +47,7 @@ for p in "${packages[@]}"; do
 done
 [ ${#missing[@]} -eq 0 ] && exit 0
 
-if [ "$(id -u)" != 0 ]; then
+if [ "$(id -u)" != 0 ] || [ "$print_only" = 1 ]; then
     echo "outbox-relay needs these Debian packages: ${missing[*]}" >&2
     echo "install them with:  sudo apt-get install -y ${missing[*]}" >&2
     exit 1

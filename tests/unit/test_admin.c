@@ -148,16 +148,6 @@ START_TEST(wait_parsing)
 }
 END_TEST
 
-START_TEST(listen_is_httpd_s_parser)
-{
-    struct sockaddr_storage addr;
-    ck_assert_ptr_null(admin_parse_listen("127.0.0.1:9464", &addr));
-    ck_assert_ptr_null(admin_parse_listen("[::1]:0", &addr));
-    ck_assert_ptr_nonnull(admin_parse_listen(":9464", &addr));
-    ck_assert_ptr_nonnull(admin_parse_listen("db.internal:9464", &addr));
-}
-END_TEST
-
 START_TEST(database_reasons_name_no_host)
 {
     ck_assert_str_eq(admin_database_reason(NULL), "connection failed");
@@ -183,7 +173,6 @@ Suite *admin_suite(void)
     tc = tcase_create("parsers");
     tcase_add_test(tc, key_decoding);
     tcase_add_test(tc, wait_parsing);
-    tcase_add_test(tc, listen_is_httpd_s_parser);
     tcase_add_test(tc, database_reasons_name_no_host);
     suite_add_tcase(s, tc);
     return s;

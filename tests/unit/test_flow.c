@@ -1,6 +1,8 @@
 /*
  * test_flow.c — relay/flow.h: health signals, the AIMD window, the failure
- * run that opens a circuit, probes, 410 and Retry-After.
+ * run that opens a circuit, probes, 410 and Retry-After, the reports (and
+ * their reasons) sent to outbox.target_event, the sleep until the next due
+ * row.
  */
 #include "unit.h"
 
@@ -156,6 +158,83 @@ START_TEST(circuit_names_match_sql)
 }
 END_TEST
 
+/* What the reports to outbox.target_event say, in the order they go. */
+START_TEST(reports_and_their_reasons)
+{
+    struct flow_report out[FLOW_MAX_REPORTS];
+    struct flow_actions none = {0};
+    ck_assert_uint_eq(flow_reports(&none, 0, 0, "", out), 0);
+
+    struct flow_actions open = {.report_open = true};
+    ck_assert_uint_eq(flow_reports(&open, 10, 0, "Connection refused", out), 1);
+    ck_assert_str_eq(out[0].event, "open");
+    ck_assert_str_eq(out[0].reason, "10 failures in a row; last: Connection refused");
+    ck_assert_int_eq(out[0].pause_ms, 0);
+    ck_assert_uint_eq(flow_reports(&open, 3, 0, "", out), 1);
+    ck_assert_str_eq(out[0].reason, "3 failures in a row; last: failure");
+
+    struct flow_actions probe = {.report_probe_failed = true};
+    ck_assert_uint_eq(flow_reports(&probe, 1, 503, "HTTP 503", out), 1);
+    ck_assert_str_eq(out[0].event, "probe_failed");
+    ck_assert_str_eq(out[0].reason, "HTTP 503");
+    probe = (struct flow_actions){.report_probe_succeeded = true};
+    ck_assert_uint_eq(flow_reports(&probe, 0, 200, "", out), 1);
+    ck_assert_str_eq(out[0].event, "probe_succeeded");
+    ck_assert_str_eq(out[0].reason, "");
+
+    /* 410: gone, and the failure run's report (if any) names it as the last. */
+    struct flow_actions gone = {.report_gone = true, .report_open = true};
+    ck_assert_uint_eq(flow_reports(&gone, 10, 410, "HTTP 410", out), 2);
+    ck_assert_str_eq(out[0].event, "gone");
+    ck_assert_str_eq(out[0].reason, "HTTP 410 Gone: the target asked not to be sent more");
+    ck_assert_str_eq(out[1].event, "open");
+    ck_assert_str_eq(out[1].reason, "10 failures in a row; last: HTTP 410 Gone: the target asked "
+                                    "not to be sent more");
+
+    struct flow_actions pause = {.pause_ms = 120000};
+    ck_assert_uint_eq(flow_reports(&pause, 0, 429, "HTTP 429", out), 1);
+    ck_assert_str_eq(out[0].event, "pause");
+    ck_assert_str_eq(out[0].reason, "HTTP 429 with Retry-After");
+    ck_assert_int_eq(out[0].pause_ms, 120000);
+
+    struct flow_actions all = {.report_gone = true,
+                               .report_open = true,
+                               .report_probe_failed = true,
+                               .report_probe_succeeded = true,
+                               .pause_ms = 1};
+    ck_assert_uint_eq(flow_reports(&all, 1, 503, "x", out), FLOW_MAX_REPORTS);
+}
+END_TEST
+
+/* A long last error is cut, and the reason stays a terminated string. */
+START_TEST(reports_long_error_is_cut)
+{
+    char error[2 * FLOW_REASON_BYTES];
+    memset(error, 'e', sizeof(error) - 1);
+    error[sizeof(error) - 1] = '\0';
+    struct flow_report out[FLOW_MAX_REPORTS];
+    struct flow_actions a = {.report_open = true, .report_probe_failed = true};
+    ck_assert_uint_eq(flow_reports(&a, 99, 0, error, out), 2);
+    ck_assert_uint_lt(strlen(out[0].reason), FLOW_REASON_BYTES);
+    ck_assert_uint_eq(strlen(out[1].reason), FLOW_REASON_BYTES - 1);
+}
+END_TEST
+
+/* Sleeping until the next due row: its time plus one ms, and from the
+ * second empty claim on at least 2^n ms, at most 256. */
+START_TEST(next_due_wait)
+{
+    ck_assert_uint_eq(flow_next_due_wait_ms(0, 0), 1);
+    ck_assert_uint_eq(flow_next_due_wait_ms(-5, 0), 1);
+    ck_assert_uint_eq(flow_next_due_wait_ms(99, 1), 100);
+    ck_assert_uint_eq(flow_next_due_wait_ms(0, 2), 4);
+    ck_assert_uint_eq(flow_next_due_wait_ms(0, 7), 128);
+    ck_assert_uint_eq(flow_next_due_wait_ms(0, 8), 256);
+    ck_assert_uint_eq(flow_next_due_wait_ms(0, 1000), 256);
+    ck_assert_uint_eq(flow_next_due_wait_ms(1000, 1000), 1001);
+}
+END_TEST
+
 Suite *flow_suite(void)
 {
     Suite *s = suite_create("flow");
@@ -172,6 +251,11 @@ Suite *flow_suite(void)
     tcase_add_test(tc, failure_run_reports_open_every_threshold);
     tcase_add_test(tc, probe_results);
     tcase_add_test(tc, gone_and_retry_after);
+    tcase_add_test(tc, reports_and_their_reasons);
+    tcase_add_test(tc, reports_long_error_is_cut);
+    suite_add_tcase(s, tc);
+    tc = tcase_create("sleep");
+    tcase_add_test(tc, next_due_wait);
     suite_add_tcase(s, tc);
     return s;
 }

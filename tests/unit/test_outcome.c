@@ -1,6 +1,7 @@
 /*
  * test_outcome.c — relay/outcome.h: classification, decision, back-off,
- * Retry-After, enum names.
+ * Retry-After, enum names; the decisions taken without a request (a row
+ * not re-sent, a take-over, a late claim) and the error texts recorded.
  *
  * The table tests follow docs/design.md "Classifying one attempt" and "What
  * follows from ambiguous" row by row. The loop tests state the invariant in
@@ -662,6 +663,114 @@ START_TEST(resend_keeps_a_clock_margin)
 }
 END_TEST
 
+/* ---------------------------------------------------------------- decisions without a request */
+
+/* A row that may have executed and whose key the target may have
+ * forgotten is never re-sent: unknown, after the reconcile delay. */
+START_TEST(not_resent_is_unknown_and_ambiguous)
+{
+    struct retry_policy p = keyed_policy();
+    struct decision d = outcome_decide_not_resent(&p);
+    ck_assert_int_eq(d.next_state, STATE_UNKNOWN);
+    ck_assert(d.ambiguous);
+    ck_assert_int_eq(d.delay_ms, p.reconcile_delay_ms);
+    ck_assert_ptr_nonnull(strstr(OUTCOME_NOT_RESENT_REASON, "not re-sent"));
+}
+END_TEST
+
+/* A take-over is an ambiguous attempt: same key again where the target
+ * remembers it, unknown otherwise, and unknown for a target this relay
+ * does not know (no policy). */
+START_TEST(taken_over_decided_as_ambiguous)
+{
+    struct retry_policy keyed = keyed_policy(), keyless = keyless_policy();
+    struct intent_progress pr = progress_at(1, false);
+    struct decision d = outcome_decide_taken_over(&keyed, &pr, 0.5);
+    ck_assert_int_eq(d.next_state, STATE_PENDING);
+    ck_assert(d.ambiguous);
+    d = outcome_decide_taken_over(&keyless, &pr, 0.5);
+    ck_assert_int_eq(d.next_state, STATE_UNKNOWN);
+    ck_assert(d.ambiguous);
+    d = outcome_decide_taken_over(NULL, &pr, 0.5);
+    ck_assert_int_eq(d.next_state, STATE_UNKNOWN);
+    ck_assert(d.ambiguous);
+    char text[128];
+    outcome_taken_over_text(text, sizeof(text), "host-a:42");
+    ck_assert_str_eq(
+        text, "lease of relay host-a:42 expired while in flight: the request may have executed");
+    outcome_taken_over_text(text, 16, "host-a:42");
+    ck_assert_uint_eq(strlen(text), 15); /* cut, never overflowed */
+}
+END_TEST
+
+/* More than half the lease between the claim's start and its answer: the
+ * rows go back unsent. */
+START_TEST(claim_answer_late_after_half_the_lease)
+{
+    ck_assert(!outcome_claim_answer_late(0, 30000));
+    ck_assert(!outcome_claim_answer_late(15000, 30000));
+    ck_assert(outcome_claim_answer_late(15001, 30000));
+    ck_assert(!outcome_claim_answer_late(500, 1001)); /* half of 1001 is 500 */
+    ck_assert(outcome_claim_answer_late(501, 1001));
+}
+END_TEST
+
+/* ---------------------------------------------------------------- error texts */
+
+static const char *error_text(enum attempt_class cls, enum intent_state next, int attempt,
+                              long status, const char *transport, char *buf, size_t size)
+{
+    struct decision d = {.next_state = next};
+    return outcome_error_text(cls, &d, attempt, status, transport, buf, size);
+}
+
+START_TEST(error_text_by_class_and_state)
+{
+    char buf[256];
+    /* The status URL settled the doubt: no error, unless no attempt is left. */
+    ck_assert_ptr_null(
+        error_text(CLASS_RECONCILED_EXECUTED, STATE_SUCCEEDED, 2, 200, "", buf, sizeof(buf)));
+    ck_assert_ptr_null(
+        error_text(CLASS_RECONCILED_NOT_EXECUTED, STATE_PENDING, 2, 404, "", buf, sizeof(buf)));
+    ck_assert_str_eq(
+        error_text(CLASS_RECONCILED_NOT_EXECUTED, STATE_FAILED, 5, 404, "", buf, sizeof(buf)),
+        "the status URL says no attempt executed, and all 5 attempts are used");
+    /* Out of attempts without reaching the target: says so, with the last error. */
+    ck_assert_str_eq(
+        error_text(CLASS_NOT_SENT, STATE_FAILED, 3, 0, "Connection refused", buf, sizeof(buf)),
+        "not delivered after 3 attempt(s), none reached the target; last: "
+        "Connection refused");
+    ck_assert_str_eq(
+        error_text(CLASS_RETRY_LATER, STATE_FAILED, 4, 429, "HTTP 429", buf, sizeof(buf)),
+        "not delivered after 4 attempt(s), none reached the target; last: HTTP 429");
+    /* A key conflict names the status, whatever follows. */
+    ck_assert_str_eq(
+        error_text(CLASS_KEY_CONFLICT, STATE_FAILED, 1, 422, "HTTP 422", buf, sizeof(buf)),
+        "key conflict: the target answered HTTP 422");
+    ck_assert_str_eq(
+        error_text(CLASS_KEY_CONFLICT, STATE_UNKNOWN, 2, 422, "HTTP 422", buf, sizeof(buf)),
+        "key conflict: the target answered HTTP 422");
+    /* Everything else keeps the transport's text as it is. */
+    const char *transport = "HTTP 400";
+    ck_assert_ptr_eq(
+        error_text(CLASS_PERMANENT_FAILURE, STATE_FAILED, 1, 400, transport, buf, sizeof(buf)),
+        transport);
+    transport = "Timeout was reached: no detail";
+    ck_assert_ptr_eq(error_text(CLASS_AMBIGUOUS, STATE_PENDING, 1, 0, transport, buf, sizeof(buf)),
+                     transport);
+    ck_assert_ptr_eq(error_text(CLASS_NOT_SENT, STATE_PENDING, 1, 0, transport, buf, sizeof(buf)),
+                     transport);
+}
+END_TEST
+
+START_TEST(names_of_values_out_of_range)
+{
+    ck_assert_str_eq(outcome_class_name((enum attempt_class)CLASS_COUNT), "ambiguous");
+    ck_assert_str_eq(outcome_class_name((enum attempt_class) - 1), "ambiguous");
+    ck_assert_str_eq(outcome_state_name((enum intent_state)(STATE_UNKNOWN + 1)), "unknown");
+}
+END_TEST
+
 Suite *outcome_suite(void)
 {
     Suite *s = suite_create("outcome");
@@ -690,6 +799,13 @@ Suite *outcome_suite(void)
     tcase_add_test(tc, decide_horizon_cap_and_ambiguity);
     tcase_add_test(tc, decide_reconciled_not_executed_uses_horizon);
     tcase_add_test(tc, resend_keeps_a_clock_margin);
+    tcase_add_test(tc, not_resent_is_unknown_and_ambiguous);
+    tcase_add_test(tc, taken_over_decided_as_ambiguous);
+    tcase_add_test(tc, claim_answer_late_after_half_the_lease);
+    suite_add_tcase(s, tc);
+
+    tc = tcase_create("error_text");
+    tcase_add_test(tc, error_text_by_class_and_state);
     suite_add_tcase(s, tc);
 
     tc = tcase_create("backoff");
@@ -708,6 +824,7 @@ Suite *outcome_suite(void)
     tc = tcase_create("names");
     tcase_add_test(tc, class_names_match_sql_enum);
     tcase_add_test(tc, state_names_match_sql_enum);
+    tcase_add_test(tc, names_of_values_out_of_range);
     suite_add_tcase(s, tc);
     return s;
 }

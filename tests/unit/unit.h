@@ -13,11 +13,18 @@
 Suite *outcome_suite(void);
 Suite *strbuf_suite(void);
 Suite *config_suite(void);
-Suite *signing_suite(void);
+Suite *targets_suite(void);
+Suite *deliver_suite(void);
+Suite *record_batch_suite(void);
+Suite *id_batch_suite(void);
+Suite *sql_suite(void);
+Suite *stmt_slot_suite(void);
+Suite *log_suite(void);
 
 Suite *metrics_suite(void);
 Suite *flow_suite(void);
 Suite *httpd_suite(void);
 Suite *admin_suite(void);
+Suite *ui_suite(void);
 
 #endif

@@ -1,7 +1,8 @@
 /*
- * test_signing.c — relay/targets.h: Standard Webhooks signatures, the
- * header list of one delivery, and targets_load (fed a PGresult built
- * client-side with PQmakeEmptyPGresult, so no server is needed).
+ * test_targets.c — relay/targets.h: Standard Webhooks signatures, the
+ * header list of one delivery, targets_load (fed a PGresult built
+ * client-side, pg_result.h, so no server is needed), and which targets a
+ * claim names with how much room.
  *
  * Signatures are checked three ways: the test vector published with the
  * Standard Webhooks specification, a value computed by hand with
@@ -11,6 +12,7 @@
 #include "unit.h"
 
 #include "log.h"
+#include "pg_result.h"
 #include "targets.h"
 
 #include <openssl/evp.h>
@@ -516,22 +518,11 @@ static PGresult *targets_result(const struct target_row *rows, int count)
         "circuit",
         "paused",
     };
-    PGresult *res = PQmakeEmptyPGresult(NULL, PGRES_TUPLES_OK);
-    ck_assert_ptr_nonnull(res);
-    PGresAttDesc attrs[TARGET_COLUMNS];
-    memset(attrs, 0, sizeof(attrs));
-    for (int c = 0; c < TARGET_COLUMNS; c++) {
-        attrs[c].name = (char *)names[c];
-        attrs[c].typid = 25; /* text */
-        attrs[c].typlen = -1;
-        attrs[c].atttypmod = -1;
-    }
-    ck_assert_int_eq(PQsetResultAttrs(res, TARGET_COLUMNS, attrs), 1);
+    const char *cells[8 * TARGET_COLUMNS];
+    ck_assert_int_le(count, 8);
     for (int r = 0; r < count; r++)
-        for (int c = 0; c < TARGET_COLUMNS; c++) {
-            const char *v = rows[r].v[c];
-            ck_assert_int_eq(PQsetvalue(res, r, c, (char *)v, v ? (int)strlen(v) : -1), 1);
-        }
+        memcpy(&cells[r * TARGET_COLUMNS], rows[r].v, sizeof(rows[r].v));
+    PGresult *res = unit_pg_result(TARGET_COLUMNS, names, count, cells);
     return res;
 }
 
@@ -917,9 +908,87 @@ START_TEST(load_reload_keeps_records)
 }
 END_TEST
 
-Suite *signing_suite(void)
+/* ---------------------------------------------------------------- room */
+
+static struct target room_target(const char *name, int max_in_flight, int in_flight)
 {
-    Suite *s = suite_create("signing");
+    struct target t;
+    memset(&t, 0, sizeof(t));
+    t.name = (char *)name;
+    t.max_in_flight = max_in_flight;
+    t.in_flight = in_flight;
+    t.enabled = true;
+    t.present = true;
+    return t;
+}
+
+/* The cap is the smaller of the target's and the relay's; the room is the
+ * window (which starts at the cap) minus what is in flight. */
+START_TEST(cap_and_room)
+{
+    struct target a = room_target("a", 8, 3), b = room_target("b", 1024, 0);
+    ck_assert_int_eq(target_cap(&a, 1024), 8);
+    ck_assert_int_eq(target_cap(&b, 100), 100);
+    struct target *items[2] = {&a, &b};
+    struct target_set set = {items, 2};
+    struct strbuf names, rooms;
+    strbuf_init(&names);
+    strbuf_init(&rooms);
+    ck_assert_uint_eq(targets_claimable(&set, 100, 0.0, &names, &rooms, 256), 2);
+    ck_assert_str_eq(names.data, "{\"a\",\"b\"}");
+    ck_assert_str_eq(rooms.data, "{5,100}");
+    /* Each room at most the claim's limit; the list starts where asked. */
+    ck_assert_uint_eq(targets_claimable(&set, 100, 0.5, &names, &rooms, 10), 2);
+    ck_assert_str_eq(names.data, "{\"b\",\"a\"}");
+    ck_assert_str_eq(rooms.data, "{10,5}");
+    /* Names only (next_due). */
+    ck_assert_uint_eq(targets_claimable(&set, 100, 0.99, &names, NULL, 0), 2);
+    ck_assert_str_eq(names.data, "{\"b\",\"a\"}");
+    strbuf_free(&names);
+    strbuf_free(&rooms);
+}
+END_TEST
+
+/* Full, disabled and removed targets are not named at all. */
+START_TEST(claimable_leaves_out_targets_without_room)
+{
+    struct target full = room_target("full", 2, 2), off = room_target("off", 8, 0),
+                  gone = room_target("gone", 8, 0), ok = room_target("ok", 8, 1);
+    off.enabled = false;
+    gone.present = false;
+    struct target *items[4] = {&full, &off, &gone, &ok};
+    struct target_set set = {items, 4};
+    struct strbuf names, rooms;
+    strbuf_init(&names);
+    strbuf_init(&rooms);
+    ck_assert_uint_eq(targets_claimable(&set, 1024, 0.0, &names, &rooms, 256), 1);
+    ck_assert_str_eq(names.data, "{\"ok\"}");
+    ck_assert_str_eq(rooms.data, "{7}");
+    struct target_set empty = {NULL, 0};
+    ck_assert_uint_eq(targets_claimable(&empty, 1024, 0.7, &names, &rooms, 256), 0);
+    ck_assert_str_eq(names.data, "{}");
+    ck_assert_str_eq(rooms.data, "{}");
+    strbuf_free(&names);
+    strbuf_free(&rooms);
+}
+END_TEST
+
+START_TEST(any_status_url)
+{
+    struct target a = room_target("a", 8, 0), b = room_target("b", 8, 0);
+    struct target *items[2] = {&a, &b};
+    struct target_set set = {items, 2};
+    ck_assert(!targets_any_status_url(&set));
+    b.status_url = (char *)"http://127.0.0.1:9/by-key/{key}";
+    ck_assert(targets_any_status_url(&set));
+    b.present = false; /* removed from the table since */
+    ck_assert(!targets_any_status_url(&set));
+}
+END_TEST
+
+Suite *targets_suite(void)
+{
+    Suite *s = suite_create("targets");
 
     TCase *tc = tcase_create("signature");
     tcase_add_test(tc, signature_standard_webhooks_vector);
@@ -956,6 +1025,12 @@ Suite *signing_suite(void)
     tcase_add_test(tc, load_invalid_secret_among_valid);
     tcase_add_test(tc, load_at_most_eight_secrets);
     tcase_add_test(tc, load_reload_keeps_records);
+    suite_add_tcase(s, tc);
+
+    tc = tcase_create("room");
+    tcase_add_test(tc, cap_and_room);
+    tcase_add_test(tc, claimable_leaves_out_targets_without_room);
+    tcase_add_test(tc, any_status_url);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -1,0 +1,165 @@
+/*
+ * relay_int.h — the daemon's state, private to relay*.c.
+ *
+ * Owns struct relay and its lifecycle (enum relay_phase). Three files
+ * share it, and their calls go one way, relay_run.c → relay.c →
+ * relay_status.c:
+ *   relay_run.c     the process: from a config to an exit code (relay.h);
+ *   relay.c         the scheduler (claim → deliver → record → lease, and
+ *                   shutdown), the only writer of the phase;
+ *   relay_status.c  what others read of the relay (the admin port, the
+ *                   heartbeat in outbox.relays, the log).
+ * No other file includes this header. The leaves they use know nothing of
+ * the relay: record_batch.c (outcomes waiting, outbox.record's arrays),
+ * id_batch.c (rows to give back), stmt_slot.c (one statement of a kind on
+ * the wire), sql.c (rows of the answers), target_events.c (reports about a
+ * target), outcome.c and flow.c (decisions and their texts), targets.c
+ * (which targets have room).
+ */
+#ifndef OUTBOX_RELAY_INT_H
+#define OUTBOX_RELAY_INT_H
+
+#include "admin.h"
+#include "config.h"
+#include "deliver.h"
+#include "http.h"
+#include "id_batch.h"
+#include "metrics.h"
+#include "outcome.h"
+#include "pg.h"
+#include "prune.h"
+#include "record_batch.h"
+#include "stmt_slot.h"
+#include "strbuf.h"
+#include "target_events.h"
+#include "targets.h"
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <uv.h>
+
+/* Where the relay is in its life. It only moves down this list (a failed
+ * start goes straight to RELAY_CLOSING); the comments say what each phase
+ * allows, and which of the old booleans it replaces. */
+enum relay_phase {
+    /* Connecting; outbox.targets not read yet, so nothing is claimed, taken
+     * over or reconciled, and /readyz says "targets not loaded yet". The
+     * first load of the targets moves on. (Was: !targets_loaded.) */
+    RELAY_STARTING,
+    /* Claims, delivers, records, renews leases, takes over expired ones and
+     * asks status URLs about unknown rows. */
+    RELAY_RUNNING,
+    /* SIGTERM or SIGINT came, or --exit-when-idle found nothing left: no
+     * more claims, take-overs or status checks. Deliveries in flight get
+     * --grace-ms, their outcomes are recorded as they end, and once nothing
+     * is left the relay says goodbye (outbox.relay_gone). /readyz says
+     * "shutting down". (Was: stopping.) */
+    RELAY_DRAINING,
+    /* The grace period is over: what was still in flight was aborted (a
+     * request that was sent is ambiguous, one that was not is released).
+     * The last outcomes and releases are written, then the goodbye; if the
+     * database has not taken them within SHUTDOWN_RECORD_WAIT_MS the relay
+     * exits 1, and their rows are taken over by another relay. A second
+     * signal skips straight here. (Was: aborting.) */
+    RELAY_RECORDING,
+    /* Every handle is being closed (after the goodbye, the record deadline,
+     * or a failed start); the loop ends with the last one. (Was: closing.) */
+    RELAY_CLOSING,
+};
+
+struct relay {
+    uv_loop_t loop;
+    const struct config *cfg;
+    enum relay_phase phase;
+    int exit_code;
+
+    pg_conn_t *pg;         /* claims, leases, take-over, LISTEN, admin lookups */
+    pg_conn_t *pg_rec;     /* outbox.record only */
+    struct pruner *pruner; /* retention, on a connection of its own; NULL: off */
+    http_client_t *http;
+    struct target_set targets;
+
+    uv_timer_t poll_timer;        /* fallback poll, and next due retry */
+    uv_timer_t maintenance_timer; /* leases, take-over, heartbeat, targets, retries of record */
+    uv_timer_t shutdown_timer;    /* grace period, then the record deadline */
+    uv_signal_t sigterm, sigint;
+
+    struct delivery *deliveries; /* in flight */
+    int in_flight;
+
+    /* Outcomes from the end of a delivery to outbox.record (record_batch.h). */
+    struct record_queue records;
+
+    /* Claimed rows never sent, to give back (outbox.release). */
+    struct id_batch releases;
+    size_t releases_on_wire; /* the first ones of releases, while release.running */
+
+    struct target_reporter reporter; /* flow reports to outbox.target_event */
+
+    /* The statements of which at most one is on the wire (stmt_slot.h);
+     * they replace nine "*_running" flags, and farewell (the goodbye to
+     * outbox.relays, sent once) the flag farewell_sent. */
+    struct stmt_slot claim, next_due, idle_change, release, take_over, renew, reconcile,
+        targets_load, live_counts_query, farewell;
+
+    /* Claiming. */
+    bool claim_again;          /* asked for while a claim ran: claim once more after it */
+    bool more_due;             /* the last claim was limited by capacity, not by due rows */
+    int empty_claims;          /* claims in a row that found nothing: spaces out the next */
+    uint64_t claim_started_ns; /* of the claim on the wire */
+    struct strbuf claim_targets, claim_rooms; /* the targets with room, for claim and next_due */
+    struct strbuf release_ids, release_attempts;
+
+    /* The idle flag in outbox.relays (enqueues NOTIFY an idle relay). */
+    bool idle_in_db;  /* what outbox.relays says, or will once the change is written */
+    bool idle_wanted; /* the last wish; idle_in_db follows it */
+    uint64_t last_heartbeat_ms;
+    uint64_t last_targets_ms;
+    uint64_t rng;
+
+    /* What the admin port reads (relay_status.c). */
+    admin_server_t *admin;
+    char ready_reason[320];
+    uint64_t last_live_counts_ms;
+    int64_t live_counts[4]; /* pending, in_flight, unknown, awaiting_approval */
+    double oldest_due_age_s;
+    struct metrics_histogram delivery_seconds;
+    struct metrics_histogram claim_seconds;
+
+    /* Counters for the closing log line and /metrics. */
+    uint64_t claimed, attempts_by_class[CLASS_COUNT], taken_over, recorded, fenced_out, released,
+        claims_late;
+};
+
+/* Past RELAY_RUNNING: nothing new is started. */
+static inline bool relay_stopping(const struct relay *r)
+{
+    return r->phase >= RELAY_DRAINING;
+}
+
+/* relay.c: wires the scheduler to the loop (the HTTP client, the main and
+ * record connections, the timers and signals); nothing starts before
+ * pg_conn_start. */
+void relay_attach(struct relay *r);
+/* Closes every handle; the loop ends once they are closed. Once only. */
+void relay_close(struct relay *r);
+
+/* relay_status.c: the statement and histograms it owns. */
+void relay_init_status(struct relay *r);
+/* Opens the admin port when --admin-listen names one; false (logged) when
+ * it cannot listen. */
+bool relay_start_admin(struct relay *r);
+/* The live counts of /metrics, at most every LIVE_COUNTS_EVERY_MS, only
+ * while the admin port is open. */
+void relay_refresh_live_counts(struct relay *r);
+/* The idle flag again every HEARTBEAT_EVERY_MS (now is loop time), unless
+ * a change of it is on the wire: outbox.relays forgets relays silent for a
+ * day. */
+void relay_heartbeat(struct relay *r, uint64_t now);
+/* The log line of one concluded attempt or status check. */
+void relay_log_attempt(const struct delivery *d, enum attempt_class cls, const struct decision *dec,
+                       const struct delivery_report *report);
+/* The closing log line: what this relay did in its life. */
+void relay_log_totals(const struct relay *r);
+
+#endif

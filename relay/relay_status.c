@@ -1,0 +1,411 @@
+/*
+ * relay_status.c — what others read of the relay: readiness, /metrics and
+ * the outcome of a key on the admin port (opened here, with these hooks),
+ * the heartbeat in outbox.relays, and the log lines of an attempt and of
+ * the relay's end.
+ *
+ * Why apart from relay.c: these are leaves. They read the relay's state
+ * (relay_int.h) and send read-only statements on the main connection, and
+ * they never call back into the scheduler, so relay.c depends on this file
+ * and not the other way round. The families of /metrics are written in a
+ * fixed order (dashboards and tests/prom read them by name, but a stable
+ * order keeps diffs of a scrape readable), one function per group.
+ */
+#include "relay_int.h"
+
+#include "admin.h"
+#include "log.h"
+#include "metrics.h"
+#include "sql.h"
+#include "xalloc.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define LIVE_COUNTS_EVERY_MS 5000
+#define HEARTBEAT_EVERY_MS 10000
+/* The admin port (admin.c): 64 connections for any request, of which 32 may
+ * be long-polls (?wait=); 16 more for the probes once those are taken. */
+#define ADMIN_MAX_CONNECTIONS 64
+#define ADMIN_MAX_WAITS 32
+#define ADMIN_PROBE_RESERVE 16
+#define ADMIN_MAX_REQUEST_BYTES 8192
+
+/* The live states of outbox.live_counts(), in the order of r->live_counts. */
+static const char *const live_states[4] = {"pending", "in_flight", "unknown", "awaiting_approval"};
+
+/* ---------------------------------------------------------------- readiness */
+
+static const char *relay_ready_reason(void *data)
+{
+    struct relay *r = data;
+    if (relay_stopping(r))
+        return "shutting down";
+    if (!pg_conn_ready(r->pg)) {
+        /* No host, port or user on the port: the full text is in the log. */
+        snprintf(r->ready_reason, sizeof(r->ready_reason), "database not connected: %s",
+                 admin_database_reason(pg_conn_status_reason(r->pg)));
+        return r->ready_reason;
+    }
+    if (!pg_conn_ready(r->pg_rec)) {
+        snprintf(r->ready_reason, sizeof(r->ready_reason), "record connection not connected: %s",
+                 admin_database_reason(pg_conn_status_reason(r->pg_rec)));
+        return r->ready_reason;
+    }
+    return r->phase == RELAY_STARTING ? "targets not loaded yet" : "";
+}
+
+/* ---------------------------------------------------------------- heartbeat */
+
+static void on_heartbeat_done(void *data, PGresult *res, const char *error)
+{
+    if (error)
+        log_event(LOG_WARN, "heartbeat_failed", "error", json_string(error), LOG_END);
+}
+
+void relay_heartbeat(struct relay *r, uint64_t now)
+{
+    if (now - r->last_heartbeat_ms < HEARTBEAT_EVERY_MS || r->idle_change.running)
+        return;
+    const char *params[2] = {r->cfg->relay_id, r->idle_in_db ? "true" : "false"};
+    if (pg_query(r->pg, STMT_HEARTBEAT, 2, params, on_heartbeat_done, r))
+        r->last_heartbeat_ms = now;
+}
+
+/* ---------------------------------------------------------------- live counts */
+
+static void on_live_counts(void *data, PGresult *res, const char *error)
+{
+    struct relay *r = data;
+    if (error)
+        return;
+    for (int i = 0; i < PQntuples(res); i++) {
+        for (int k = 0; k < 4; k++) {
+            if (strcmp(PQgetvalue(res, i, 0), live_states[k]) != 0)
+                continue;
+            r->live_counts[k] = strtoll(PQgetvalue(res, i, 1), NULL, 10);
+            if (k == 0)
+                r->oldest_due_age_s = strtod(PQgetvalue(res, i, 2), NULL);
+        }
+    }
+}
+
+void relay_refresh_live_counts(struct relay *r)
+{
+    uint64_t now = uv_now(&r->loop);
+    if (r->admin == NULL || !stmt_slot_ready(&r->live_counts_query) ||
+        now - r->last_live_counts_ms < LIVE_COUNTS_EVERY_MS)
+        return;
+    if (stmt_slot_start(&r->live_counts_query, 0, NULL))
+        r->last_live_counts_ms = now;
+}
+
+void relay_init_status(struct relay *r)
+{
+    stmt_slot_init(&r->live_counts_query, r->pg, STMT_LIVE_COUNTS, on_live_counts, r);
+    static const double latency_bounds[] = METRICS_LATENCY_SECONDS_BOUNDS;
+    if (!metrics_histogram_init(&r->delivery_seconds, latency_bounds,
+                                METRICS_LATENCY_SECONDS_BOUND_COUNT) ||
+        !metrics_histogram_init(&r->claim_seconds, latency_bounds,
+                                METRICS_LATENCY_SECONDS_BOUND_COUNT))
+        abort();
+}
+
+/* ---------------------------------------------------------------- /metrics */
+
+static void write_live_counts(const struct relay *r, struct strbuf *out)
+{
+    metrics_family(out, "outbox_intents", METRICS_GAUGE,
+                   "Intents in each live state (whole database, refreshed every 5 s).");
+    for (int k = 0; k < 4; k++)
+        metrics_sample(out, "outbox_intents", METRICS_LABELS({"state", live_states[k]}),
+                       (double)r->live_counts[k]);
+    metrics_gauge(out, "outbox_oldest_pending_age_seconds",
+                  "Age of the oldest due pending intent (delivery lag).", METRICS_NO_LABELS,
+                  r->oldest_due_age_s);
+}
+
+/* The families of /metrics with one sample per target, and those with one
+ * per target and value of a second label (a class, a state, a result):
+ * each family is a row of a table below, written by one loop. */
+struct target_gauge {
+    const char *name, *help;
+    double (*value)(const struct relay *r, struct target *t);
+};
+
+struct target_counter {
+    const char *name, *help;
+    const char *label;                 /* the second label; NULL: none */
+    int values;                        /* how many values it takes (1 without) */
+    const char *(*label_value)(int k); /* the k-th value */
+    uint64_t (*count)(const struct target *t, int k);
+};
+
+static double circuit_open(const struct relay *r, struct target *t)
+{
+    return t->circuit != CIRCUIT_CLOSED ? 1 : 0;
+}
+
+static double paused(const struct relay *r, struct target *t)
+{
+    return t->paused ? 1 : 0;
+}
+
+static double concurrency_limit(const struct relay *r, struct target *t)
+{
+    return flow_room(&t->flow, target_cap(t, r->cfg->max_in_flight_per_target), 0);
+}
+
+static double in_flight(const struct relay *r, struct target *t)
+{
+    return t->in_flight;
+}
+
+static const char *class_label(int k)
+{
+    return outcome_class_name((enum attempt_class)k);
+}
+
+static uint64_t attempts_of(const struct target *t, int k)
+{
+    return t->attempts_by_class[k];
+}
+
+static const char *state_label(int k)
+{
+    return outcome_state_name((enum intent_state)k);
+}
+
+static uint64_t decisions_of(const struct target *t, int k)
+{
+    return t->decisions_by_state[k];
+}
+
+static uint64_t retries_of(const struct target *t, int k)
+{
+    return t->retries;
+}
+
+/* The three classes of a status check, as the values of "result". */
+static const enum attempt_class reconcile_classes[3] = {
+    CLASS_RECONCILED_EXECUTED, CLASS_RECONCILED_NOT_EXECUTED, CLASS_RECONCILE_INCONCLUSIVE};
+
+static const char *reconcile_result(int k)
+{
+    static const char *const results[3] = {"executed", "not_executed", "inconclusive"};
+    return results[k];
+}
+
+static uint64_t reconciled_of(const struct target *t, int k)
+{
+    return t->attempts_by_class[reconcile_classes[k]];
+}
+
+static void write_target_counter(const struct relay *r, struct strbuf *out,
+                                 const struct target_counter *c)
+{
+    metrics_family(out, c->name, METRICS_COUNTER, c->help);
+    for (size_t i = 0; i < r->targets.count; i++) {
+        const struct target *t = r->targets.items[i];
+        for (int k = 0; k < c->values; k++) {
+            struct metrics_label labels[2] = {{"target", t->name}, {c->label, NULL}};
+            if (c->label)
+                labels[1].value = c->label_value(k);
+            metrics_sample_uint(out, c->name, labels, c->label ? 2 : 1, c->count(t, k));
+        }
+    }
+}
+
+static void write_target_gauge(const struct relay *r, struct strbuf *out,
+                               const struct target_gauge *g)
+{
+    metrics_family(out, g->name, METRICS_GAUGE, g->help);
+    for (size_t i = 0; i < r->targets.count; i++)
+        metrics_sample(out, g->name, METRICS_LABELS({"target", r->targets.items[i]->name}),
+                       g->value(r, r->targets.items[i]));
+}
+
+/* Attempts, decisions and retries; flow control (circuit, pause, window);
+ * what is in flight; status checks; all by target. */
+static void write_target_metrics(const struct relay *r, struct strbuf *out)
+{
+    static const struct target_counter attempts = {
+        "outbox_attempts_total",
+        "Delivery attempts, take-overs and status checks by target and class.",
+        "class",
+        CLASS_COUNT,
+        class_label,
+        attempts_of};
+    static const struct target_counter decisions = {
+        "outbox_deliveries_total",
+        "Decisions after an attempt by target and the state it left the intent in.",
+        "state",
+        STATE_UNKNOWN + 1,
+        state_label,
+        decisions_of};
+    static const struct target_counter retries = {
+        "outbox_retries_total", "Attempts after the first, by target.", NULL, 1, NULL, retries_of};
+    static const struct target_gauge flow[] = {
+        {"outbox_target_circuit_open",
+         "1 while the target's circuit is open or half-open (shared by all relays).", circuit_open},
+        {"outbox_target_paused", "1 while a Retry-After (429 or 503) pauses the whole target.",
+         paused},
+        {"outbox_target_concurrency_limit",
+         "This relay's adaptive concurrency window for the target (AIMD).", concurrency_limit},
+        {"outbox_in_flight", "Deliveries and status checks of this relay in flight, by target.",
+         in_flight},
+    };
+    static const struct target_counter reconciliations = {
+        "outbox_reconciliations_total",
+        "Status URL checks of unknown intents by target and result.",
+        "result",
+        3,
+        reconcile_result,
+        reconciled_of};
+    write_target_counter(r, out, &attempts);
+    write_target_counter(r, out, &decisions);
+    write_target_counter(r, out, &retries);
+    for (size_t i = 0; i < sizeof(flow) / sizeof(flow[0]); i++)
+        write_target_gauge(r, out, &flow[i]);
+    write_target_counter(r, out, &reconciliations);
+}
+
+static void write_latencies(const struct relay *r, struct strbuf *out)
+{
+    metrics_family(out, "outbox_delivery_duration_seconds", METRICS_HISTOGRAM,
+                   "Time from starting a request to its end.");
+    metrics_histogram_render(out, "outbox_delivery_duration_seconds", METRICS_NO_LABELS,
+                             &r->delivery_seconds);
+    metrics_family(out, "outbox_claim_duration_seconds", METRICS_HISTOGRAM,
+                   "Round trip of one claim statement.");
+    metrics_histogram_render(out, "outbox_claim_duration_seconds", METRICS_NO_LABELS,
+                             &r->claim_seconds);
+}
+
+/* Claims, take-overs, records and the retention loop's families. */
+static void write_relay_counters(const struct relay *r, struct strbuf *out)
+{
+    metrics_counter(out, "outbox_claimed_total", "Rows claimed by this relay.", METRICS_NO_LABELS,
+                    r->claimed);
+    pruner_write_metrics(r->pruner, out);
+    metrics_counter(out, "outbox_claims_late_total",
+                    "Claims answered after half their lease; their rows were given back unsent.",
+                    METRICS_NO_LABELS, r->claims_late);
+    metrics_counter(out, "outbox_taken_over_total",
+                    "In-flight rows of dead relays taken over (as ambiguous).", METRICS_NO_LABELS,
+                    r->taken_over);
+    metrics_counter(out, "outbox_recorded_total", "Outcomes written to the database.",
+                    METRICS_NO_LABELS, r->recorded);
+    metrics_counter(out, "outbox_fenced_out_total",
+                    "Outcomes refused by the lease fence (a newer owner or attempt).",
+                    METRICS_NO_LABELS, r->fenced_out);
+    metrics_gauge(out, "outbox_unrecorded_outcomes", "Outcomes waiting in memory for the database.",
+                  METRICS_NO_LABELS, (double)record_queue_unrecorded(&r->records));
+}
+
+static void write_connections(struct relay *r, struct strbuf *out)
+{
+    metrics_gauge(out, "outbox_ready", "1 while the relay is ready (database connected).",
+                  METRICS_NO_LABELS, *relay_ready_reason(r) == '\0' ? 1 : 0);
+    metrics_gauge(out, "outbox_db_connected",
+                  "1 while both database connections (main and record) are ready.",
+                  METRICS_NO_LABELS, pg_conn_ready(r->pg) && pg_conn_ready(r->pg_rec) ? 1 : 0);
+    metrics_counter(out, "outbox_db_reconnects_total",
+                    "Database connections lost or failed (each followed by a reconnect).",
+                    METRICS_NO_LABELS, pg_conn_reconnects(r->pg) + pg_conn_reconnects(r->pg_rec));
+}
+
+static void relay_write_metrics(void *data, struct strbuf *out)
+{
+    struct relay *r = data;
+    write_live_counts(r, out);
+    write_target_metrics(r, out);
+    write_latencies(r, out);
+    write_relay_counters(r, out);
+    write_connections(r, out);
+}
+
+/* ---------------------------------------------------------------- GET /v1/intents/{key} */
+
+struct intent_lookup {
+    void *req;
+    void (*done)(void *req, int status, const char *json_body);
+};
+
+static void on_intent_looked_up(void *data, PGresult *res, const char *error)
+{
+    struct intent_lookup *lookup = data;
+    if (error)
+        lookup->done(lookup->req, 503, NULL);
+    else if (PQntuples(res) == 0)
+        lookup->done(lookup->req, 404, NULL);
+    else
+        lookup->done(lookup->req, 200, PQgetvalue(res, 0, 0));
+    free(lookup);
+}
+
+static void relay_lookup_intent(void *data, const char *key, void *req,
+                                void (*done)(void *req, int status, const char *json_body))
+{
+    struct relay *r = data;
+    struct intent_lookup *lookup = xmalloc(sizeof(*lookup));
+    const char *params[1] = {key};
+    lookup->req = req;
+    lookup->done = done;
+    if (pg_query(r->pg, STMT_OUTCOME, 1, params, on_intent_looked_up, lookup))
+        return; /* pg calls back exactly once, also on loss or close */
+    free(lookup);
+    done(req, 503, NULL);
+}
+
+/* ---------------------------------------------------------------- the port */
+
+bool relay_start_admin(struct relay *r)
+{
+    if (r->cfg->admin_listen == NULL || *r->cfg->admin_listen == '\0')
+        return true;
+    struct admin_hooks hooks = {
+        .data = r,
+        .ready_reason = relay_ready_reason,
+        .write_metrics = relay_write_metrics,
+        .lookup_intent = relay_lookup_intent,
+        .ui_config = r->cfg, /* the status page, relay/ui.c */
+    };
+    struct admin_limits limits = {
+        .max_connections = ADMIN_MAX_CONNECTIONS,
+        .max_waits = ADMIN_MAX_WAITS,
+        .probe_reserve = ADMIN_PROBE_RESERVE,
+        .max_request_bytes = ADMIN_MAX_REQUEST_BYTES,
+    };
+    r->admin =
+        admin_start(&r->loop, r->cfg->admin_listen, hooks, &limits, r->cfg->admin_token_file);
+    return r->admin != NULL;
+}
+
+/* ---------------------------------------------------------------- log lines */
+
+void relay_log_attempt(const struct delivery *d, enum attempt_class cls, const struct decision *dec,
+                       const struct delivery_report *report)
+{
+    log_event(cls == CLASS_SUCCEEDED ? LOG_DEBUG : LOG_INFO,
+              d->kind == DELIVERY_STATUS_CHECK ? "status_check" : "attempt", "key",
+              json_string(d->key), "target", json_string(d->target->name), "attempt",
+              json_integer(d->attempt), "class", json_string(outcome_class_name(cls)),
+              "http_status", report->http_status ? json_integer(report->http_status) : json_null(),
+              "state", json_string(outcome_state_name(dec->next_state)), "latency_ms",
+              json_integer(report->latency_ms), "error",
+              *report->error ? json_string(report->error) : json_null(), LOG_END);
+}
+
+void relay_log_totals(const struct relay *r)
+{
+    log_event(LOG_INFO, "relay_stopped", "claimed", json_integer((json_int_t)r->claimed),
+              "succeeded", json_integer((json_int_t)r->attempts_by_class[CLASS_SUCCEEDED]),
+              "ambiguous", json_integer((json_int_t)r->attempts_by_class[CLASS_AMBIGUOUS]),
+              "not_sent", json_integer((json_int_t)r->attempts_by_class[CLASS_NOT_SENT]),
+              "taken_over", json_integer((json_int_t)r->taken_over), "recorded",
+              json_integer((json_int_t)r->recorded), "fenced_out",
+              json_integer((json_int_t)r->fenced_out), "released",
+              json_integer((json_int_t)r->released), LOG_END);
+}

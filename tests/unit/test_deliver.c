@@ -1,0 +1,222 @@
+/*
+ * test_deliver.c — relay/deliver.h without a network: the status URL of a
+ * key, libcurl's header and body callbacks (Retry-After, the bounded copy
+ * of a body), the request a delivery sets up, and delivery_report for a
+ * transfer that never ran (aborted, or failed before a byte was sent).
+ */
+#include "unit.h"
+
+#include "deliver.h"
+
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+/* A target with what delivery_new reads; its strings are literals (a
+ * delivery never frees its target). */
+static struct target test_target(const char *key_header)
+{
+    struct target t;
+    memset(&t, 0, sizeof(t));
+    t.name = (char *)"payments";
+    t.url = (char *)"http://127.0.0.1:9/refunds";
+    t.method = (char *)"POST";
+    t.key_header = (char *)key_header;
+    t.status_url = (char *)"http://127.0.0.1:9/refunds/by-key/{key}";
+    t.timeout_ms = 1000;
+    return t;
+}
+
+static size_t feed_header(struct delivery *d, const char *line)
+{
+    return delivery_header_callback((char *)line, 1, strlen(line), d);
+}
+
+/* ---------------------------------------------------------------- status URL */
+
+START_TEST(status_url_percent_encodes_the_key)
+{
+    char *url = status_url_for_key("http://h/by-key/{key}", "run-7f3a:step 4/..");
+    ck_assert_str_eq(url, "http://h/by-key/run-7f3a%3Astep%204%2F..");
+    free(url);
+    url = status_url_for_key("http://h/{key}/again/{key}?k={key}", "a&b");
+    ck_assert_str_eq(url, "http://h/a%26b/again/a%26b?k=a%26b");
+    free(url);
+    url = status_url_for_key("http://h/no-hole", "k");
+    ck_assert_str_eq(url, "http://h/no-hole");
+    free(url);
+    url = status_url_for_key("http://h/{key", "k"); /* not a hole */
+    ck_assert_str_eq(url, "http://h/{key");
+    free(url);
+    url = status_url_for_key("{key}", "\xc3\xa9");
+    ck_assert_str_eq(url, "%C3%A9");
+    free(url);
+}
+END_TEST
+
+/* ---------------------------------------------------------------- callbacks */
+
+START_TEST(header_callback_reads_retry_after)
+{
+    struct delivery d;
+    memset(&d, 0, sizeof(d));
+    d.retry_after_ms = -1;
+    ck_assert_uint_eq(feed_header(&d, "Content-Type: application/json\r\n"), 32);
+    ck_assert_int_eq(d.retry_after_ms, -1);
+    feed_header(&d, "Retry-After: 7\r\n");
+    ck_assert_int_eq(d.retry_after_ms, 7000);
+    feed_header(&d, "retry-after:   120  \r\n");
+    ck_assert_int_eq(d.retry_after_ms, 120000);
+    feed_header(&d, "RETRY-AFTER: soon\r\n");
+    ck_assert_int_eq(d.retry_after_ms, -1);
+    feed_header(&d, "Retry-After: Sun, 06 Nov 1994 08:49:37 GMT\r\n");
+    ck_assert_int_eq(d.retry_after_ms, 0); /* a date in the past: now */
+}
+END_TEST
+
+/* A line of 256 bytes or more is not read (the value would not fit the
+ * copy); every line is still consumed whole. */
+START_TEST(header_callback_ignores_long_lines)
+{
+    struct delivery d;
+    memset(&d, 0, sizeof(d));
+    d.retry_after_ms = -1;
+    char line[300];
+    memcpy(line, "Retry-After: 5", 14);
+    memset(line + 14, ' ', sizeof(line) - 14);
+    line[sizeof(line) - 1] = '\0';
+    ck_assert_uint_eq(feed_header(&d, line), sizeof(line) - 1);
+    ck_assert_int_eq(d.retry_after_ms, -1);
+    ck_assert_uint_eq(feed_header(&d, "Retry-After:"), 12); /* no value at all */
+    ck_assert_int_eq(d.retry_after_ms, -1);
+}
+END_TEST
+
+/* The body keeps at most body_limit bytes, and every byte is reported as
+ * consumed, so an oversized answer does not fail the transfer. */
+START_TEST(body_callback_keeps_a_bounded_copy)
+{
+    struct delivery d;
+    memset(&d, 0, sizeof(d));
+    strbuf_init(&d.body);
+    d.body_limit = 10;
+    ck_assert_uint_eq(delivery_body_callback((char *)"0123456", 1, 7, &d), 7);
+    ck_assert_uint_eq(delivery_body_callback((char *)"789abc", 2, 3, &d), 6);
+    ck_assert_uint_eq(d.body.len, 10);
+    ck_assert_str_eq(d.body.data, "0123456789");
+    ck_assert_uint_eq(delivery_body_callback((char *)"more", 1, 4, &d), 4);
+    ck_assert_uint_eq(d.body.len, 10);
+    strbuf_free(&d.body);
+
+    /* Past the first block the copy grows to the limit and no further. */
+    memset(&d, 0, sizeof(d));
+    strbuf_init(&d.body);
+    d.body_limit = 1000;
+    char chunk[700];
+    memset(chunk, 'x', sizeof(chunk));
+    ck_assert_uint_eq(delivery_body_callback(chunk, 1, sizeof(chunk), &d), sizeof(chunk));
+    ck_assert_uint_eq(delivery_body_callback(chunk, 1, sizeof(chunk), &d), sizeof(chunk));
+    ck_assert_uint_eq(d.body.len, 1000);
+    ck_assert_uint_le(d.body.cap, 1001);
+    strbuf_free(&d.body);
+
+    memset(&d, 0, sizeof(d));
+    strbuf_init(&d.body);
+    d.body_limit = 0; /* --max-response-bytes 0: nothing kept */
+    ck_assert_uint_eq(delivery_body_callback((char *)"x", 1, 1, &d), 1);
+    ck_assert_uint_eq(d.body.len, 0);
+    strbuf_free(&d.body);
+}
+END_TEST
+
+/* ---------------------------------------------------------------- a delivery */
+
+START_TEST(new_delivery_copies_and_decides_the_key_header)
+{
+    struct target t = test_target("Idempotency-Key");
+    char payload[] = "{\"amount\": 5}";
+    struct delivery *d =
+        delivery_new(&t, 42, "run:1", payload, 2, true, 1700000000000, 64, 1700000000);
+    ck_assert_ptr_nonnull(d);
+    payload[0] = 'X'; /* the delivery has its own copy */
+    ck_assert_int_eq(d->kind, DELIVERY_SEND);
+    ck_assert_str_eq(d->payload, "{\"amount\": 5}");
+    ck_assert_uint_eq(d->payload_len, 13);
+    ck_assert_str_eq(d->key, "run:1");
+    ck_assert_int_eq(d->intent_id, 42);
+    ck_assert_int_eq(d->attempt, 2);
+    ck_assert(d->was_ambiguous);
+    ck_assert(d->key_sent);
+    ck_assert_int_eq(d->retry_after_ms, -1);
+    delivery_free(d);
+
+    struct target keyless = test_target(NULL);
+    d = delivery_new(&keyless, 43, "run:2", "{}", 1, false, 0, 64, 1700000000);
+    ck_assert(!d->key_sent);
+    delivery_free(d);
+}
+END_TEST
+
+START_TEST(status_check_has_no_payload)
+{
+    struct target t = test_target("Idempotency-Key");
+    struct delivery *d = delivery_new_status_check(&t, 7, "run:3", 3, 1700000000000, 64);
+    ck_assert_ptr_nonnull(d);
+    ck_assert_int_eq(d->kind, DELIVERY_STATUS_CHECK);
+    ck_assert_str_eq(d->payload, "");
+    ck_assert_uint_eq(d->payload_len, 0);
+    ck_assert(d->was_ambiguous);
+    delivery_free(d);
+}
+END_TEST
+
+/* A transfer that never wrote a byte is not sent, whatever ended it. */
+START_TEST(report_of_a_transfer_that_sent_nothing)
+{
+    struct target t = test_target("Idempotency-Key");
+    struct delivery *d = delivery_new(&t, 1, "k", "{}", 1, false, 0, 64, 0);
+    struct delivery_report report;
+    delivery_report(d, CURLE_ABORTED_BY_CALLBACK, true, &report);
+    ck_assert_int_eq(report.sent, 0);
+    ck_assert_int_eq(report.facts.transport, TRANSPORT_FAILED_UNSENT);
+    ck_assert(report.facts.honours_keys);
+    ck_assert_int_eq(report.http_status, 0);
+    ck_assert_str_eq(report.error, "aborted at shutdown (nothing sent)");
+
+    delivery_report(d, CURLE_COULDNT_CONNECT, false, &report);
+    ck_assert_int_eq(report.facts.transport, TRANSPORT_FAILED_UNSENT);
+    ck_assert_str_eq(report.error, "Couldn't connect to server: no detail");
+    ck_assert_int_ge(report.latency_ms, 0);
+    delivery_free(d);
+}
+END_TEST
+
+START_TEST(wall_clock_is_the_epoch_in_ms)
+{
+    int64_t before = (int64_t)time(NULL) * 1000;
+    int64_t now = wall_clock_ms();
+    int64_t after = ((int64_t)time(NULL) + 1) * 1000;
+    ck_assert_int_ge(now, before);
+    ck_assert_int_le(now, after);
+}
+END_TEST
+
+Suite *deliver_suite(void)
+{
+    Suite *s = suite_create("deliver");
+    TCase *tc = tcase_create("status_url");
+    tcase_add_test(tc, status_url_percent_encodes_the_key);
+    suite_add_tcase(s, tc);
+    tc = tcase_create("callbacks");
+    tcase_add_test(tc, header_callback_reads_retry_after);
+    tcase_add_test(tc, header_callback_ignores_long_lines);
+    tcase_add_test(tc, body_callback_keeps_a_bounded_copy);
+    suite_add_tcase(s, tc);
+    tc = tcase_create("delivery");
+    tcase_add_test(tc, new_delivery_copies_and_decides_the_key_header);
+    tcase_add_test(tc, status_check_has_no_payload);
+    tcase_add_test(tc, report_of_a_transfer_that_sent_nothing);
+    tcase_add_test(tc, wall_clock_is_the_epoch_in_ms);
+    suite_add_tcase(s, tc);
+    return s;
+}
