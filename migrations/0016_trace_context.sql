@@ -345,6 +345,15 @@ BEGIN
 END
 $$;
 
+-- The trace context of a key, for outbox-relay status (the caller's view: no
+-- table rights needed).
+CREATE FUNCTION outbox.traceparent_of(p_key text) RETURNS text
+LANGUAGE sql STABLE SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+    SELECT i.traceparent FROM outbox.intents i WHERE i.key = p_key
+$$;
+
+REVOKE ALL ON FUNCTION outbox.traceparent_of(text) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION outbox.traceparent_of(text) TO outbox_app, outbox_operator;
 REVOKE ALL ON FUNCTION outbox.refuse_traceparent(text, boolean),
                        outbox.enqueue(text, text, jsonb, text, timestamptz, text, text),
                        outbox.claim(text, text[], integer[], integer, integer)

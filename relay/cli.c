@@ -414,15 +414,17 @@ static void print_rows_table(const PGresult *res, int rows, const struct column 
 static int command_status(PGconn *conn, const struct cli_args *args)
 {
     static const char *const labels[] = {
-        "key",      "status",          "message",       "state",      "target",
-        "attempts", "response_status", "response_body", "last_error", "updated_at"};
+        "key",        "status",     "message",         "state",
+        "target",     "attempts",   "response_status", "response_body",
+        "last_error", "updated_at", "traceparent"};
     const char *key = args->positional[0];
     int exit_code = CLI_EXIT_OK;
-    PGresult *res = run_query(conn, args->command,
-                              "SELECT $1::text, status, message, state::text, target, attempts, "
-                              "response_status, response_body, last_error, " UTC_TIME(
-                                  "updated_at") " FROM outbox.outcome($1)",
-                              1, &key, &exit_code);
+    PGresult *res =
+        run_query(conn, args->command,
+                  "SELECT $1::text, status, message, state::text, target, attempts, "
+                  "response_status, response_body, last_error, " UTC_TIME(
+                      "updated_at") ", outbox.traceparent_of($1) FROM outbox.outcome($1)",
+                  1, &key, &exit_code);
     if (res == NULL)
         return exit_code;
     if (PQntuples(res) == 0) {
@@ -432,7 +434,7 @@ static int command_status(PGconn *conn, const struct cli_args *args)
     }
     if (args->json) {
         json_t *doc = json_object();
-        for (int col = 0; col < 10; col++) {
+        for (int col = 0; col < 11; col++) {
             bool numeric = col == 5 || col == 6;
             json_object_set_new(doc, labels[col],
                                 numeric ? json_int_or_null(res, 0, col)
@@ -440,10 +442,10 @@ static int command_status(PGconn *conn, const struct cli_args *args)
         }
         print_json(doc);
     } else {
-        const char *values[10];
-        for (int col = 0; col < 10; col++)
+        const char *values[11];
+        for (int col = 0; col < 11; col++)
             values[col] = cell(res, 0, col);
-        print_fields(labels, values, 10);
+        print_fields(labels, values, 11);
     }
     PQclear(res);
     return CLI_EXIT_OK;

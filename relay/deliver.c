@@ -167,6 +167,59 @@ struct delivery *delivery_new(struct target *target, int64_t intent_id, const ch
     return d;
 }
 
+/* ---------------------------------------------------------------- trace context */
+
+static bool is_lower_hex(const char *s, size_t n)
+{
+    bool nonzero = false;
+    for (size_t i = 0; i < n; i++) {
+        if (!((s[i] >= '0' && s[i] <= '9') || (s[i] >= 'a' && s[i] <= 'f')))
+            return false;
+        nonzero |= s[i] != '0';
+    }
+    return nonzero;
+}
+
+/* xorshift64*, seeded once from the kernel: parent ids need to be unique
+ * within a trace, not secret, and a syscall per attempt buys nothing. */
+void delivery_new_span_id(char out[17])
+{
+    static uint64_t state;
+    uint64_t x;
+    do {
+        if (state == 0 && uv_random(NULL, NULL, &state, sizeof(state), 0, NULL) != 0)
+            state = uv_hrtime() | 1;
+        if (state == 0)
+            state = 0x9E3779B97F4A7C15ULL;
+        state ^= state >> 12;
+        state ^= state << 25;
+        state ^= state >> 27;
+        x = state * 0x2545F4914F6CDD1DULL;
+    } while (x == 0);
+    snprintf(out, 17, "%016llx", (unsigned long long)x);
+}
+
+bool delivery_set_trace(struct delivery *d, const char *traceparent)
+{
+    /* 00-<32 hex>-<16 hex>-<2 hex>: 55 characters */
+    if (traceparent == NULL || strlen(traceparent) != 55 || strncmp(traceparent, "00-", 3) != 0 ||
+        traceparent[35] != '-' || traceparent[52] != '-' || !is_lower_hex(traceparent + 3, 32) ||
+        !is_lower_hex(traceparent + 36, 16) ||
+        !(is_lower_hex(traceparent + 53, 2) || strcmp(traceparent + 53, "00") == 0))
+        return false;
+    memcpy(d->trace_id, traceparent + 3, 32);
+    d->trace_id[32] = '\0';
+    delivery_new_span_id(d->span_id);
+    char line[80];
+    snprintf(line, sizeof(line), "traceparent: 00-%s-%s-%s", d->trace_id, d->span_id,
+             traceparent + 53);
+    d->headers = curl_slist_append(d->headers, line);
+    if (d->headers == NULL)
+        abort();
+    curl_easy_setopt(d->easy, CURLOPT_HTTPHEADER, d->headers);
+    return true;
+}
+
 char *status_url_for_key(const char *template_url, const char *key)
 {
     char *escaped = curl_easy_escape(NULL, key, 0);

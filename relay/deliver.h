@@ -31,8 +31,10 @@ struct delivery {
     int attempt;
     bool was_ambiguous;
     int64_t first_attempt_ms;
-    bool probe;    /* the one request of a half-open circuit (set by the relay) */
-    bool key_sent; /* the request carries the key header (decided with the headers) */
+    bool probe;        /* the one request of a half-open circuit (set by the relay) */
+    bool key_sent;     /* the request carries the key header (decided with the headers) */
+    char trace_id[33]; /* the caller's W3C trace id, sent in traceparent; "": none */
+    char span_id[17];  /* this attempt's parent id in that header */
 
     CURL *easy;
     struct curl_slist *headers;
@@ -53,6 +55,14 @@ struct delivery_report {
     int latency_ms;
     char error[CURL_ERROR_SIZE + 64]; /* empty when none */
 };
+
+/* Adds "traceparent: 00-<trace id>-<new parent id>-<flags>" to a request
+ * built by delivery_new: the caller's trace continues, one span per
+ * attempt. A value that is not a W3C traceparent of version 00 adds
+ * nothing (outbox.enqueue refuses those). Returns whether it added one. */
+bool delivery_set_trace(struct delivery *d, const char *traceparent);
+/* A random 64-bit parent id as 16 lower-case hex digits, never all zeros. */
+void delivery_new_span_id(char out[17]);
 
 /* Builds the request; payload is copied. NULL on failure to set up. */
 struct delivery *delivery_new(struct target *target, int64_t intent_id, const char *key,

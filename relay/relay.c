@@ -206,6 +206,8 @@ static void relay_start_delivery(struct relay *r, struct target *t, const struct
     }
     if (d->kind == DELIVERY_SEND && row->attempt > 1)
         t->retries++;
+    if (d->kind == DELIVERY_SEND && row->traceparent)
+        delivery_set_trace(d, row->traceparent);
     d->probe = row->probe;
     if (row->probe)
         log_event(LOG_INFO, "circuit_probe", "target", json_string(t->name), "key",

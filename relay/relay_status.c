@@ -395,7 +395,9 @@ void relay_log_attempt(const struct delivery *d, enum attempt_class cls, const s
               "http_status", report->http_status ? json_integer(report->http_status) : json_null(),
               "state", json_string(outcome_state_name(dec->next_state)), "latency_ms",
               json_integer(report->latency_ms), "error",
-              *report->error ? json_string(report->error) : json_null(), LOG_END);
+              *report->error ? json_string(report->error) : json_null(), "trace_id",
+              *d->trace_id ? json_string(d->trace_id) : json_null(), "span_id",
+              *d->trace_id ? json_string(d->span_id) : json_null(), LOG_END);
 }
 
 void relay_log_totals(const struct relay *r)

@@ -29,7 +29,7 @@ static bool cell_bool(const PGresult *res, int row, int col)
 /* Where each field of a claimed row is in an answer; -1 for a column the
  * statement does not have (its field keeps the default below). */
 struct claim_columns {
-    int id, key, target, payload, attempt, ambiguous, first_attempt_ms, probe;
+    int id, key, target, payload, attempt, ambiguous, first_attempt_ms, probe, traceparent;
 };
 
 static struct claimed_row claimed_row_of(const PGresult *res, int row,
@@ -49,18 +49,20 @@ static struct claimed_row claimed_row_of(const PGresult *res, int row,
         r.ambiguous = cell_bool(res, row, c->ambiguous);
     if (c->probe >= 0)
         r.probe = cell_bool(res, row, c->probe);
+    if (c->traceparent >= 0 && !PQgetisnull(res, row, c->traceparent))
+        r.traceparent = PQgetvalue(res, row, c->traceparent);
     return r;
 }
 
 struct claimed_row sql_claimed_row(const PGresult *res, int row)
 {
-    static const struct claim_columns claim = {0, 1, 2, 3, 4, 5, 6, 7};
+    static const struct claim_columns claim = {0, 1, 2, 3, 4, 5, 6, 7, 8};
     return claimed_row_of(res, row, &claim);
 }
 
 struct claimed_row sql_unknown_row(const PGresult *res, int row)
 {
-    static const struct claim_columns claim_unknown = {0, 1, 2, -1, 3, -1, 4, -1};
+    static const struct claim_columns claim_unknown = {0, 1, 2, -1, 3, -1, 4, -1, -1};
     return claimed_row_of(res, row, &claim_unknown);
 }
 

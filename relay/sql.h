@@ -46,8 +46,8 @@
 static const struct pg_statement relay_statements[] = {
     {STMT_HEARTBEAT, "SELECT outbox.relay_heartbeat($1, $2)"},
     {STMT_GONE, "SELECT outbox.relay_gone($1)"},
-    {STMT_CLAIM, "SELECT id, key, target, payload, attempt, ambiguous, first_attempt_ms, probe"
-                 " FROM outbox.claim($1, $2, $3, $4, $5)"},
+    {STMT_CLAIM, "SELECT id, key, target, payload, attempt, ambiguous, first_attempt_ms, probe,"
+                 " traceparent FROM outbox.claim($1, $2, $3, $4, $5)"},
     {STMT_TAKE_OVER, "SELECT id, key, target, attempt, ambiguous, first_attempt_ms, previous_owner"
                      " FROM outbox.take_over_expired($1, $2, $3, $4)"},
     {STMT_RENEW, "SELECT outbox.renew_leases($1, $2, $3)"},
@@ -85,7 +85,8 @@ struct claimed_row {
     int attempt;
     bool ambiguous;
     int64_t first_attempt_ms;
-    bool probe; /* the one request of a half-open circuit */
+    bool probe;              /* the one request of a half-open circuit */
+    const char *traceparent; /* the caller's W3C trace context; NULL: none */
 };
 struct claimed_row sql_claimed_row(const PGresult *res, int row);
 struct claimed_row sql_unknown_row(const PGresult *res, int row);

@@ -2404,6 +2404,13 @@ CREATE FUNCTION outbox.tombstone_of(p_key text) RETURNS outbox.tombstones
      ORDER BY s.pruned_at DESC LIMIT 1
 $$;
 
+CREATE FUNCTION outbox.traceparent_of(p_key text) RETURNS text
+    LANGUAGE sql STABLE SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+    SELECT i.traceparent FROM outbox.intents i WHERE i.key = p_key
+$$;
+
 CREATE FUNCTION outbox.utc_text(p_at timestamp with time zone) RETURNS text
     LANGUAGE sql STABLE STRICT
     AS $$
@@ -2824,6 +2831,10 @@ REVOKE ALL ON FUNCTION outbox.targets_guard_references() FROM PUBLIC;
 REVOKE ALL ON FUNCTION outbox.targets_state_row() FROM PUBLIC;
 
 REVOKE ALL ON FUNCTION outbox.tombstone_of(p_key text) FROM PUBLIC;
+
+REVOKE ALL ON FUNCTION outbox.traceparent_of(p_key text) FROM PUBLIC;
+GRANT ALL ON FUNCTION outbox.traceparent_of(p_key text) TO outbox_app;
+GRANT ALL ON FUNCTION outbox.traceparent_of(p_key text) TO outbox_operator;
 
 REVOKE ALL ON FUNCTION outbox.utc_text(p_at timestamp with time zone) FROM PUBLIC;
 

@@ -170,7 +170,8 @@ SELECT set_eq(
              ('outbox_admin', 'compensate'), ('outbox_admin', 'cancel_run'), ('outbox_admin', 'compensations'), ('outbox_admin', 'links'),
              ('outbox_relay', 'prune'), ('outbox_relay', 'prune_step'), ('outbox_admin', 'prune'),
              ('outbox_admin', 'prune_step'), ('outbox_operator', 'prunable'), ('outbox_admin', 'prunable'),
-             ('outbox_admin', 'redrive')$$,
+             ('outbox_admin', 'redrive'),
+             ('outbox_app', 'traceparent_of'), ('outbox_operator', 'traceparent_of'), ('outbox_admin', 'traceparent_of')$$,
     'EXECUTE matrix: each role reaches exactly its functions (SECURITY DEFINER internals reach nobody)');
 SELECT set_eq(
     $$SELECT r.rolname::text, c.relname::text, priv

@@ -191,6 +191,65 @@ START_TEST(report_of_a_transfer_that_sent_nothing)
 }
 END_TEST
 
+/* ---------------------------------------------------------------- trace context */
+
+static const char *trace_header_of(const struct delivery *d)
+{
+    for (const struct curl_slist *h = d->headers; h; h = h->next)
+        if (strncmp(h->data, "traceparent: ", 13) == 0)
+            return h->data + 13;
+    return NULL;
+}
+
+START_TEST(trace_context_continues_with_a_new_parent_per_attempt)
+{
+    struct target t = test_target("Idempotency-Key");
+    const char *caller = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
+    struct delivery *a = delivery_new(&t, 1, "k", "{}", 1, false, 0, 64, 0);
+    struct delivery *b = delivery_new(&t, 1, "k", "{}", 2, false, 0, 64, 0);
+    ck_assert(delivery_set_trace(a, caller));
+    ck_assert(delivery_set_trace(b, caller));
+    const char *ha = trace_header_of(a), *hb = trace_header_of(b);
+    ck_assert_ptr_nonnull(ha);
+    ck_assert_ptr_nonnull(hb);
+    ck_assert_uint_eq(strlen(ha), 55);
+    ck_assert_int_eq(strncmp(ha, "00-4bf92f3577b34da6a3ce929d0e0e4736-", 36), 0); /* same trace */
+    ck_assert_str_eq(ha + 52, "-01");                                             /* same flags */
+    ck_assert_int_ne(strncmp(ha + 36, "00f067aa0ba902b7", 16), 0); /* not the caller's parent */
+    ck_assert_int_ne(strncmp(ha + 36, hb + 36, 16), 0);            /* one per attempt */
+    ck_assert_str_eq(a->trace_id, "4bf92f3577b34da6a3ce929d0e0e4736");
+    ck_assert_int_eq(strncmp(ha + 36, a->span_id, 16), 0);
+    delivery_free(a);
+    delivery_free(b);
+}
+END_TEST
+
+START_TEST(trace_context_refuses_what_is_not_version_00)
+{
+    struct target t = test_target("Idempotency-Key");
+    static const char *const bad[] = {
+        "",
+        "01-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01",
+        "00-00000000000000000000000000000000-00f067aa0ba902b7-01",
+        "00-4bf92f3577b34da6a3ce929d0e0e4736-0000000000000000-01",
+        "00-4BF92F3577B34DA6A3CE929D0E0E4736-00f067aa0ba902b7-01",
+        "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01-extra",
+        "00-4bf92f3577b34da6a3ce929d0e0e4736x00f067aa0ba902b7-01",
+    };
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        struct delivery *d = delivery_new(&t, 1, "k", "{}", 1, false, 0, 64, 0);
+        ck_assert_msg(!delivery_set_trace(d, bad[i]), "accepted '%s'", bad[i]);
+        ck_assert_ptr_null(trace_header_of(d));
+        ck_assert_str_eq(d->trace_id, "");
+        delivery_free(d);
+    }
+    char span[17];
+    delivery_new_span_id(span);
+    ck_assert_uint_eq(strlen(span), 16);
+    ck_assert_str_ne(span, "0000000000000000");
+}
+END_TEST
+
 START_TEST(wall_clock_is_the_epoch_in_ms)
 {
     int64_t before = (int64_t)time(NULL) * 1000;
@@ -216,6 +275,8 @@ Suite *deliver_suite(void)
     tcase_add_test(tc, new_delivery_copies_and_decides_the_key_header);
     tcase_add_test(tc, status_check_has_no_payload);
     tcase_add_test(tc, report_of_a_transfer_that_sent_nothing);
+    tcase_add_test(tc, trace_context_continues_with_a_new_parent_per_attempt);
+    tcase_add_test(tc, trace_context_refuses_what_is_not_version_00);
     tcase_add_test(tc, wall_clock_is_the_epoch_in_ms);
     suite_add_tcase(s, tc);
     return s;
