@@ -568,12 +568,14 @@ static int hex_value(char c)
     return -1;
 }
 
-long httpd_percent_decode(const char *s, size_t n, char *out, size_t out_size)
+static long percent_decode(const char *s, size_t n, char *out, size_t out_size, bool plus_is_space)
 {
     size_t len = 0;
     for (size_t i = 0; i < n; i++) {
         char c = s[i];
-        if (c == '%') {
+        if (c == '+' && plus_is_space) {
+            c = ' ';
+        } else if (c == '%') {
             int high = i + 1 < n ? hex_value(s[i + 1]) : -1;
             int low = i + 2 < n ? hex_value(s[i + 2]) : -1;
             if (high < 0 || low < 0)
@@ -588,6 +590,16 @@ long httpd_percent_decode(const char *s, size_t n, char *out, size_t out_size)
     if (out_size > 0)
         out[len] = '\0';
     return (long)len;
+}
+
+long httpd_percent_decode(const char *s, size_t n, char *out, size_t out_size)
+{
+    return percent_decode(s, n, out, out_size, false);
+}
+
+long httpd_form_decode(const char *s, size_t n, char *out, size_t out_size)
+{
+    return percent_decode(s, n, out, out_size, true);
 }
 
 const struct httpd_header *httpd_request_header(const struct httpd_request *request,

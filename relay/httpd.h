@@ -188,6 +188,9 @@ void httpd_conn_send_raw_and_close(httpd_conn_t *conn, const char *bytes, size_t
  * length; -1 at a malformed escape ("%", "%4", "%zz"); -2 as soon as the
  * result would not fit in out_size - 1 bytes. */
 long httpd_percent_decode(const char *s, size_t n, char *out, size_t out_size);
+/* The same for a value of an application/x-www-form-urlencoded form, where
+ * '+' also stands for a space. */
+long httpd_form_decode(const char *s, size_t n, char *out, size_t out_size);
 
 /* The first header of that name (any case), or NULL; how many there are. */
 const struct httpd_header *httpd_request_header(const struct httpd_request *request,

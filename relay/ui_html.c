@@ -16,6 +16,8 @@
  */
 #include "ui_html.h"
 
+#include "httpd.h"
+
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -133,40 +135,12 @@ void ui_url_encode(struct strbuf *out, const char *s, size_t n)
     }
 }
 
-static int hex_value(char c)
-{
-    if (c >= '0' && c <= '9')
-        return c - '0';
-    if (c >= 'a' && c <= 'f')
-        return c - 'a' + 10;
-    if (c >= 'A' && c <= 'F')
-        return c - 'A' + 10;
-    return -1;
-}
-
-/* One form-encoded value (n bytes) into out: its length, or -2 / -3. */
+/* One form-encoded value (n bytes) into out: its length, or -2 (a bad
+ * escape) / -3 (too long), as ui_form_value says. */
 static long form_decode(const char *s, size_t n, char *out, size_t out_size)
 {
-    size_t len = 0;
-    for (size_t i = 0; i < n; i++) {
-        char c = s[i];
-        if (c == '+') {
-            c = ' ';
-        } else if (c == '%') {
-            if (i + 2 >= n)
-                return -2;
-            int hi = hex_value(s[i + 1]), lo = hex_value(s[i + 2]);
-            if (hi < 0 || lo < 0)
-                return -2;
-            c = (char)(hi * 16 + lo);
-            i += 2;
-        }
-        if (len + 1 >= out_size)
-            return -3;
-        out[len++] = c;
-    }
-    out[len] = '\0';
-    return (long)len;
+    long len = httpd_form_decode(s, n, out, out_size);
+    return len == -1 ? -2 : len == -2 ? -3 : len;
 }
 
 long ui_form_value(const char *query, size_t n, const char *name, char *out, size_t out_size)
@@ -312,6 +286,54 @@ static void more_note(struct strbuf *out, size_t shown, long long total, const c
 {
     if (total > (long long)shown)
         strbuf_printf(out, "<p class=\"note\">Showing %zu of %lld %s.</p>", shown, total, what);
+}
+
+/* One section of the page that is a table of rows: its heading (with the
+ * total when total_col >= 0), the rows' shape checked, a note when there
+ * are none, the table, and "showing N of M" when the rows were bounded.
+ * before_table, when set, writes what goes between the heading and the
+ * table (a summary, a note). */
+struct table_section {
+    const char *id;
+    const char *title;
+    size_t columns;
+    int total_col;       /* the column that holds the total in every row; -1: none */
+    bool total_in_title; /* "Title (total)" */
+    const char *empty_note;
+    const char *header; /* the <th> cells */
+    void (*row)(struct strbuf *out, const struct ui_rows *rows, size_t i);
+    const char *more; /* what "showing N of M ..." counts */
+};
+
+static void render_table_section(struct strbuf *out, const struct table_section *t,
+                                 const struct ui_rows *rows,
+                                 void (*before_table)(struct strbuf *, const struct ui_rows *))
+{
+    long long total = (long long)rows->count;
+    if (t->total_col >= 0 && rows->count && rows->columns == t->columns)
+        total = cell_int(rows, 0, (size_t)t->total_col);
+    strbuf_printf(out, "<section id=\"%s\"><h2>%s", t->id, t->title);
+    if (t->total_in_title)
+        strbuf_printf(out, " (%lld)", total);
+    strbuf_append_str(out, "</h2>\n");
+    if (!shape_is(out, rows, t->columns)) {
+        strbuf_append_str(out, "</section>\n");
+        return;
+    }
+    if (before_table)
+        before_table(out, rows);
+    if (rows->count == 0) {
+        strbuf_printf(out, "<p class=\"note\">%s</p></section>\n", t->empty_note);
+        return;
+    }
+    strbuf_printf(out, "<div class=\"scroll\"><table><thead><tr>%s</tr></thead><tbody>\n",
+                  t->header);
+    for (size_t i = 0; i < rows->count; i++)
+        t->row(out, rows, i);
+    strbuf_append_str(out, "</tbody></table></div>\n");
+    if (t->more)
+        more_note(out, rows->count, total, t->more);
+    strbuf_append_str(out, "</section>\n");
 }
 
 /* ---------------------------------------------------------------- page frame */
@@ -528,28 +550,23 @@ static void target_row(struct strbuf *out, const struct ui_rows *rows, size_t i)
 
 void ui_render_targets(struct strbuf *out, const struct ui_rows *rows)
 {
-    strbuf_append_str(out, "<section id=\"targets\"><h2>Targets</h2>\n");
-    if (!shape_is(out, rows, UI_TARGET_COLUMNS)) {
-        strbuf_append_str(out, "</section>\n");
-        return;
-    }
-    targets_summary(out, rows);
-    if (rows->count == 0) {
-        strbuf_append_str(out, "<p class=\"note\">No target is registered.</p></section>\n");
-        return;
-    }
-    strbuf_append_str(out, "<div class=\"scroll\"><table><thead><tr><th>target</th><th>circuit</th>"
-                           "<th class=\"n\">pending</th><th class=\"n\">in flight</th>"
-                           "<th class=\"n\">unknown</th><th class=\"n\">awaiting approval</th>"
-                           "<th class=\"n\">succeeded 5 min</th><th class=\"n\">failed 5 min</th>"
-                           "<th class=\"n\">cancelled 5 min</th><th class=\"n\">oldest pending</th>"
-                           "<th class=\"n\">success 5 min</th><th class=\"n\">p95 5 min</th>"
-                           "</tr></thead><tbody>\n");
-    for (size_t i = 0; i < rows->count; i++)
-        target_row(out, rows, i);
-    strbuf_append_str(out, "</tbody></table></div>\n");
-    more_note(out, rows->count, cell_int(rows, 0, UI_TARGET_TOTAL), "targets");
-    strbuf_append_str(out, "</section>\n");
+    static const struct table_section section = {
+        .id = "targets",
+        .title = "Targets",
+        .columns = UI_TARGET_COLUMNS,
+        .total_col = UI_TARGET_TOTAL,
+        .total_in_title = false,
+        .empty_note = "No target is registered.",
+        .header = "<th>target</th><th>circuit</th><th class=\"n\">pending</th>"
+                  "<th class=\"n\">in flight</th><th class=\"n\">unknown</th>"
+                  "<th class=\"n\">awaiting approval</th><th class=\"n\">succeeded 5 min</th>"
+                  "<th class=\"n\">failed 5 min</th><th class=\"n\">cancelled 5 min</th>"
+                  "<th class=\"n\">oldest pending</th><th class=\"n\">success 5 min</th>"
+                  "<th class=\"n\">p95 5 min</th>",
+        .row = target_row,
+        .more = "targets",
+    };
+    render_table_section(out, &section, rows, targets_summary);
 }
 
 static void stuck_row(struct strbuf *out, const struct ui_rows *rows, size_t i)
@@ -573,31 +590,35 @@ static void stuck_row(struct strbuf *out, const struct ui_rows *rows, size_t i)
 
 void ui_render_stuck(struct strbuf *out, const struct ui_rows *rows)
 {
-    long long total = rows->count && rows->columns == UI_STUCK_COLUMNS
-                          ? cell_int(rows, 0, UI_STUCK_TOTAL)
-                          : (long long)rows->count;
-    strbuf_printf(out, "<section id=\"stuck\"><h2>Stuck keys (%lld)</h2>\n", total);
-    if (!shape_is(out, rows, UI_STUCK_COLUMNS)) {
-        strbuf_append_str(out, "</section>\n");
-        return;
-    }
-    if (rows->count == 0) {
-        strbuf_append_str(out, "<p class=\"note\">Nothing is stuck.</p></section>\n");
-        return;
-    }
-    strbuf_append_str(
-        out, "<div class=\"scroll\"><table><thead><tr><th>key</th><th>target</th><th>state</th>"
-             "<th>reason</th><th class=\"n\">age</th><th class=\"n\">attempts</th>"
-             "<th>last error</th></tr></thead><tbody>\n");
-    for (size_t i = 0; i < rows->count; i++)
-        stuck_row(out, rows, i);
-    strbuf_append_str(out, "</tbody></table></div>\n");
-    more_note(out, rows->count, total, "stuck keys, the newest first (outbox.stuck has them all)");
-    strbuf_append_str(out, "</section>\n");
+    static const struct table_section section = {
+        .id = "stuck",
+        .title = "Stuck keys",
+        .columns = UI_STUCK_COLUMNS,
+        .total_col = UI_STUCK_TOTAL,
+        .total_in_title = true,
+        .empty_note = "Nothing is stuck.",
+        .header = "<th>key</th><th>target</th><th>state</th><th>reason</th><th class=\"n\">age</th>"
+                  "<th class=\"n\">attempts</th><th>last error</th>",
+        .row = stuck_row,
+        .more = "stuck keys, the newest first (outbox.stuck has them all)",
+    };
+    render_table_section(out, &section, rows, NULL);
+}
+
+/* The window of the failures section, for its note (set by ui_render_failures). */
+static int failures_window;
+
+static void failures_note(struct strbuf *out, const struct ui_rows *rows)
+{
+    strbuf_printf(out,
+                  "<p class=\"note\">The last %zu attempts of the last %d minutes that did not "
+                  "succeed, the newest first.</p>\n",
+                  rows->count, failures_window);
 }
 
 static void failure_row(struct strbuf *out, const struct ui_rows *rows, size_t i)
 {
+    strbuf_append_str(out, "<tr>");
     text_cell(out, cell(rows, i, UI_FAILURE_AT), "t");
     strbuf_append_str(out, "<td>");
     key_link(out, cell(rows, i, UI_FAILURE_KEY));
@@ -612,38 +633,29 @@ static void failure_row(struct strbuf *out, const struct ui_rows *rows, size_t i
     const char *latency = cell(rows, i, UI_FAILURE_LATENCY_MS);
     strbuf_append_str(out, "<td class=\"n\">");
     ui_html_escape_str(out, latency ? latency : DASH);
-    strbuf_append_str(out, latency ? " ms</td>" : "</td>");
+    strbuf_append_str(out, latency ? " ms</td></tr>\n" : "</td></tr>\n");
 }
 
 void ui_render_failures(struct strbuf *out, const struct ui_rows *rows, int window_minutes)
 {
-    strbuf_append_str(out, "<section id=\"failures\"><h2>Recent failures</h2>\n");
-    if (!shape_is(out, rows, UI_FAILURE_COLUMNS)) {
-        strbuf_append_str(out, "</section>\n");
-        return;
-    }
-    if (rows->count == 0) {
-        strbuf_printf(out,
-                      "<p class=\"note\">No failed attempt in the last %d minutes.</p>"
-                      "</section>\n",
-                      window_minutes);
-        return;
-    }
-    strbuf_printf(out,
-                  "<p class=\"note\">The last %zu attempts of the last %d minutes that did not "
-                  "succeed, the newest first.</p>\n",
-                  rows->count, window_minutes);
-    strbuf_append_str(
-        out,
-        "<div class=\"scroll\"><table><thead><tr><th>time (UTC)</th><th>key</th><th>target</th>"
-        "<th class=\"n\">attempt</th><th>class</th><th class=\"n\">HTTP</th>"
-        "<th>error</th><th class=\"n\">latency</th></tr></thead><tbody>\n");
-    for (size_t i = 0; i < rows->count; i++) {
-        strbuf_append_str(out, "<tr>");
-        failure_row(out, rows, i);
-        strbuf_append_str(out, "</tr>\n");
-    }
-    strbuf_append_str(out, "</tbody></table></div></section>\n");
+    char empty[96];
+    snprintf(empty, sizeof(empty), "No failed attempt in the last %d minutes.", window_minutes);
+    const struct table_section section = {
+        .id = "failures",
+        .title = "Recent failures",
+        .columns = UI_FAILURE_COLUMNS,
+        .total_col = -1,
+        .total_in_title = false,
+        .empty_note = empty,
+        .header =
+            "<th>time (UTC)</th><th>key</th><th>target</th><th class=\"n\">attempt</th>"
+            "<th>class</th><th class=\"n\">HTTP</th><th>error</th><th class=\"n\">latency</th>",
+        .row = failure_row,
+        .more = NULL,
+    };
+    if (rows->count > 0 && rows->columns == UI_FAILURE_COLUMNS)
+        failures_window = window_minutes;
+    render_table_section(out, &section, rows, rows->count ? failures_note : NULL);
 }
 
 /* ---------------------------------------------------------------- the key page */
@@ -752,26 +764,18 @@ static void attempt_row(struct strbuf *out, const struct ui_rows *rows, size_t i
 
 void ui_render_attempts(struct strbuf *out, const struct ui_rows *rows)
 {
-    long long total = rows->count && rows->columns == UI_ATTEMPT_COLUMNS
-                          ? cell_int(rows, 0, UI_ATTEMPT_TOTAL)
-                          : (long long)rows->count;
-    strbuf_printf(out, "<section id=\"attempts\"><h2>Attempts (%lld)</h2>\n", total);
-    if (!shape_is(out, rows, UI_ATTEMPT_COLUMNS)) {
-        strbuf_append_str(out, "</section>\n");
-        return;
-    }
-    if (rows->count == 0) {
-        strbuf_append_str(out, "<p class=\"note\">No attempt yet.</p></section>\n");
-        return;
-    }
-    strbuf_append_str(
-        out, "<div class=\"scroll\"><table><thead><tr><th class=\"n\">#</th><th>time (UTC)</th>"
-             "<th>relay</th><th>class</th><th>request sent</th>"
-             "<th class=\"n\">HTTP</th><th class=\"n\">latency</th><th>error</th>"
-             "<th>response body</th></tr></thead><tbody>\n");
-    for (size_t i = 0; i < rows->count; i++)
-        attempt_row(out, rows, i);
-    strbuf_append_str(out, "</tbody></table></div>\n");
-    more_note(out, rows->count, total, "attempts, the first ones (outbox.attempts has them all)");
-    strbuf_append_str(out, "</section>\n");
+    static const struct table_section section = {
+        .id = "attempts",
+        .title = "Attempts",
+        .columns = UI_ATTEMPT_COLUMNS,
+        .total_col = UI_ATTEMPT_TOTAL,
+        .total_in_title = true,
+        .empty_note = "No attempt yet.",
+        .header = "<th class=\"n\">#</th><th>time (UTC)</th><th>relay</th><th>class</th>"
+                  "<th>request sent</th><th class=\"n\">HTTP</th><th class=\"n\">latency</th>"
+                  "<th>error</th><th>response body</th>",
+        .row = attempt_row,
+        .more = "attempts, the first ones (outbox.attempts has them all)",
+    };
+    render_table_section(out, &section, rows, NULL);
 }
