@@ -63,7 +63,7 @@ static const struct option_def options[] = {
         "cap of the exponential back-off between database reconnects"),
     OPT("connect-timeout-ms", OPT_INT, connect_timeout_ms, "5000", 100, 600000,
         "deadline for one database connection attempt"),
-    OPT("query-timeout-ms", OPT_INT, query_timeout_ms, "10000", 1000, 3600000,
+    OPT("query-timeout-ms", OPT_INT, query_timeout_ms, "30000", 1000, 3600000,
         "deadline for one database round trip; past it the connection is re-made (a claim "
         "answered after half of --lease-ms gives its rows back unsent)"),
     OPT("max-response-bytes", OPT_INT, max_response_bytes, "65536", 0, 16777216,
