@@ -89,6 +89,117 @@ def main():
             "_shown": shown, "_target_shown": target_shown, **(extra or {}),
         })
 
+    # ---------------------------------------------------------------- headline
+    # Issue 17: the relay as users run it (tests/bench/headline.sh): stock
+    # postgresql.conf, Debian's nginx answering 200 {"ok":true}, the relay
+    # with default options; libcurl alone (tests/bench/curl_probe.c) against
+    # the same nginx in the same round. Printed first, with the issue's targets.
+    heads = [r for r in raw if r["kind"] == "headline"]
+    hmeta = next((r for r in raw if r["kind"] == "headline_meta"), {})
+    for r in heads:
+        n = r["intents"]
+        r["rate"] = n / r["wall_s"] if r["wall_s"] > 0 else 0.0
+        r["relay_cpu_us"] = (r["relay_user_s"] + r["relay_sys_s"]) * 1e6 / n
+        r["pg_cpu_us"] = r["pg_cpu_s"] * 1e6 / n
+        r["nginx_cpu_us"] = r["nginx_cpu_s"] * 1e6 / n
+        r["mean_in_flight"] = r.get("attempts_latency_s", 0) / r["wall_s"] if r["wall_s"] > 0 else 0.0
+        # `probe`: libcurl alone at the relay's mean in flight; `probecap`: at 1,024
+        for p in ("probe", "probecap"):
+            req = r.get(p + "_requests")
+            if req:
+                r[p + "_cpu_us"] = (r[p + "_user_s"] + r[p + "_sys_s"]) * 1e6 / req
+                r[p + "_rate"] = req / r[p + "_wall_s"] if r[p + "_wall_s"] > 0 else 0.0
+                r[p + "_nginx_cpu_us"] = r[p + "_nginx_cpu_s"] * 1e6 / req
+                r[p + "_ratio"] = r["relay_cpu_us"] / r[p + "_cpu_us"] if r[p + "_cpu_us"] > 0 else None
+    if wanted("headline") or heads:
+        hn = heads[0]["intents"] if heads else 100000
+        hs = "headline: {:,} intents".format(int(hn))
+
+        def hm(k):
+            return median([r[k] for r in heads if r.get(k) is not None])
+
+        figure(hs, "drain intents/s (start to exit)", hm("rate"), "/s", 25000, ">=",
+               [round(r["rate"]) for r in heads],
+               "stock postgresql.conf (fsync, synchronous_commit on), {} ({}), relay {}, target with name and "
+               "url only; nginx saw {} requests; 1-min load average before/after each round: {}".format(
+                   hmeta.get("nginx", "nginx"), hmeta.get("nginx_conf", ""),
+                   (hmeta.get("relay_options") or "").strip(),
+                   ", ".join("{:,}".format(r["nginx_requests"]) for r in heads),
+                   ", ".join("{}/{}".format(r.get("load1_before", "?"), r.get("load1_after", "?")) for r in heads)))
+        figure(hs, "PostgreSQL CPU per intent", hm("pg_cpu_us"), "µs", 25, "<=",
+               [round(r["pg_cpu_us"], 1) for r in heads],
+               "postmaster + every backend and auxiliary process (autovacuum, checkpointer, WAL writer), "
+               "/proc ticks before and after the drain", fmt="{:.1f}")
+        ratio_m = hm("probe_ratio")
+        figure(hs, "relay CPU / libcurl alone", ratio_m, "x", 1.1, "<=",
+               [round(r["probe_ratio"], 2) for r in heads if r.get("probe_ratio") is not None],
+               "relay user+sys per intent (wait4) / curl_probe user+sys per request (getrusage), taken in the "
+               "same round against the same nginx, the probe sending as many requests at once as the relay "
+               "had in flight on average ({}); relay µs: {}; libcurl µs: {}".format(
+                   ", ".join(str(r.get("probe_in_flight", "?")) for r in heads),
+                   ", ".join(str(round(r["relay_cpu_us"], 1)) for r in heads),
+                   ", ".join(str(round(r.get("probe_cpu_us", 0), 1)) for r in heads)),
+               fmt="{:.2f}",
+               shown=None if ratio_m is None else "{:.2f} × (relay {:.1f} µs, libcurl {:.1f} µs)".format(
+                   ratio_m, hm("relay_cpu_us"), hm("probe_cpu_us")),
+               target_shown="≤ 1.10 × libcurl")
+        figure(hs, "relay peak RSS", hm("relay_maxrss_kb") / 1024.0 if heads else None, "MiB", 24, "<=",
+               [round(r["relay_maxrss_kb"] / 1024.0, 1) for r in heads],
+               "wait4 ru_maxrss of the relay (= VmHWM at exit), default --max-in-flight 1024",
+               fmt="{:.1f}")
+        pgb_h = {}
+        for r in raw:
+            if r["kind"] == "pgbench":
+                pgb_h.setdefault(r["round"], {})[r["variant"]] = r["tps"]
+        enq = [v["plain"] / v["enqueue"] for v in pgb_h.values()
+               if "plain" in v and "enqueue" in v and v["enqueue"] > 0]
+        if enq:
+            figure(hs, "enqueue vs plain INSERT", median(enq), "x", 1.3, "<=", [round(x, 3) for x in enq],
+                   "from the `enqueue` scenario of this run (tuned cluster, pgbench 8 clients): "
+                   "tx/s plain / enqueue", fmt="{:.2f}", target_shown="≤ 1.30 × INSERT")
+        if heads:
+            figure(hs, "CPU per intent, each process", hm("relay_cpu_us") + hm("pg_cpu_us") + hm("nginx_cpu_us"),
+                   "µs", runs=[round(r["relay_cpu_us"] + r["pg_cpu_us"] + r["nginx_cpu_us"], 1) for r in heads],
+                   note="medians: relay {:.1f} µs (user {:.1f}, sys {:.1f}), PostgreSQL {:.1f} µs, nginx master + "
+                        "workers {:.1f} µs; relay µs per round: {}; nginx µs per round: {}".format(
+                       hm("relay_cpu_us"), median([r["relay_user_s"] * 1e6 / r["intents"] for r in heads]),
+                       median([r["relay_sys_s"] * 1e6 / r["intents"] for r in heads]),
+                       hm("pg_cpu_us"), hm("nginx_cpu_us"),
+                       ", ".join(str(round(r["relay_cpu_us"], 1)) for r in heads),
+                       ", ".join(str(round(r["nginx_cpu_us"], 1)) for r in heads)), fmt="{:.1f}",
+                   shown="relay {:.1f} + PG {:.1f} + nginx {:.1f} µs".format(
+                       hm("relay_cpu_us"), hm("pg_cpu_us"), hm("nginx_cpu_us")))
+            figure(hs, "relay: deliveries in flight (mean)", hm("mean_in_flight"), "",
+                   runs=[round(r["mean_in_flight"]) for r in heads],
+                   note="its attempts' latencies added up / drain time; connections it opened (nginx accepts): {}; "
+                        "its log lines (info): {}; the load's enqueue took {} s".format(
+                       ", ".join(str(r.get("nginx_accepts", "?")) for r in heads),
+                       ", ".join(str(r.get("relay_log_lines", "?")) for r in heads),
+                       ", ".join(str(round(r.get("load_s", 0), 1)) for r in heads)),
+                   fmt="{:.0f}")
+            for p, label in (("probe", "at the relay's mean in flight"),
+                             ("probecap", "at 1,024 in flight (default cap)")):
+                got = [r for r in heads if r.get(p + "_cpu_us") is not None]
+                if not got:
+                    continue
+                pm = lambda k: median([r[k] for r in got])
+                figure(hs, "libcurl alone " + label, pm(p + "_cpu_us"), "µs",
+                       runs=[round(r[p + "_cpu_us"], 1) for r in got],
+                       note="curl_probe, {} requests at once; {} µs CPU per request (user {:.1f}, sys {:.1f}); "
+                            "{} /s; nginx {:.1f} µs per request meanwhile; connections opened: {}; peak RSS {:.1f} MiB; "
+                            "relay CPU / this: {}".format(
+                           ", ".join(str(r[p + "_in_flight"]) for r in got),
+                           ", ".join(str(round(r[p + "_cpu_us"], 1)) for r in got),
+                           median([r[p + "_user_s"] * 1e6 / r[p + "_requests"] for r in got]),
+                           median([r[p + "_sys_s"] * 1e6 / r[p + "_requests"] for r in got]),
+                           ", ".join("{:,.0f}".format(r[p + "_rate"]) for r in got),
+                           pm(p + "_nginx_cpu_us"), ", ".join(str(r[p + "_connections"]) for r in got),
+                           pm(p + "_maxrss_kb") / 1024.0,
+                           ", ".join("{:.2f}".format(r[p + "_ratio"]) for r in got if r[p + "_ratio"])),
+                       fmt="{:.1f}",
+                       shown="{:.1f} µs CPU/request, {:,.0f}/s; relay = {:.2f} ×".format(
+                           pm(p + "_cpu_us"), pm(p + "_rate"), pm(p + "_ratio")))
+
     # ---------------------------------------------------------------- drains
     drains = [r for r in raw if r["kind"] == "drain"]
     by_round = {}
@@ -433,6 +544,7 @@ def main():
             "defaults_relay_options", "defaults_target", "batch_size", "max_in_flight", "runs", "other_runs",
             "drain_intents", "history_rows", "history_intents", "payload", "receiver", "trickle",
             "pgbench", "memory", "profiled", "only")},
+        "headline_settings": {k: v for k, v in hmeta.items() if k != "kind"},
         "figures": figures,
         "raw": raw,
         "elapsed_s": end.get("elapsed_s"),

@@ -8,6 +8,9 @@
 # the same figures, with versions and settings, to build/bench.json.
 #
 # Scenarios (see tests/bench/README.md for what each measures and why):
+#   headline     printed first: stock PostgreSQL, Debian's nginx as the receiver, the
+#                relay with default options, 100,000 intents; libcurl alone beside it
+#                (tests/bench/headline.sh, tests/bench/curl_probe.c)
 #   drain        N intents already enqueued (ANALYZEd), one relay, until all succeeded
 #   defaults     the same drain as users run it: stock PostgreSQL settings (its own
 #                cluster), a target with only name and url, a relay with no tuning options
@@ -30,7 +33,8 @@
 # BENCH_ORDERED_GROUPS (1000) and BENCH_ORDERED_STEPS (10) for `ordered`,
 # BENCH_BUDGET_S (540: later drain rounds are skipped past it),
 # BENCH_STEADY_SECONDS (300) and BENCH_STEADY_RATE (2000) for the retention
-# steady state (tests/bench/retention.sh), KEEP_TMP=1.
+# steady state (tests/bench/retention.sh), BENCH_HEADLINE_RUNS (3) and
+# BENCH_HEADLINE_INTENTS (100000) for `headline` (tests/bench/headline.sh), KEEP_TMP=1.
 #
 # Exit status: 0 when every scenario produced its figures (a MISS against a
 # target is a finding, not a failure); 1 when the bench itself broke
@@ -135,7 +139,7 @@ trap 'exit 130' INT TERM
 say() { printf '== %s\n' "$*" >&2; }
 warn() { printf 'bench: %s\n' "$*" >&2; }
 want() { [ -z "$ONLY" ] || [[ ",$ONLY," == *",$1,"* ]]; }
-over_budget() { [ $((SECONDS - STARTED_S)) -gt "$BUDGET_S" ]; }
+over_budget() { [ $((SECONDS - STARTED_S - ${HEADLINE_S:-0})) -gt "$BUDGET_S" ]; } # headline.sh sets HEADLINE_S
 broken() {
     warn "BROKEN: $*"
     BROKEN+=("$*")
@@ -707,6 +711,7 @@ scenario_history() {
 }
 
 . "$ROOT/tests/bench/retention.sh"
+. "$ROOT/tests/bench/headline.sh"
 
 # ------------------------------------------------------------------ ordered
 
@@ -773,6 +778,9 @@ for p in runstat trickle; do
     cc "${CFLAGS_BENCH[@]}" "tests/bench/$p.c" -o "$BIN/$p" "${PKG_FLAGS[@]}" -lhttp_parser ||
         { echo "bench: cannot build $p" >&2; exit 1; }
 done
+read -r -a CURL_FLAGS <<<"$(pkg-config --cflags --libs libcurl)"
+cc "${CFLAGS_BENCH[@]}" tests/bench/curl_probe.c -o "$BIN/curl_probe" "${CURL_FLAGS[@]}" ||
+    { echo "bench: cannot build curl_probe" >&2; exit 1; }
 # The arrival stamper is built on relay/httpd.c: the Makefile knows how.
 make --no-print-directory -C "$ROOT" build/bench/stamp_receiver >/dev/null ||
     { echo "bench: cannot build stamp_receiver" >&2; exit 1; }
@@ -790,7 +798,7 @@ q bench_tmpl "INSERT INTO outbox.targets (name, url, max_in_flight)
 # target has no optional column (the table's defaults apply). pgcluster_start
 # exports PG* for its cluster: the tuned cluster's stay the script's own.
 DEF_PGPORT=""
-if want defaults; then
+if want defaults || want headline; then
     say "PostgreSQL (stock settings) in $B/pgdef (${DEF_PG_SETTINGS[*]})"
     saved_env=("$PGHOST" "$PGPORT" "$PGUSER" "$PGDATABASE" "$DATABASE_URL")
     if pgcluster_start "$B/pgdef" "${DEF_PG_SETTINGS[@]}"; then
@@ -835,6 +843,7 @@ emit_text kind=meta git_commit="$git_commit" relay_or_migrations_modified="$git_
     memory="$N_MEMORY intents, receiver --delay-ms 2000 (then also --response-bytes $MEMORY_RESPONSE_CAP), relay --max-in-flight $MEMORY_IN_FLIGHT --max-in-flight-per-target $MEMORY_IN_FLIGHT --max-response-bytes $MEMORY_RESPONSE_CAP, target max_in_flight $MEMORY_IN_FLIGHT" \
     load_before="$(cut -d' ' -f1-3 /proc/loadavg)"
 
+want headline && { scenario_headline || true; }
 want drain || want defaults || want no_analyze || want two_relays && scenario_drains
 # The stock cluster's work is done: stop it so its checkpoints and
 # background writes stay out of the scenarios that follow.

@@ -32,6 +32,10 @@ packages=(
     spin # the model checker of tests/model (it compiles its verifiers with gcc)
     prometheus # prometheus and promtool for tests/integration/32_prometheus.sh (dashboard and alerts)
     chromium # the headless browser of tests/integration/35_status_page.sh (the admin port's /ui)
+    # The receiver of make bench's headline (tests/bench/headline.sh), which starts its own on a
+    # free loopback port; the package's service (port 80) is neither needed nor touched. Where
+    # policy-rc.d forbids starting services (containers, this image) none starts at install.
+    nginx
 )
 # The deploy manifest check renders the kustomize base with kubectl; any
 # kubectl will do (Debian's kubernetes-client ships one; another package may
