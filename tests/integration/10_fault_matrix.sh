@@ -15,8 +15,7 @@ itest_setup
 receiver_start dedupe --dedupe --late-ms 2500
 receiver_start status --late-ms 2500
 receiver_start legacy --late-ms 2500
-closed_port=$(( RECV_PORT_legacy + 1 ))
-while ! pgcluster_port_free "$closed_port"; do closed_port=$((closed_port + 1)); done
+refusing_port closed_port
 
 common="timeout_ms=1000 max_attempts=4 backoff_base_ms=50 backoff_cap_ms=200 reconcile_delay_ms=1500"
 target_add dedupe "http://127.0.0.1:$RECV_PORT_dedupe/act" $common

@@ -16,8 +16,7 @@ N_REFUSED=200
 receiver_start dedupe --dedupe --random-faults 0.30 --seed 11 --late-ms 900 --delay-ms 40
 receiver_start status --random-faults 0.30 --seed 12 --late-ms 900 --delay-ms 40
 receiver_start legacy --random-faults 0.30 --seed 13 --late-ms 900 --delay-ms 40
-closed_port=$(( RECV_PORT_legacy + 1 ))
-while ! pgcluster_port_free "$closed_port"; do closed_port=$((closed_port + 1)); done
+refusing_port closed_port
 
 common="timeout_ms=500 max_attempts=6 backoff_base_ms=20 backoff_cap_ms=300 reconcile_delay_ms=1000"
 target_add dedupe "http://127.0.0.1:$RECV_PORT_dedupe/act" $common

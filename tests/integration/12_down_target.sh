@@ -8,8 +8,7 @@
 itest_setup
 
 receiver_start up
-closed_port=$(( RECV_PORT_up + 1 ))
-while ! pgcluster_port_free "$closed_port"; do closed_port=$((closed_port + 1)); done
+refusing_port closed_port
 target_add down "http://127.0.0.1:$closed_port/act"
 target_add up "http://127.0.0.1:$RECV_PORT_up/act"
 enqueue_many down "down:" 100

@@ -180,8 +180,7 @@ SIGNED_FAILED_AT=$(sql "SELECT updated_at FROM outbox.intents WHERE key = 'signe
 # ============================================================== redrive
 receiver_start recv --late-ms 4000
 URL="http://127.0.0.1:$RECV_PORT_recv"
-closed_port=$((RECV_PORT_recv + 1))
-while ! pgcluster_port_free "$closed_port"; do closed_port=$((closed_port + 1)); done
+refusing_port closed_port
 mode() { curl -s -X POST -d "$1" "$URL/_mode" >/dev/null; }
 # key_ttl as by default: an ambiguous attempt may be re-sent with the same key
 # within retry_for (3 s); the circuit never opens, so refused rows use it up.

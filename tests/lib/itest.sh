@@ -117,6 +117,28 @@ receiver_start() {
     printf -v "RECV_PID_$name" '%s' "$pid"
 }
 
+# refusing_port VAR: a loopback port where every connection is refused, held
+# for the whole test. A port that was merely free when looked at can be taken
+# by a parallel test, or become the source port of the relay's own connect
+# (a TCP self-connect): a socket bound without listen() refuses and keeps both out.
+refusing_port() {
+    local out="$T/refusing-$1.out" i port=""
+    python3 -c 'import socket, sys, time
+s = socket.socket()
+s.bind(("127.0.0.1", 0))
+print("bound 127.0.0.1:%d" % s.getsockname()[1], flush=True)
+while True:
+    time.sleep(3600)' >"$out" 2>&1 &
+    ITEST_PIDS+=("$!")
+    for i in $(seq 1 100); do
+        port=$(sed -n 's/^bound 127.0.0.1://p' "$out" 2>/dev/null)
+        [ -n "$port" ] && break
+        sleep 0.05
+    done
+    [ -n "$port" ] || bail "the refusing port was not bound"
+    printf -v "$1" '%s' "$port"
+}
+
 # receiver_stat NAME FIELD → a number from /_stats
 receiver_stat() {
     local port_var="RECV_PORT_$1"
