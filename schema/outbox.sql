@@ -1,5 +1,5 @@
 -- schema/outbox.sql — the net schema of outbox-relay: what a database looks
--- like after every migration up to and including 0016_trace_context.sql.
+-- like after every migration up to and including 0017_fewer_costs.sql.
 --
 -- Read it to learn the data model; build databases with migrations/
 -- (`outbox-relay migrate`), which also records what is applied. The file is
@@ -277,7 +277,9 @@ ALTER TABLE outbox.attempts ALTER COLUMN id ADD GENERATED ALWAYS AS IDENTITY (
 ALTER TABLE ONLY outbox.attempts
     ADD CONSTRAINT attempts_pkey PRIMARY KEY (id);
 
-CREATE INDEX attempts_at ON outbox.attempts USING btree (at);
+CREATE INDEX attempts_at_range ON outbox.attempts USING brin (at);
+
+CREATE INDEX attempts_failures ON outbox.attempts USING btree (at) WHERE (class = ANY (ARRAY['not_sent'::outbox.attempt_class, 'ambiguous'::outbox.attempt_class, 'retry_later'::outbox.attempt_class, 'key_conflict'::outbox.attempt_class, 'permanent_failure'::outbox.attempt_class, 'reconcile_inconclusive'::outbox.attempt_class]));
 
 CREATE INDEX attempts_intent ON outbox.attempts USING btree (intent_id, id);
 
@@ -871,7 +873,9 @@ BEGIN
          INTO new_id, new_state, fp, wake;
     IF FOUND THEN
         -- 0012: a pruned key is remembered: take the row back, answer from the tombstone.
-        stone := outbox.tombstone_of(p_key);
+        SELECT s.* INTO stone FROM outbox.tombstones s   -- 0017: inline, was outbox.tombstone_of
+         WHERE s.key_hash = substring(sha256(convert_to(p_key, 'UTF8')) FROM 1 FOR 16) AND s.forget_at > now()
+         ORDER BY s.pruned_at DESC LIMIT 1;
         IF stone.intent_id IS NOT NULL THEN
             DELETE FROM outbox.intents WHERE id = new_id;
             RETURN outbox.enqueue_remembered(p_key, p_target, fp, stone);
@@ -933,7 +937,9 @@ BEGIN
     RETURNING * INTO existing;
     IF FOUND THEN
         -- 0012: as on the fast path.
-        stone := outbox.tombstone_of(p_key);
+        SELECT s.* INTO stone FROM outbox.tombstones s   -- 0017: inline, was outbox.tombstone_of
+         WHERE s.key_hash = substring(sha256(convert_to(p_key, 'UTF8')) FROM 1 FOR 16) AND s.forget_at > now()
+         ORDER BY s.pruned_at DESC LIMIT 1;
         IF stone.intent_id IS NOT NULL THEN
             DELETE FROM outbox.intents WHERE id = existing.id;
             RETURN outbox.enqueue_remembered(p_key, p_target, fp, stone);
@@ -949,7 +955,9 @@ BEGIN
     SELECT * INTO existing FROM outbox.intents WHERE key = p_key;
     IF NOT FOUND THEN
         -- 0012: pruned after our INSERT saw it.
-        stone := outbox.tombstone_of(p_key);
+        SELECT s.* INTO stone FROM outbox.tombstones s   -- 0017: inline, was outbox.tombstone_of
+         WHERE s.key_hash = substring(sha256(convert_to(p_key, 'UTF8')) FROM 1 FOR 16) AND s.forget_at > now()
+         ORDER BY s.pruned_at DESC LIMIT 1;
         IF stone.intent_id IS NOT NULL THEN
             RETURN outbox.enqueue_remembered(p_key, p_target, fp, stone);
         END IF;
@@ -1367,6 +1375,21 @@ BEGIN
     RETURN NULL;
 END
 $$;
+
+-- Wakes idle relays (NOTIFY outbox_intents) when an UPDATE made a row pending
+-- and due; runs only for such rows (the trigger's WHEN clause).
+CREATE FUNCTION outbox.notify_relays_row() RETURNS trigger
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+BEGIN
+    IF EXISTS (SELECT 1 FROM outbox.relays WHERE idle AND heartbeat_at > now() - interval '2 minutes') THEN
+        PERFORM pg_notify('outbox_intents', '');
+    END IF;
+    RETURN NULL;
+END
+$$;
+COMMENT ON FUNCTION outbox.notify_relays_row() IS 'Wakes idle relays (NOTIFY outbox_intents) when an UPDATE made a row pending and due; runs only for such rows (the trigger''s WHEN clause).';
 
 CREATE FUNCTION outbox.ordering_head_before(p_group text, p_id bigint) RETURNS outbox.intents
     LANGUAGE sql STABLE SECURITY DEFINER
@@ -2616,7 +2639,7 @@ CREATE TRIGGER intents_delete_history AFTER DELETE ON outbox.intents REFERENCING
 
 CREATE TRIGGER intents_notify_insert AFTER INSERT ON outbox.intents FOR EACH STATEMENT WHEN ((current_setting('outbox.in_enqueue'::text, true) IS DISTINCT FROM 'on'::text)) EXECUTE FUNCTION outbox.notify_relays();
 
-CREATE TRIGGER intents_notify_update AFTER UPDATE ON outbox.intents REFERENCING NEW TABLE AS changed_rows FOR EACH STATEMENT EXECUTE FUNCTION outbox.notify_relays();
+CREATE TRIGGER intents_notify_update AFTER UPDATE ON outbox.intents FOR EACH ROW WHEN (((new.state = 'pending'::outbox.intent_state) AND (new.next_attempt_at <= now()))) EXECUTE FUNCTION outbox.notify_relays_row();
 
 CREATE TRIGGER intents_truncate_history AFTER TRUNCATE ON outbox.intents FOR EACH STATEMENT EXECUTE FUNCTION outbox.intents_delete_history();
 
@@ -2736,6 +2759,8 @@ REVOKE ALL ON FUNCTION outbox.note_decision(p_intent bigint, p_attempt integer, 
 REVOKE ALL ON FUNCTION outbox.notify_circuit_change() FROM PUBLIC;
 
 REVOKE ALL ON FUNCTION outbox.notify_relays() FROM PUBLIC;
+
+REVOKE ALL ON FUNCTION outbox.notify_relays_row() FROM PUBLIC;
 
 REVOKE ALL ON FUNCTION outbox.ordering_head_before(p_group text, p_id bigint) FROM PUBLIC;
 

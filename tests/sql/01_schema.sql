@@ -3,7 +3,7 @@
 -- enum values, the indexes the claim path and the views rely on, the
 -- statement-level NOTIFY trigger, and the functions' signatures.
 BEGIN;
-SELECT plan(105);
+SELECT plan(108);
 
 SELECT has_schema('outbox');
 SELECT has_table('outbox', 'targets', 'outbox.targets exists');
@@ -102,22 +102,34 @@ SELECT matches(pg_get_indexdef('outbox.intents_in_flight'::regclass), $re$WHERE 
 SELECT has_index('outbox', 'intents', 'intents_unknown', ARRAY['next_attempt_at'], 'reconciliation index');
 SELECT has_index('outbox', 'intents', 'intents_awaiting', ARRAY['created_at'], 'approval index');
 SELECT has_index('outbox', 'attempts', 'attempts_intent', ARRAY['intent_id', 'id'], 'attempts by intent');
+SELECT matches(pg_get_indexdef('outbox.attempts_at_range'::regclass), 'USING brin \(at\)$',
+               'attempts by time: a BRIN index (0017: no B-tree entry per attempt)');
+SELECT matches(pg_get_indexdef('outbox.attempts_failures'::regclass), 'USING btree \(at\) WHERE .*permanent_failure',
+               'recent failures: a B-tree over failed attempts only');
 
--- the NOTIFY trigger(s): AFTER, FOR EACH STATEMENT, on INSERT and on UPDATE, running
--- outbox.notify_relays() (names not pinned; behaviour is tested in 07_concurrency)
+-- the NOTIFY triggers (names not pinned; behaviour is tested in 07_concurrency):
+-- on INSERT, AFTER, FOR EACH STATEMENT, running outbox.notify_relays(); on
+-- UPDATE, AFTER, FOR EACH ROW with a WHEN clause (0017: no transition table
+-- for claims and records), running outbox.notify_relays_row()
 CREATE TEMP VIEW notify_triggers AS
-SELECT t.tgname, t.tgtype FROM pg_trigger t
+SELECT t.tgname, t.tgtype, t.tgqual IS NOT NULL AS has_when, t.tgfoid::regprocedure::text AS fn FROM pg_trigger t
  WHERE t.tgrelid = 'outbox.intents'::regclass AND NOT t.tgisinternal
-   AND t.tgfoid = 'outbox.notify_relays()'::regprocedure;
-SELECT ok(EXISTS (SELECT 1 FROM notify_triggers WHERE (tgtype & 4) <> 0 AND (tgtype & 1) = 0 AND (tgtype & 2) = 0),
+   AND t.tgfoid IN ('outbox.notify_relays()'::regprocedure, 'outbox.notify_relays_row()'::regprocedure);
+SELECT ok(EXISTS (SELECT 1 FROM notify_triggers WHERE (tgtype & 4) <> 0 AND (tgtype & 1) = 0 AND (tgtype & 2) = 0
+                     AND fn = 'outbox.notify_relays()'),
           'a statement-level AFTER INSERT trigger on intents runs notify_relays()');
-SELECT ok(EXISTS (SELECT 1 FROM notify_triggers WHERE (tgtype & 16) <> 0 AND (tgtype & 1) = 0 AND (tgtype & 2) = 0),
-          'a statement-level AFTER UPDATE trigger on intents runs notify_relays()');
-SELECT is((SELECT count(*)::int FROM notify_triggers WHERE (tgtype & 1) = 1), 0,
-          'notify_relays() never runs FOR EACH ROW');
+SELECT ok(EXISTS (SELECT 1 FROM notify_triggers WHERE (tgtype & 16) <> 0 AND (tgtype & 1) = 1 AND (tgtype & 2) = 0
+                     AND has_when AND fn = 'outbox.notify_relays_row()'),
+          'a row-level AFTER UPDATE trigger on intents, with a WHEN clause, runs notify_relays_row()');
 SELECT is((SELECT count(*)::int FROM pg_trigger WHERE tgrelid = 'outbox.intents'::regclass AND NOT tgisinternal
-             AND (tgtype & 1) = 1),
-          0, 'no row-level trigger on intents (the hot insert path)');
+             AND (tgtype & 1) = 1 AND (tgtype & 16) = 0),
+          0, 'no row-level trigger on intents but on UPDATE');
+SELECT is((SELECT count(*)::int FROM pg_trigger WHERE tgrelid = 'outbox.intents'::regclass AND NOT tgisinternal
+             AND (tgtype & 1) = 1 AND tgqual IS NULL),
+          0, 'no row-level trigger on intents without a WHEN clause (the hot paths: enqueue, claim, record)');
+SELECT is((SELECT count(*)::int FROM pg_trigger WHERE tgrelid = 'outbox.intents'::regclass AND NOT tgisinternal
+             AND tgfoid = 'outbox.notify_relays()'::regprocedure AND (tgtype & 16) <> 0),
+          0, 'no UPDATE trigger collects a transition table for notify_relays() any more');
 SELECT ok(NOT EXISTS (SELECT 1 FROM pg_trigger WHERE tgrelid = 'outbox.intents'::regclass AND NOT tgisinternal
                        AND (tgtype & 2) <> 0),
           'no BEFORE trigger on intents');
