@@ -280,6 +280,16 @@ def main():
                    median([r["relay_cpu_us"] for r in tw]) or 0,
                    median([r["all_cpu_us"] for r in tw]) or 0) if tw else "",
                fmt="{:.2f}")
+    four = [v["four"]["rate"] / v["one"]["rate"] for v in by_round.values() if "four" in v and "one" in v]
+    if wanted("four_relays"):
+        fr = [r for r in drains if r["variant"] == "four"]
+        figure("drain: four relays vs one", "rate ratio", median(four), "x", None, None,
+               [round(x, 3) for x in four],
+               "four relays: {:,.0f}/s median; relay CPU {:.1f} µs, PostgreSQL {:.1f} µs per intent".format(
+                   median([r["rate"] for r in fr]) or 0,
+                   median([r["relay_cpu_us"] for r in fr]) or 0,
+                   median([r["pg_cpu_us"] for r in fr]) or 0) if fr else "",
+               fmt="{:.2f}")
 
     # ---------------------------------------------------------------- ordered
     # Ordered delivery (issue 14): 1,000 groups x 10 steps, each step sent

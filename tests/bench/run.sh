@@ -16,6 +16,7 @@
 #                cluster), a target with only name and url, a relay with no tuning options
 #   no_analyze   the same drain right after the bulk load, before any ANALYZE
 #   two_relays   the same drain with two relays side by side
+#   four_relays  the same drain with four relays side by side (how relays scale on 2 cores)
 #   cpu          relay / relay+PostgreSQL+receiver CPU per delivered intent (from drain)
 #   trickle      200 intents/s, one per transaction: commit → arrival at the receiver
 #   enqueue      pgbench: outbox.enqueue vs a plain INSERT (and NOTIFY / live-relay variants)
@@ -382,9 +383,9 @@ scenario_drains() {
         # Rotate the order so no variant always runs first (caches, drift);
         # `defaults` runs right after the tuned drain it is compared with.
         case $((r % 3)) in
-        1) kinds="one defaults no_analyze two" ;;
-        2) kinds="no_analyze two one defaults" ;;
-        0) kinds="two one defaults no_analyze" ;;
+        1) kinds="one defaults no_analyze two four" ;;
+        2) kinds="no_analyze two four one defaults" ;;
+        0) kinds="four two one defaults no_analyze" ;;
         esac
         for k in $kinds; do
             case $k in
@@ -392,6 +393,7 @@ scenario_drains() {
             defaults) want defaults && [ -n "$DEF_PGPORT" ] && drain_once defaults "$r" "$N_DRAIN" 1 analyze ;;
             no_analyze) want no_analyze && drain_once no_analyze "$r" "$N_DRAIN" 1 no_analyze ;;
             two) want two_relays && drain_once two "$r" "$N_DRAIN" 2 analyze ;;
+            four) want four_relays && drain_once four "$r" "$N_DRAIN" 4 analyze ;;
             esac
         done
     done
@@ -844,7 +846,7 @@ emit_text kind=meta git_commit="$git_commit" relay_or_migrations_modified="$git_
     load_before="$(cut -d' ' -f1-3 /proc/loadavg)"
 
 want headline && { scenario_headline || true; }
-want drain || want defaults || want no_analyze || want two_relays && scenario_drains
+want drain || want defaults || want no_analyze || want two_relays || want four_relays && scenario_drains
 # The stock cluster's work is done: stop it so its checkpoints and
 # background writes stay out of the scenarios that follow.
 pgcluster_stop "$B/pgdef"
