@@ -236,8 +236,6 @@ CREATE INDEX intents_ordering ON outbox.intents USING btree (ordering_key, id) W
 
 CREATE INDEX intents_run ON outbox.intents USING btree (run_id) WHERE (run_id IS NOT NULL);
 
-CREATE INDEX intents_settled ON outbox.intents USING btree (updated_at) WHERE (state = ANY (ARRAY['succeeded'::outbox.intent_state, 'failed'::outbox.intent_state, 'cancelled'::outbox.intent_state]));
-
 CREATE INDEX intents_target_settled ON outbox.intents USING btree (target, updated_at) WHERE (state = ANY (ARRAY['succeeded'::outbox.intent_state, 'failed'::outbox.intent_state, 'cancelled'::outbox.intent_state]));
 
 CREATE INDEX intents_unknown ON outbox.intents USING btree (next_attempt_at) WHERE (state = 'unknown'::outbox.intent_state);
@@ -2550,8 +2548,12 @@ CREATE VIEW outbox.target_health AS
          SELECT i.id,
             i.target,
             i.state
-           FROM outbox.intents i
-          WHERE ((i.state = ANY (ARRAY['succeeded'::outbox.intent_state, 'failed'::outbox.intent_state, 'cancelled'::outbox.intent_state])) AND (i.updated_at > (now() - '00:05:00'::interval)))
+           FROM (outbox.targets tt
+             CROSS JOIN LATERAL ( SELECT i_1.id,
+                    i_1.target,
+                    i_1.state
+                   FROM outbox.intents i_1
+                  WHERE ((i_1.target = tt.name) AND (i_1.state = ANY (ARRAY['succeeded'::outbox.intent_state, 'failed'::outbox.intent_state, 'cancelled'::outbox.intent_state])) AND (i_1.updated_at > (now() - '00:05:00'::interval)))) i)
         ), live AS (
          SELECT l_1.target,
             count(*) FILTER (WHERE (l_1.state = 'pending'::outbox.intent_state)) AS pending,
