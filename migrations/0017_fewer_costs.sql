@@ -308,7 +308,8 @@ WITH live_rows AS (        -- every row not final, each state through its partia
      CROSS JOIN LATERAL (SELECT i.id, i.target, i.state
                            FROM outbox.intents i
                           WHERE i.target = tt.name AND i.state IN ('succeeded', 'failed', 'cancelled')
-                            AND i.updated_at > now() - interval '5 minutes') i
+                            AND i.updated_at > now() - interval '5 minutes'
+                         OFFSET 0) i   -- kept a subquery: one index range per target, never a join
 ), live AS (
     SELECT l.target,
            count(*) FILTER (WHERE l.state = 'pending') AS pending,

@@ -2553,7 +2553,8 @@ CREATE VIEW outbox.target_health AS
                     i_1.target,
                     i_1.state
                    FROM outbox.intents i_1
-                  WHERE ((i_1.target = tt.name) AND (i_1.state = ANY (ARRAY['succeeded'::outbox.intent_state, 'failed'::outbox.intent_state, 'cancelled'::outbox.intent_state])) AND (i_1.updated_at > (now() - '00:05:00'::interval)))) i)
+                  WHERE ((i_1.target = tt.name) AND (i_1.state = ANY (ARRAY['succeeded'::outbox.intent_state, 'failed'::outbox.intent_state, 'cancelled'::outbox.intent_state])) AND (i_1.updated_at > (now() - '00:05:00'::interval)))
+                 OFFSET 0) i)
         ), live AS (
          SELECT l_1.target,
             count(*) FILTER (WHERE (l_1.state = 'pending'::outbox.intent_state)) AS pending,
