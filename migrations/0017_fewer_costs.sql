@@ -28,7 +28,10 @@
 --    range covers a short span of time) and a partial B-tree over failures
 --    only (the status page's recent failures, newest first, LIMIT 20). A
 --    succeeded attempt, most of them, no longer writes a B-tree entry for
---    its time.
+--    its time. Both are built here under the SHARE lock of the migration's
+--    transaction: records wait for them, about 0.6 s per million attempts
+--    rows (measured: BRIN 0.3 s, the partial B-tree 0.26 s per million on
+--    2 cores). With a long history, run it after a prune or at a quiet hour.
 --
 -- 4. intents_settled goes: intents_target_settled (0012) holds the same rows
 --    with the target first. Its last reader, target_health's 5-minute count,
