@@ -1,5 +1,5 @@
 -- schema/outbox.sql — the net schema of outbox-relay: what a database looks
--- like after every migration up to and including 0017_fewer_costs.sql.
+-- like after every migration up to and including 0018_fresh_statistics.sql.
 --
 -- Read it to learn the data model; build databases with migrations/
 -- (`outbox-relay migrate`), which also records what is applied. The file is
@@ -1968,6 +1968,34 @@ BEGIN
 END
 $$;
 
+-- ANALYZE outbox.intents if it has more than doubled (plus 1 MB) since its
+-- statistics were taken; never waits. True if it ran. Called by
+-- outbox.relay_heartbeat (no role calls it directly).
+CREATE FUNCTION outbox.refresh_statistics() RETURNS boolean
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    SET lock_timeout TO '50ms'
+    AS $$
+DECLARE
+    known_pages integer;
+    pages       bigint;
+BEGIN
+    SELECT c.relpages INTO known_pages FROM pg_class c WHERE c.oid = 'outbox.intents'::regclass;
+    BEGIN
+        pages := pg_relation_size('outbox.intents'::regclass) / current_setting('block_size')::integer;
+        IF pages <= 2 * greatest(known_pages, 0) + 128
+           OR NOT pg_try_advisory_xact_lock(1330774017, hashtext('outbox.refresh_statistics')) THEN
+            RETURN false;   -- fresh enough, or another relay is at it
+        END IF;
+        ANALYZE outbox.intents;
+    EXCEPTION WHEN lock_not_available THEN
+        RETURN false;   -- autovacuum, another ANALYZE or DDL holds the table: not now
+    END;
+    RETURN true;
+END
+$$;
+COMMENT ON FUNCTION outbox.refresh_statistics() IS 'ANALYZE outbox.intents if it has more than doubled (plus 1 MB) since its statistics were taken; never waits. True if it ran. Called by outbox.relay_heartbeat (no role calls it directly).';
+
 CREATE FUNCTION outbox.refuse_key(p_function text, p_key text) RETURNS void
     LANGUAGE plpgsql IMMUTABLE
     SET search_path TO 'pg_catalog', 'pg_temp'
@@ -2065,6 +2093,7 @@ BEGIN
     INSERT INTO outbox.relays AS r (relay_id, idle) VALUES (p_relay, p_idle)
     ON CONFLICT (relay_id) DO UPDATE SET idle = excluded.idle, heartbeat_at = now();
     DELETE FROM outbox.relays WHERE heartbeat_at < now() - interval '1 day';
+    PERFORM outbox.refresh_statistics();   -- 0018
 END
 $$;
 
@@ -2814,6 +2843,8 @@ GRANT ALL ON FUNCTION outbox.record(p_relay text, p_ids bigint[], p_attempts int
 
 REVOKE ALL ON FUNCTION outbox.redrive(p_target text, p_since timestamp with time zone, p_until timestamp with time zone, p_dry_run boolean, p_limit integer, p_by text) FROM PUBLIC;
 GRANT ALL ON FUNCTION outbox.redrive(p_target text, p_since timestamp with time zone, p_until timestamp with time zone, p_dry_run boolean, p_limit integer, p_by text) TO outbox_admin;
+
+REVOKE ALL ON FUNCTION outbox.refresh_statistics() FROM PUBLIC;
 
 REVOKE ALL ON FUNCTION outbox.refuse_key(p_function text, p_key text) FROM PUBLIC;
 
