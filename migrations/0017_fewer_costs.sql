@@ -1,5 +1,5 @@
 -- 0017: fewer costs per enqueue and per delivery (issue 17; docs/design.md,
--- "Writes per delivery").
+-- "Cost per delivery").
 --
 -- 1. enqueue looks up the tombstone of its key in a statement of its own,
 --    planned once per session like every other statement of the function.
@@ -23,15 +23,10 @@
 --    without delay). pg_notify folds the notifications of one transaction
 --    into one.
 --
--- 3. attempts: the B-tree on "at" becomes a BRIN index (time ranges:
---    target_health's 5-minute window; rows arrive in time order, so a block
---    range covers a short span of time) and a partial B-tree over failures
---    only (the status page's recent failures, newest first, LIMIT 20). A
---    succeeded attempt, most of them, no longer writes a B-tree entry for
---    its time. Both are built here under the SHARE lock of the migration's
---    transaction: records wait for them, about 0.6 s per million attempts
---    rows (measured: BRIN 0.3 s, the partial B-tree 0.26 s per million on
---    2 cores). With a long history, run it after a prune or at a quiet hour.
+-- 3. (The attempts indexes are 0018: a migration runs in one transaction, and
+--    this one takes intents' ACCESS EXCLUSIVE lock for its trigger and index;
+--    building attempts' indexes in the same transaction would have held
+--    enqueues, claims and records for the whole build.)
 --
 -- 4. intents_settled goes: intents_target_settled (0012) holds the same rows
 --    with the target first. Its last reader, target_health's 5-minute count,
@@ -39,6 +34,10 @@
 --    B-tree entry less, and an enqueue locks one relation less (a backend
 --    has 16 fast-path lock slots; an enqueue used 18, the rest went through
 --    the shared lock table, where concurrent enqueues queue for one lock).
+--
+-- Locks: DROP TRIGGER and DROP INDEX take intents' ACCESS EXCLUSIVE lock
+-- until this transaction commits; nothing here scans a table, so that is
+-- a moment (enqueues, claims and records wait for it).
 
 -- ---------------------------------------------------------------------------
 -- 1. enqueue, as in 0016 (the change marked 0017)
@@ -278,15 +277,6 @@ CREATE TRIGGER intents_notify_update AFTER UPDATE ON outbox.intents
     FOR EACH ROW
     WHEN (NEW.state = 'pending' AND NEW.next_attempt_at <= now())
     EXECUTE FUNCTION outbox.notify_relays_row();
-
--- ---------------------------------------------------------------------------
--- 3. attempts: BRIN for time ranges, a partial B-tree for failures
-
-CREATE INDEX attempts_at_range ON outbox.attempts USING brin (at);
-CREATE INDEX attempts_failures ON outbox.attempts (at)
-    WHERE class IN ('not_sent', 'ambiguous', 'retry_later', 'key_conflict', 'permanent_failure',
-                    'reconcile_inconclusive');
-DROP INDEX outbox.attempts_at;
 
 -- ---------------------------------------------------------------------------
 -- 4. intents_settled: target_health reads intents_target_settled instead

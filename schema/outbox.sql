@@ -1,5 +1,5 @@
 -- schema/outbox.sql — the net schema of outbox-relay: what a database looks
--- like after every migration up to and including 0018_fresh_statistics.sql.
+-- like after every migration up to and including 0019_fresh_statistics.sql.
 --
 -- Read it to learn the data model; build databases with migrations/
 -- (`outbox-relay migrate`), which also records what is applied. The file is
@@ -1980,11 +1980,16 @@ DECLARE
     known_pages integer;
     pages       bigint;
 BEGIN
-    SELECT c.relpages INTO known_pages FROM pg_class c WHERE c.oid = 'outbox.intents'::regclass;
+    -- ANALYZE by a role that does not own the table only warns: then never try.
+    SELECT c.relpages INTO known_pages FROM pg_class c
+     WHERE c.oid = 'outbox.intents'::regclass AND pg_has_role(c.relowner, 'USAGE');
+    IF NOT FOUND THEN
+        RETURN false;
+    END IF;
     BEGIN
         pages := pg_relation_size('outbox.intents'::regclass) / current_setting('block_size')::integer;
         IF pages <= 2 * greatest(known_pages, 0) + 128
-           OR NOT pg_try_advisory_xact_lock(1330774017, hashtext('outbox.refresh_statistics')) THEN
+           OR NOT pg_try_advisory_xact_lock(1330774020, 0) THEN
             RETURN false;   -- fresh enough, or another relay is at it
         END IF;
         ANALYZE outbox.intents;
@@ -2093,7 +2098,7 @@ BEGIN
     INSERT INTO outbox.relays AS r (relay_id, idle) VALUES (p_relay, p_idle)
     ON CONFLICT (relay_id) DO UPDATE SET idle = excluded.idle, heartbeat_at = now();
     DELETE FROM outbox.relays WHERE heartbeat_at < now() - interval '1 day';
-    PERFORM outbox.refresh_statistics();   -- 0018
+    PERFORM outbox.refresh_statistics();   -- 0019
 END
 $$;
 

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # A new outbox under load: intents grows from empty while a relay with default
-# options delivers (migration 0018). Autovacuum is off for intents here, so only
+# options delivers (migration 0019). Autovacuum is off for intents here, so only
 # the relay's heartbeat can refresh its statistics: it must analyze the grown
 # table (without it, record keeps a plan made for a table of a few rows and
 # scans the whole table for every batch), and every intent is delivered once.

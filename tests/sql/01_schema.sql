@@ -103,7 +103,7 @@ SELECT has_index('outbox', 'intents', 'intents_unknown', ARRAY['next_attempt_at'
 SELECT has_index('outbox', 'intents', 'intents_awaiting', ARRAY['created_at'], 'approval index');
 SELECT has_index('outbox', 'attempts', 'attempts_intent', ARRAY['intent_id', 'id'], 'attempts by intent');
 SELECT matches(pg_get_indexdef('outbox.attempts_at_range'::regclass), 'USING brin \(at\)$',
-               'attempts by time: a BRIN index (0017: no B-tree entry per attempt)');
+               'attempts by time: a BRIN index (0018: no B-tree entry per attempt)');
 SELECT matches(pg_get_indexdef('outbox.attempts_failures'::regclass), 'USING btree \(at\) WHERE .*permanent_failure',
                'recent failures: a B-tree over failed attempts only');
 

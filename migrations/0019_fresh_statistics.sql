@@ -1,4 +1,4 @@
--- 0018: statistics that keep up with a table that grows from empty (issue 17;
+-- 0019: statistics that keep up with a table that grows from empty (issue 17;
 -- docs/design.md, "Cost per delivery").
 --
 -- A new outbox (or one emptied by a TRUNCATE) starts with statistics that
@@ -20,9 +20,11 @@
 -- than doubled (plus 1 MB) since its statistics were taken (pg_class.relpages
 -- against the pages it has now: no cumulative-statistics counters, which lag
 -- and are flushed only at commit). ANALYZE sends the invalidation that makes
--- every cached plan over intents be made again. It never waits: a relay that
--- holds the advisory lock is already at it, and a 50 ms lock_timeout gives way
--- to autovacuum (which is then not cancelled on our account) and to DDL. The
+-- every cached plan over intents be made again. It never waits: a relay
+-- that holds its advisory lock (a class of its own, 1330774020) is already at
+-- it, and a 50 ms lock_timeout gives way to autovacuum (which is then not
+-- cancelled on our account) and to DDL. It does nothing when its owner may not
+-- analyze intents (ANALYZE would only warn, at every heartbeat). The
 -- relay calls it with its heartbeat (every 10 s and on each idle change), so a
 -- growing table is analyzed about once per doubling; at steady size,
 -- autovacuum's own analyses keep relpages current and the call does nothing.
@@ -33,11 +35,16 @@ DECLARE
     known_pages integer;
     pages       bigint;
 BEGIN
-    SELECT c.relpages INTO known_pages FROM pg_class c WHERE c.oid = 'outbox.intents'::regclass;
+    -- ANALYZE by a role that does not own the table only warns: then never try.
+    SELECT c.relpages INTO known_pages FROM pg_class c
+     WHERE c.oid = 'outbox.intents'::regclass AND pg_has_role(c.relowner, 'USAGE');
+    IF NOT FOUND THEN
+        RETURN false;
+    END IF;
     BEGIN
         pages := pg_relation_size('outbox.intents'::regclass) / current_setting('block_size')::integer;
         IF pages <= 2 * greatest(known_pages, 0) + 128
-           OR NOT pg_try_advisory_xact_lock(1330774017, hashtext('outbox.refresh_statistics')) THEN
+           OR NOT pg_try_advisory_xact_lock(1330774020, 0) THEN
             RETURN false;   -- fresh enough, or another relay is at it
         END IF;
         ANALYZE outbox.intents;
@@ -58,6 +65,6 @@ BEGIN
     INSERT INTO outbox.relays AS r (relay_id, idle) VALUES (p_relay, p_idle)
     ON CONFLICT (relay_id) DO UPDATE SET idle = excluded.idle, heartbeat_at = now();
     DELETE FROM outbox.relays WHERE heartbeat_at < now() - interval '1 day';
-    PERFORM outbox.refresh_statistics();   -- 0018
+    PERFORM outbox.refresh_statistics();   -- 0019
 END
 $$;
