@@ -3,7 +3,7 @@
 -- enum values, the indexes the claim path and the views rely on, the
 -- statement-level NOTIFY trigger, and the functions' signatures.
 BEGIN;
-SELECT plan(108);
+SELECT plan(110);
 
 SELECT has_schema('outbox');
 SELECT has_table('outbox', 'targets', 'outbox.targets exists');
@@ -101,7 +101,11 @@ SELECT matches(pg_get_indexdef('outbox.intents_in_flight'::regclass), $re$WHERE 
                'intents_in_flight is partial: in_flight rows only');
 SELECT has_index('outbox', 'intents', 'intents_unknown', ARRAY['next_attempt_at'], 'reconciliation index');
 SELECT has_index('outbox', 'intents', 'intents_awaiting', ARRAY['created_at'], 'approval index');
-SELECT has_index('outbox', 'attempts', 'attempts_intent', ARRAY['intent_id', 'id'], 'attempts by intent');
+SELECT col_is_pk('outbox', 'attempts', ARRAY['intent_id', 'id'],
+                 'attempts by intent: the primary key is (intent_id, id) (0020)');
+SELECT hasnt_index('outbox', 'attempts', 'attempts_intent', 'no second B-tree on (intent_id, id) (0020)');
+SELECT is((SELECT reloptions FROM pg_class WHERE oid = 'outbox.intents'::regclass), ARRAY['fillfactor=50'],
+          'intents leaves half of each page for the claim''s and the record''s new row versions (0020)');
 SELECT matches(pg_get_indexdef('outbox.attempts_at_range'::regclass), 'USING brin \(at\)$',
                'attempts by time: a BRIN index (0018: no B-tree entry per attempt)');
 SELECT matches(pg_get_indexdef('outbox.attempts_failures'::regclass), 'USING btree \(at\) WHERE .*permanent_failure',
