@@ -35,7 +35,7 @@ void log_set_level(log_level_t level)
     current_level = level;
 }
 
-static bool log_enabled(log_level_t level)
+bool log_enabled(log_level_t level)
 {
     return level >= current_level;
 }

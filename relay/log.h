@@ -17,6 +17,9 @@ typedef enum { LOG_DEBUG = 0, LOG_INFO, LOG_WARN, LOG_ERROR } log_level_t;
 /* Parses "debug", "info", "warn" or "error"; false for anything else. */
 bool log_level_parse(const char *name, log_level_t *out);
 void log_set_level(log_level_t level);
+/* Whether a line at this level would be written: a caller on a hot path
+ * asks before it builds the fields (each a jansson allocation). */
+bool log_enabled(log_level_t level);
 
 /* The end of a log_event argument list: a typed null pointer (a bare NULL
  * may be an int 0 in a variadic call, which is undefined behaviour). */
