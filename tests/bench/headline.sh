@@ -175,8 +175,12 @@ headline_drain() {
     load_s=$(awk -v a="$t0" -v b="$EPOCHREALTIME" 'BEGIN {printf "%.3f", b - a}')
     q "$db" "ANALYZE outbox.intents" "CHECKPOINT" >/dev/null
 
-    local base_children pg0 pg1 ng0 ng1 n0 n1 a0 a1
+    local base_children pg0 pg1 ng0 ng1 n0 n1 a0 a1 wal0 wal1
     base_children=$(pg_children)
+    # WAL written during the drain (bytes): unlike CPU time, it does not
+    # move with the machine's load, so it shows a change in what a delivery
+    # writes even when the CPU figures are lost in noise.
+    wal0=$(q "$db" "SELECT pg_current_wal_lsn() - '0/0'")
     read -r a0 n0 <<<"$(nginx_requests)"
     pg0=$(pg_cpu)
     ng0=$(nginx_cpu)
@@ -193,6 +197,7 @@ headline_drain() {
     pg1=$(pg_cpu)
     ng1=$(nginx_cpu)
     read -r a1 n1 <<<"$(nginx_requests)"
+    wal1=$(q "$db" "SELECT pg_current_wal_lsn() - '0/0'")
     local wall user sys maxrss succeeded attempts latency_s
     wall=$(awk -v a="$start" -v b="$end" 'BEGIN {printf "%.3f", b - a}')
     read -r _ user sys maxrss _ <"$B/$db.relay.stat" || { user=0; sys=0; maxrss=0; }
@@ -207,7 +212,7 @@ headline_drain() {
         relay_maxrss_kb="$maxrss" pg_cpu_s="$(awk -v a="$pg0" -v b="$pg1" 'BEGIN {printf "%.3f", b - a}')"
         nginx_cpu_s="$(awk -v a="$ng0" -v b="$ng1" 'BEGIN {printf "%.3f", b - a}')"
         nginx_requests=$((n1 - n0 - 1)) nginx_accepts=$((a1 - a0 - 1)) succeeded="$succeeded"
-        attempts="$attempts" attempts_latency_s="$latency_s"
+        attempts="$attempts" attempts_latency_s="$latency_s" wal_bytes="$(awk -v a="$wal0" -v b="$wal1" 'BEGIN {printf "%d", b - a}')"
         relay_log_lines="$(wc -l <"$B/$db.relay.log")")
     MEAN_IN_FLIGHT=$(awk -v l="$latency_s" -v w="$wall" 'BEGIN {k = int(l / w + 0.5); print (k < 1 ? 1 : k)}')
     say "headline round $r: $N_HEADLINE intents in ${wall}s (load ${load_s}s), relay peak RSS ${maxrss} kB, $MEAN_IN_FLIGHT in flight on average"

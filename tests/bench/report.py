@@ -103,6 +103,8 @@ def main():
         r["pg_cpu_us"] = r["pg_cpu_s"] * 1e6 / n
         r["nginx_cpu_us"] = r["nginx_cpu_s"] * 1e6 / n
         r["mean_in_flight"] = r.get("attempts_latency_s", 0) / r["wall_s"] if r["wall_s"] > 0 else 0.0
+        if r.get("wal_bytes") is not None:
+            r["wal_per_intent"] = r["wal_bytes"] / n
         # `probe`: libcurl alone at the relay's mean in flight; `probecap`: at 1,024
         for p in ("probe", "probecap"):
             req = r.get(p + "_requests")
@@ -169,6 +171,14 @@ def main():
                        ", ".join(str(round(r["nginx_cpu_us"], 1)) for r in heads)), fmt="{:.1f}",
                    shown="relay {:.1f} + PG {:.1f} + nginx {:.1f} µs".format(
                        hm("relay_cpu_us"), hm("pg_cpu_us"), hm("nginx_cpu_us")))
+            walr = [r for r in heads if r.get("wal_per_intent") is not None]
+            if walr:
+                figure(hs, "WAL per delivered intent", median([r["wal_per_intent"] for r in walr]), "B",
+                       runs=[round(r["wal_per_intent"]) for r in walr],
+                       note="pg_current_wal_lsn() before and after the drain / intents: claim, record, history "
+                            "and the full-page images after the CHECKPOINT that precedes the drain; it does not "
+                            "vary with the machine's load as CPU time does (docs/design.md, \"Cost per delivery\")",
+                       fmt="{:.0f}", shown="{:,.0f} bytes".format(median([r["wal_per_intent"] for r in walr])))
             figure(hs, "relay: deliveries in flight (mean)", hm("mean_in_flight"), "",
                    runs=[round(r["mean_in_flight"]) for r in heads],
                    note="its attempts' latencies added up / drain time; connections it opened (nginx accepts): {}; "
