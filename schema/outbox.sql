@@ -1819,6 +1819,7 @@ CREATE FUNCTION outbox.record(p_relay text, p_ids bigint[], p_attempts integer[]
     LANGUAGE plpgsql SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'pg_temp'
     SET plan_cache_mode TO 'force_generic_plan'
+    SET "outbox.in_record" TO 'on'
     AS $$
 DECLARE
     updated integer := 0;
@@ -1878,6 +1879,14 @@ BEGIN
             END IF;
         END IF;
     END LOOP;
+
+    -- 0020: the intents of outcomes not applied are kept from being deleted
+    -- until this commits (the INSERT below is not reference-checked).
+    IF updated < coalesce(cardinality(p_ids), 0) THEN
+        PERFORM 1 FROM outbox.intents i
+         WHERE i.id IN (SELECT x.id FROM unnest(p_ids) WITH ORDINALITY AS x(id, ord) WHERE NOT applied[x.ord])
+           FOR KEY SHARE OF i;
+    END IF;
 
     -- Every outcome into the history, in the order the relay saw them; not
     -- for an intent deleted meanwhile (its history would break the reference).
@@ -2667,7 +2676,7 @@ COMMENT ON COLUMN outbox.target_health.oldest_pending_age IS 'How long the oldes
 COMMENT ON COLUMN outbox.target_health.circuit IS 'closed: delivering; open: the target failed repeatedly (or answered 410), nothing is claimed but one probe at a time; half_open: a probe is out. Shared by all relays (outbox.target_state).';
 
 -- ====================================================================== 6. triggers
-CREATE TRIGGER attempts_reference_insert AFTER INSERT ON outbox.attempts REFERENCING NEW TABLE AS new_attempts FOR EACH STATEMENT EXECUTE FUNCTION outbox.attempts_check_intents();
+CREATE TRIGGER attempts_reference_insert AFTER INSERT ON outbox.attempts REFERENCING NEW TABLE AS new_attempts FOR EACH STATEMENT WHEN ((current_setting('outbox.in_record'::text, true) IS DISTINCT FROM 'on'::text)) EXECUTE FUNCTION outbox.attempts_check_intents();
 
 CREATE TRIGGER attempts_reference_update AFTER UPDATE ON outbox.attempts REFERENCING NEW TABLE AS new_attempts FOR EACH STATEMENT EXECUTE FUNCTION outbox.attempts_check_intents();
 

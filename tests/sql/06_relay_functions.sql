@@ -10,7 +10,7 @@
 -- The whole file runs in one transaction, so now() is one instant: leases and
 -- due times are compared exactly.
 BEGIN;
-SELECT plan(66);
+SELECT plan(69);
 
 INSERT INTO outbox.targets (name, url)
 SELECT t, format('https://%s.test/hook', t) FROM unnest(ARRAY['ta', 'tb', 'tc', 'td']) AS t;
@@ -230,6 +230,16 @@ SELECT is_empty(format('SELECT * FROM outbox.renew_leases(''r-dead'', ARRAY[%s],
                 'renew_leases: a row that is no longer in flight is not renewed');
 SELECT is((SELECT lease_expires_at FROM outbox.intents WHERE key = 'to-unknown'), now() - interval '1 hour',
           '...and is left alone');
+
+-- 0020: record skips the reference check of its own history INSERT through
+-- outbox.in_record, set by the function for its own duration only.
+SELECT is(nullif(current_setting('outbox.in_record', true), ''), NULL,
+          'outbox.in_record is not left set after record returns');
+SELECT is(outbox.record('r1', ARRAY[-777]::bigint[], ARRAY[1], ARRAY['succeeded']::outbox.intent_state[], ARRAY[0],
+                        ARRAY[false], ARRAY['succeeded']::outbox.attempt_class[], ARRAY[true], ARRAY[200],
+                        ARRAY[NULL]::text[], ARRAY[1], ARRAY['x'], ARRAY[true]),
+          0, 'record of an outcome for an intent that does not exist applies nothing...');
+SELECT is((SELECT count(*)::int FROM outbox.attempts WHERE intent_id = -777), 0, '...and writes no history row for it');
 
 -- ---------------------------------------------------------------------------
 -- relay presence

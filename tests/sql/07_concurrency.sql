@@ -7,7 +7,7 @@
 --   the NOTIFY trigger                        -> outbox_intents only while a live relay says it is idle
 --                                                and the statement left a row pending and due; at
 --                                                commit, once per transaction
-SELECT plan(45);
+SELECT plan(50);
 
 -- ---------------------------------------------------------------------------
 -- helpers
@@ -238,6 +238,33 @@ SELECT cmp_ok(pg_temp.notes('l', 5), '>=', 1, 'a raw INSERT of a due row notifie
 SELECT dblink_exec('w', $$INSERT INTO outbox.intents (key, target, payload, fingerprint, next_attempt_at)
                           VALUES ('raw2', 't1', '{}', '\x00', now() + interval '1 hour')$$) \g /dev/null
 SELECT is(pg_temp.notes('l', 0.4), 0, 'a raw INSERT of a row due later does not notify');
+
+-- ---------------------------------------------------------------------------
+-- 0020: record's history INSERT is not reference-checked; the intent of an
+-- outcome it did not apply (here a foreign relay's late outcome for a settled
+-- intent) is locked FOR KEY SHARE until record commits, so a delete waits and
+-- then takes that history row with the intent: no attempts row is orphaned.
+SELECT pg_temp.q('s', $$SELECT outbox.enqueue('fk1', 't1', '{}')$$) \g /dev/null
+SELECT pg_temp.q('s', $$SELECT * FROM outbox.claim('ra', ARRAY['t1'], ARRAY[50], 50, 30000)$$) \g /dev/null
+SELECT pg_temp.q('s', format($$SELECT outbox.record('ra', ARRAY[%s], ARRAY[1], ARRAY['succeeded']::outbox.intent_state[],
+                                    ARRAY[0], ARRAY[false], ARRAY['succeeded']::outbox.attempt_class[], ARRAY[true],
+                                    ARRAY[200], ARRAY[NULL]::text[], ARRAY[5], ARRAY['ok'], ARRAY[true])$$,
+                             (SELECT id FROM outbox.intents WHERE key = 'fk1'))) \g /dev/null
+SELECT dblink_exec('a', 'BEGIN') \g /dev/null
+SELECT is((SELECT n FROM dblink('a', format($$SELECT outbox.record('rz', ARRAY[%s], ARRAY[1], ARRAY['succeeded']::outbox.intent_state[],
+                                    ARRAY[0], ARRAY[false], ARRAY['succeeded']::outbox.attempt_class[], ARRAY[true],
+                                    ARRAY[200], ARRAY[NULL]::text[], ARRAY[5], ARRAY['late'], ARRAY[true])$$,
+                             (SELECT id FROM outbox.intents WHERE key = 'fk1'))) AS t(n int)),
+          0, 'a foreign relay''s late outcome for a settled intent is not applied');
+SELECT is(dblink_send_query('b', $$DELETE FROM outbox.intents WHERE key = 'fk1'$$), 1,
+          'a delete of that intent is sent while the record is open');
+SELECT ok(pg_temp.waits_on_lock(pg_temp.pid('b'), 5),
+          'the delete waits for the record (its intent is locked FOR KEY SHARE)');
+SELECT dblink_exec('a', 'COMMIT') \g /dev/null
+SELECT lives_ok($$SELECT * FROM dblink_get_result('b') AS t(r text)$$, 'the delete goes through once the record commits');
+SELECT * FROM dblink_get_result('b', false) AS t(r text) \g /dev/null
+SELECT is((SELECT count(*)::int FROM outbox.attempts a WHERE NOT EXISTS (SELECT 1 FROM outbox.intents i WHERE i.id = a.intent_id)),
+          0, 'no attempts row is left without its intent (the late outcome''s row went with it)');
 
 SELECT dblink_disconnect(name) FROM conn \g /dev/null
 SELECT * FROM finish();
