@@ -14,7 +14,8 @@
 --    table after the drain was 26 % smaller (3,714 pages, not 5,010: the new
 --    versions fill the room instead of new pages). Only pages written from
 --    now on are affected; nothing is rewritten. The lock is SHARE UPDATE
---    EXCLUSIVE: enqueues, claims and records go on meanwhile.
+--    EXCLUSIVE (held to the end of this migration): enqueues, claims and
+--    records go on meanwhile; only VACUUM and ANALYZE of intents wait.
 -- 2. attempts had two B-trees that every history row entered: the primary key
 --    (id) and attempts_intent (intent_id, id), the one every reader uses (a
 --    key's life is read by intent, in id order; nothing looks an attempt up
@@ -24,16 +25,16 @@
 --    Lock cost: the unique index is built under the SHARE lock of this
 --    migration's transaction (records wait for it; enqueues, claims and reads
 --    do not), about 0.3 s per million attempts rows on 2 cores (0.27 s
---    measured); swapping the primary key onto it takes ACCESS EXCLUSIVE only
---    for the swap. With a long history, run it after a prune or at a quiet
---    hour.
+--    measured); swapping the primary key onto it takes ACCESS EXCLUSIVE
+--    from the swap to this migration's commit, a few milliseconds later
+--    (readers of attempts wait that long). With a long history, run it after
+--    a prune or at a quiet hour.
 -- 3. record inserted every outcome's history row under
 --    EXISTS (SELECT 1 FROM outbox.intents ...), a probe of intents_pkey per
 --    row, to skip intents deleted meanwhile. An outcome that record applied
 --    updated its intent a moment before, in this transaction, and holds its
 --    row lock: it cannot have been deleted. The probe now runs only for the
---    outcomes that were not applied (fenced off: late, or superseded). The
---    statement-level reference check (0008) still checks every row.
+--    outcomes that were not applied (fenced off: late, or superseded).
 -- 4. That reference check (attempts_check_intents, an anti-join of the
 --    statement's new rows with intents) no longer runs for record's own
 --    history INSERT: about 7 % of a backend's CPU in a SQL-only drain
