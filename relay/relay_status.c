@@ -391,8 +391,7 @@ void relay_log_attempt(const struct delivery *d, enum attempt_class cls, const s
     log_level_t level = cls == CLASS_SUCCEEDED ? LOG_DEBUG : LOG_INFO;
     if (!log_enabled(level))
         return; /* a success at the default level: no fields built and freed */
-    log_event(level,
-              d->kind == DELIVERY_STATUS_CHECK ? "status_check" : "attempt", "key",
+    log_event(level, d->kind == DELIVERY_STATUS_CHECK ? "status_check" : "attempt", "key",
               json_string(d->key), "target", json_string(d->target->name), "attempt",
               json_integer(d->attempt), "class", json_string(outcome_class_name(cls)),
               "http_status", report->http_status ? json_integer(report->http_status) : json_null(),
