@@ -16,7 +16,7 @@ chmod 755 "$D"
 PIDS=()
 cleanup() {
     for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null || true; done
-    pgcluster_stop "$D"
+    pgcluster_stop "$D/pg"
     rm -rf "$D"
 }
 trap cleanup EXIT
