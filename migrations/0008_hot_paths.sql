@@ -171,7 +171,7 @@ CREATE TRIGGER intents_notify_insert AFTER INSERT ON outbox.intents
 CREATE OR REPLACE FUNCTION outbox.enqueue(p_key text, p_target text, p_payload jsonb,
                                           p_run_id text DEFAULT NULL, p_not_before timestamptz DEFAULT NULL)
 RETURNS outbox.enqueue_result
-LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp SET outbox.in_enqueue = 'on' AS $$
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$  -- SET outbox.in_enqueue: see 0021
 DECLARE
     wake      boolean;
     tgt       outbox.targets;

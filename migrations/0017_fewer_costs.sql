@@ -47,7 +47,7 @@ CREATE OR REPLACE FUNCTION outbox.enqueue(p_key text, p_target text, p_payload j
                                p_ordering_key text DEFAULT NULL,   -- 0013
                                p_traceparent text DEFAULT NULL)    -- 0016
 RETURNS outbox.enqueue_result
-LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp SET outbox.in_enqueue = 'on' AS $$
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$  -- SET outbox.in_enqueue: see 0021
 DECLARE
     wake      boolean;
     tgt       outbox.targets;

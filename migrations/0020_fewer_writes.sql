@@ -82,8 +82,7 @@ RETURNS integer
 -- 1,500 outcomes); which outcomes were applied travels in an array indexed
 -- by their place in the batch instead.
 LANGUAGE plpgsql SECURITY DEFINER
-SET search_path = pg_catalog, pg_temp SET plan_cache_mode = force_generic_plan
-SET "outbox.in_record" = 'on' AS $$
+SET search_path = pg_catalog, pg_temp SET plan_cache_mode = force_generic_plan AS $$
 DECLARE
     updated integer := 0;
     applied boolean[] := array_fill(false, ARRAY[coalesce(cardinality(p_ids), 0)]);

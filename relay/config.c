@@ -41,7 +41,9 @@ static const struct option_def options[] = {
     OPT("relay-id", OPT_STRING, relay_id, "", 0, 0,
         "name of this relay in leases and logs (default: hostname:pid)"),
     OPT("migrations-dir", OPT_STRING, migrations_dir, "", 0, 0,
-        "directory of NNNN_*.sql files for migrate (default: ../migrations beside the binary)"),
+        "directory of NNNN_*.sql files for migrate (default: the first of ../migrations, "
+        "../../migrations and ../share/outbox-relay/migrations beside the binary, else "
+        "/usr/share/outbox-relay/migrations)"),
     OPT("admin-listen", OPT_STRING, admin_listen, "127.0.0.1:9464", 0, 0,
         "host:port of the admin HTTP port (health, readiness, metrics, status API); empty = off"),
     OPT("admin-token-file", OPT_STRING, admin_token_file, "", 0, 0,

@@ -8,6 +8,12 @@
  * itself), and a SHA-256 per applied file in outbox_meta.migrations (an
  * edited file that already ran is refused, because the database no longer
  * matches what the file says). A second run finds nothing pending: no-op.
+ *
+ * The one exception is migrations/amended: a file that had to change after
+ * release (0008's text could not be applied by a non-superuser owner) is
+ * listed there with the checksum of its earlier text, and a database that
+ * applied that text is accepted; a later migration brings both to the same
+ * state. Any other difference is still refused.
  */
 #include "migrate.h"
 
@@ -31,6 +37,12 @@ struct migration_file {
     char name[256];
     char checksum[65];
     char *sql;
+};
+
+/* migrations/amended: "NAME CHECKSUM reason" per line, '#' comments. */
+struct amended_text {
+    char name[256];
+    char checksum[65];
 };
 
 static int compare_names(const void *a, const void *b)
@@ -112,7 +124,10 @@ static int load_files(const char *dir, struct migration_file **files_out, size_t
 {
     DIR *d = opendir(dir);
     if (d == NULL) {
-        fprintf(stderr, "outbox-relay migrate: cannot open migrations directory %s: %m\n", dir);
+        fprintf(stderr,
+                "outbox-relay migrate: cannot open migrations directory %s: %m (say where they "
+                "are with --migrations-dir or OUTBOX_RELAY_MIGRATIONS_DIR)\n",
+                dir);
         return -1;
     }
     struct migration_file *files = NULL;
@@ -146,6 +161,40 @@ static int load_files(const char *dir, struct migration_file **files_out, size_t
     return 0;
 }
 
+/* The earlier texts of amended files; none when the list is absent. */
+static size_t load_amended(const char *dir, struct amended_text **out)
+{
+    *out = NULL;
+    char path[PATH_MAX + 16];
+    snprintf(path, sizeof(path), "%s/amended", dir);
+    FILE *f = fopen(path, "r");
+    if (f == NULL)
+        return 0;
+    size_t count = 0;
+    char line[1024];
+    while (fgets(line, sizeof(line), f) != NULL) {
+        char name[256], checksum[65];
+        if (line[0] == '#' || sscanf(line, "%255s %64s", name, checksum) != 2 ||
+            strlen(checksum) != 64)
+            continue;
+        *out = xrealloc(*out, (count + 1) * sizeof(**out));
+        snprintf((*out)[count].name, sizeof((*out)[count].name), "%s", name);
+        snprintf((*out)[count].checksum, sizeof((*out)[count].checksum), "%s", checksum);
+        count++;
+    }
+    fclose(f);
+    return count;
+}
+
+static bool is_amended_text(const struct amended_text *amended, size_t amended_count,
+                            const char *name, const char *checksum)
+{
+    for (size_t i = 0; i < amended_count; i++)
+        if (strcmp(amended[i].name, name) == 0 && strcmp(amended[i].checksum, checksum) == 0)
+            return true;
+    return false;
+}
+
 static bool exec_ok(PGconn *conn, const char *sql, const char *what)
 {
     PGresult *res = PQexec(conn, sql);
@@ -161,7 +210,7 @@ static bool exec_ok(PGconn *conn, const char *sql, const char *what)
  * marks applied[i] for each file that ran; false (said why) when one ran
  * with other contents or is missing from the directory. */
 static bool check_applied(PGconn *conn, const struct migration_file *files, size_t count,
-                          bool *applied)
+                          const struct amended_text *amended, size_t amended_count, bool *applied)
 {
     PGresult *res = PQexec(conn, "SELECT name, checksum FROM outbox_meta.migrations ORDER BY name");
     if (PQresultStatus(res) != PGRES_TUPLES_OK) {
@@ -180,7 +229,8 @@ static bool check_applied(PGconn *conn, const struct migration_file *files, size
                 continue;
             found = true;
             applied[i] = true;
-            if (strcmp(files[i].checksum, checksum) != 0) {
+            if (strcmp(files[i].checksum, checksum) != 0 &&
+                !is_amended_text(amended, amended_count, name, checksum)) {
                 fprintf(stderr,
                         "outbox-relay migrate: refusing to run: %s was changed after it was "
                         "applied (checksum in the database %.12s, on disk %.12s). Applied "
@@ -232,10 +282,11 @@ static bool apply_one(PGconn *conn, const struct migration_file *file)
     return true;
 }
 
-static int apply_pending(PGconn *conn, struct migration_file *files, size_t count)
+static int apply_pending(PGconn *conn, struct migration_file *files, size_t count,
+                         const struct amended_text *amended, size_t amended_count)
 {
     bool *applied = xcalloc(count + 1, sizeof(bool));
-    int rc = check_applied(conn, files, count, applied) ? 0 : 1;
+    int rc = check_applied(conn, files, count, amended, amended_count, applied) ? 0 : 1;
     int newly_applied = 0;
     for (size_t i = 0; i < count && rc == 0; i++) {
         if (applied[i])
@@ -269,9 +320,14 @@ int migrate_run(const struct config *cfg)
     size_t count = 0;
     int rc = load_files(dir, &files, &count);
     if (rc == 0 && count == 0) {
-        fprintf(stderr, "outbox-relay migrate: no NNNN_*.sql files in %s\n", dir);
+        fprintf(stderr,
+                "outbox-relay migrate: no NNNN_*.sql files in %s (say where they are with "
+                "--migrations-dir or OUTBOX_RELAY_MIGRATIONS_DIR)\n",
+                dir);
         rc = -1;
     }
+    struct amended_text *amended = NULL;
+    size_t amended_count = rc == 0 ? load_amended(dir, &amended) : 0;
     PGconn *conn = NULL;
     if (rc == 0) {
         conn = PQconnectdb(cfg->db ? cfg->db : "");
@@ -292,7 +348,7 @@ int migrate_run(const struct config *cfg)
                      "creating outbox_meta.migrations"))
             rc = -1;
         else
-            rc = apply_pending(conn, files, count);
+            rc = apply_pending(conn, files, count, amended, amended_count);
         /* The lock goes with the session; unlock explicitly all the same. */
         exec_ok(conn, "SELECT pg_advisory_unlock_all()", "unlocking");
     }
@@ -300,5 +356,6 @@ int migrate_run(const struct config *cfg)
     for (size_t i = 0; i < count; i++)
         free(files[i].sql);
     free(files);
+    free(amended);
     return rc == 0 ? 0 : 1;
 }

@@ -123,6 +123,9 @@ struct relay {
     uint64_t last_live_counts_ms;
     int64_t live_counts[4]; /* pending, in_flight, unknown, awaiting_approval */
     double oldest_due_age_s;
+    bool live_counts_valid;         /* the last refresh answered: the gauges are written */
+    uint64_t live_counts_failures;  /* refreshes that failed (a counter on /metrics) */
+    uint64_t live_counts_logged_ms; /* of the last live_counts_failed line (one a minute) */
     struct metrics_histogram delivery_seconds;
     struct metrics_histogram claim_seconds;
 

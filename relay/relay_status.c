@@ -24,6 +24,7 @@
 #include <string.h>
 
 #define LIVE_COUNTS_EVERY_MS 5000
+#define LIVE_COUNTS_LOG_EVERY_MS 60000
 #define HEARTBEAT_EVERY_MS 10000
 /* The admin port (admin.c): 64 connections for any request, of which 32 may
  * be long-polls (?wait=); 16 more for the probes once those are taken. */
@@ -75,11 +76,29 @@ void relay_heartbeat(struct relay *r, uint64_t now)
 
 /* ---------------------------------------------------------------- live counts */
 
+/* A failed refresh is logged (the first at once, then one line a minute
+ * while it keeps failing) and the gauges are left out of /metrics until the
+ * next refresh answers: a gauge that cannot be read must not read 0. */
 static void on_live_counts(void *data, PGresult *res, const char *error)
 {
     struct relay *r = data;
-    if (error)
+    if (error) {
+        uint64_t now = uv_now(&r->loop);
+        r->live_counts_failures++;
+        if (r->live_counts_valid || r->live_counts_logged_ms == 0 ||
+            now - r->live_counts_logged_ms >= LIVE_COUNTS_LOG_EVERY_MS) {
+            log_event(LOG_WARN, "live_counts_failed", "error", json_string(error), "failures",
+                      json_integer((json_int_t)r->live_counts_failures), LOG_END);
+            r->live_counts_logged_ms = now;
+        }
+        r->live_counts_valid = false;
         return;
+    }
+    if (!r->live_counts_valid && r->live_counts_failures > 0)
+        log_event(LOG_INFO, "live_counts_recovered", "failures",
+                  json_integer((json_int_t)r->live_counts_failures), LOG_END);
+    r->live_counts_valid = true;
+    r->live_counts_logged_ms = 0;
     for (int i = 0; i < PQntuples(res); i++) {
         for (int k = 0; k < 4; k++) {
             if (strcmp(PQgetvalue(res, i, 0), live_states[k]) != 0)
@@ -116,8 +135,14 @@ void relay_init_status(struct relay *r)
 
 static void write_live_counts(const struct relay *r, struct strbuf *out)
 {
+    metrics_counter(out, "outbox_live_counts_failures_total",
+                    "Refreshes of outbox_intents and outbox_oldest_pending_age_seconds that "
+                    "failed (those gauges are absent until one answers).",
+                    METRICS_NO_LABELS, (double)r->live_counts_failures);
     metrics_family(out, "outbox_intents", METRICS_GAUGE,
                    "Intents in each live state (whole database, refreshed every 5 s).");
+    if (!r->live_counts_valid)
+        return;
     for (int k = 0; k < 4; k++)
         metrics_sample(out, "outbox_intents", METRICS_LABELS({"state", live_states[k]}),
                        (double)r->live_counts[k]);

@@ -1,5 +1,5 @@
 -- schema/outbox.sql — the net schema of outbox-relay: what a database looks
--- like after every migration up to and including 0020_fewer_writes.sql.
+-- like after every migration up to and including 0021_owner_without_superuser.sql.
 --
 -- Read it to learn the data model; build databases with migrations/
 -- (`outbox-relay migrate`), which also records what is applied. The file is
@@ -796,9 +796,9 @@ $$;
 CREATE FUNCTION outbox.enqueue(p_key text, p_target text, p_payload jsonb, p_run_id text DEFAULT NULL::text, p_not_before timestamp with time zone DEFAULT NULL::timestamp with time zone, p_ordering_key text DEFAULT NULL::text, p_traceparent text DEFAULT NULL::text) RETURNS outbox.enqueue_result
     LANGUAGE plpgsql SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'pg_temp'
-    SET "outbox.in_enqueue" TO 'on'
     AS $_$
 DECLARE
+    flag      text;     -- 0021: set_config's answer, unused (an assignment keeps FOUND)
     wake      boolean;
     tgt       outbox.targets;
     existing  outbox.intents;
@@ -847,6 +847,7 @@ BEGIN
         wait := outbox.ordering_place(p_key, p_ordering_key);
     END IF;
 
+    flag := set_config('outbox.in_enqueue', 'on', true);    -- 0021: the INSERT trigger's WHEN
     INSERT INTO outbox.intents AS i (key, target, payload, fingerprint, state, run_id, next_attempt_at,
                                      ordering_key, not_before, traceparent)   -- 0013, 0016
     SELECT p_key, t.name, p_payload,
@@ -868,6 +869,7 @@ BEGIN
               AND EXISTS (SELECT 1 FROM outbox.relays
                            WHERE idle AND heartbeat_at > now() - interval '2 minutes')
          INTO new_id, new_state, fp, wake;
+    flag := set_config('outbox.in_enqueue', 'off', true);  -- 0021
     IF FOUND THEN
         -- 0012: a pruned key is remembered: take the row back, answer from the tombstone.
         SELECT s.* INTO stone FROM outbox.tombstones s   -- 0017: inline, was outbox.tombstone_of
@@ -925,6 +927,7 @@ BEGIN
     -- Not inserted above, yet every check passed: the key is taken, or the
     -- target changed between the two statements. Insert once more (the
     -- latter), or find the existing row (the former).
+    flag := set_config('outbox.in_enqueue', 'on', true);    -- 0021: the INSERT trigger's WHEN
     INSERT INTO outbox.intents AS i (key, target, payload, fingerprint, state, run_id, next_attempt_at,
                                      ordering_key, not_before, traceparent)   -- 0013, 0016
     VALUES (p_key, p_target, p_payload, fp, new_state, p_run_id,
@@ -932,6 +935,7 @@ BEGIN
             p_ordering_key, CASE WHEN wait THEN p_not_before END, trace)   -- 0013, 0016
     ON CONFLICT (key) DO NOTHING
     RETURNING * INTO existing;
+    flag := set_config('outbox.in_enqueue', 'off', true);  -- 0021
     IF FOUND THEN
         -- 0012: as on the fast path.
         SELECT s.* INTO stone FROM outbox.tombstones s   -- 0017: inline, was outbox.tombstone_of
@@ -1157,14 +1161,14 @@ CREATE FUNCTION outbox.live_counts() RETURNS TABLE(state outbox.intent_state, in
 BEGIN
     RETURN QUERY
     SELECT 'pending'::outbox.intent_state, count(*),
-           coalesce(extract(epoch FROM now() - min(next_attempt_at) FILTER (WHERE next_attempt_at <= now()))::float8, 0)
-      FROM outbox.intents WHERE state = 'pending'
+           coalesce(extract(epoch FROM now() - min(i.next_attempt_at) FILTER (WHERE i.next_attempt_at <= now()))::float8, 0)
+      FROM outbox.intents i WHERE i.state = 'pending'
     UNION ALL
-    SELECT 'in_flight', count(*), NULL FROM outbox.intents WHERE state = 'in_flight'
+    SELECT 'in_flight', count(*), NULL FROM outbox.intents i WHERE i.state = 'in_flight'
     UNION ALL
-    SELECT 'unknown', count(*), NULL FROM outbox.intents WHERE state = 'unknown'
+    SELECT 'unknown', count(*), NULL FROM outbox.intents i WHERE i.state = 'unknown'
     UNION ALL
-    SELECT 'awaiting_approval', count(*), NULL FROM outbox.intents WHERE state = 'awaiting_approval';
+    SELECT 'awaiting_approval', count(*), NULL FROM outbox.intents i WHERE i.state = 'awaiting_approval';
 END
 $$;
 
@@ -1819,9 +1823,9 @@ CREATE FUNCTION outbox.record(p_relay text, p_ids bigint[], p_attempts integer[]
     LANGUAGE plpgsql SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'pg_temp'
     SET plan_cache_mode TO 'force_generic_plan'
-    SET "outbox.in_record" TO 'on'
     AS $$
 DECLARE
+    flag      text;     -- 0021: set_config's answer, unused (an assignment keeps FOUND)
     updated integer := 0;
     applied boolean[] := array_fill(false, ARRAY[coalesce(cardinality(p_ids), 0)]);
     o       bigint;
@@ -1890,6 +1894,7 @@ BEGIN
 
     -- Every outcome into the history, in the order the relay saw them; not
     -- for an intent deleted meanwhile (its history would break the reference).
+    flag := set_config('outbox.in_record', 'on', true);     -- 0021: the INSERT trigger's WHEN
     INSERT INTO outbox.attempts (intent_id, attempt, relay, class, request_sent, http_status,
                                  error, latency_ms, response_body, key_sent, recorded)
     SELECT x.id, x.attempt, p_relay, x.class, x.sent, x.http, x.error, x.latency_ms,
@@ -1899,6 +1904,7 @@ BEGIN
            AS x(id, attempt, class, sent, http, error, latency_ms, body, key_sent, ord)
      WHERE applied[x.ord] OR EXISTS (SELECT 1 FROM outbox.intents i WHERE i.id = x.id)   -- 0020
      ORDER BY x.ord;
+    flag := set_config('outbox.in_record', 'off', true);   -- 0021
 
     -- 0013: the next intent of each group whose intent succeeded is due now.
     IF settled IS NOT NULL THEN

@@ -26,7 +26,8 @@ q() { psql -X -q -tA -v ON_ERROR_STOP=1 -c "$1"; }
 
 say "1. a throwaway PostgreSQL in $D"
 pgcluster_start "$D/pg"
-build/outbox-relay migrate --migrations-dir migrations | sed 's/^/   /'
+echo "   migrating as outbox_owner (CREATEROLE, not a superuser: what a managed PostgreSQL gives)"
+build/outbox-relay migrate --db "$OWNER_URL" --migrations-dir migrations | sed 's/^/   /'
 
 say "2. two local receivers"
 build/test-receiver --dedupe --random-faults 0.05 --seed 7 --late-ms 1500 >"$D/a.out" 2>&1 &
@@ -46,12 +47,18 @@ echo "   crm.note        → 127.0.0.1:$PB (cannot deduplicate; has a status URL
 say "3. $N business transactions, each debiting an account and enqueueing an intent"
 q "CREATE TABLE public.accounts (id int PRIMARY KEY, balance_cents bigint NOT NULL)"
 q "INSERT INTO public.accounts SELECT g, 1000000 FROM generate_series(1, 100) g"
-q "CREATE FUNCTION public.refund_step(run int, step int) RETURNS void LANGUAGE sql AS \$\$
-     UPDATE public.accounts SET balance_cents = balance_cents - 25 WHERE id = run % 100 + 1;
-     SELECT outbox.enqueue(format('run-%s:step-%s', run, step),
-                           CASE WHEN step % 4 = 0 THEN 'crm.note' ELSE 'payments.refund' END,
-                           jsonb_build_object('account', run % 100 + 1, 'amount_cents', 25,
-                                              'ref', format('run-%s:step-%s', run, step)));
+# The safe form of a step (README): the business write happens only when
+# this call inserted the intent, so a step run again after a crash debits
+# nothing twice.
+q "CREATE FUNCTION public.refund_step(run int, step int) RETURNS void LANGUAGE plpgsql AS \$\$
+   BEGIN
+     IF (outbox.enqueue(format('run-%s:step-%s', run, step),
+                        CASE WHEN step % 4 = 0 THEN 'crm.note' ELSE 'payments.refund' END,
+                        jsonb_build_object('account', run % 100 + 1, 'amount_cents', 25,
+                                           'ref', format('run-%s:step-%s', run, step)))).inserted THEN
+       UPDATE public.accounts SET balance_cents = balance_cents - 25 WHERE id = run % 100 + 1;
+     END IF;
+   END
    \$\$"
 for ((i = 1; i <= N; i += 100)); do
     psql -X -q -v ON_ERROR_STOP=1 >/dev/null <<SQL
@@ -59,6 +66,12 @@ $(for ((j = i; j < i + 100 && j <= N; j++)); do echo "BEGIN; SELECT public.refun
 SQL
 done
 echo "   enqueued: $(q "SELECT count(*) FROM outbox.intents")"
+# A run that crashed after its commits and resumed calls its steps again.
+psql -X -q -v ON_ERROR_STOP=1 >/dev/null <<SQL
+$(for ((j = 1; j <= 100 && j <= N; j++)); do echo "BEGIN; SELECT public.refund_step($((j / 4)), $((j % 4))); COMMIT;"; done)
+SQL
+echo "   the first 100 steps run again (a resumed run): still $(q "SELECT count(*) FROM outbox.intents") intents;"\
+     "debited $(q "SELECT 100 * 1000000 - sum(balance_cents) FROM public.accounts") cents = 25 per intent, once each"
 
 say "4. the relay drains them"
 build/outbox-relay run --relay-id demo --admin-listen "" --exit-when-idle --poll-interval-ms 100 \

@@ -87,8 +87,8 @@ is "$json" '{"pruned":0,"forgotten":0,"steps":1,"locked_out":false}' "B: prune -
 # ---------------------------------------------------------------- C. the migration from the schema before 0012
 mkdir -p "$T/m11"
 cp "$ITEST_ROOT"/migrations/00{01,02,03,04,05,06,07,08,09,10,11}_*.sql "$T/m11/"
-sql "CREATE DATABASE old" >/dev/null
-"$RELAY_BIN" migrate --db "dbname=old" --migrations-dir "$T/m11" >"$T/m11.log" 2>&1
+old_url=$(pgcluster_owner_db old) || bail "cannot create database old"
+"$RELAY_BIN" migrate --db "$old_url" --migrations-dir "$T/m11" >"$T/m11.log" 2>&1
 is "$?" 0 "C: a database at 0011"
 osql() { psql -X -q -tA -v ON_ERROR_STOP=1 -d old -c "$1"; }
 osql "INSERT INTO outbox.targets (name, url) VALUES ('t', 'http://127.0.0.1:$RECV_PORT_r/act');
@@ -121,7 +121,7 @@ snapshot() {
 }
 states_before=$(psql -X -q -tA -d old -c "SELECT string_agg(state || '=' || n, ' ' ORDER BY state) FROM (SELECT state, count(*) n FROM outbox.intents GROUP BY 1) x")
 before=$(snapshot)
-"$RELAY_BIN" migrate --db "dbname=old" --migrations-dir "$ITEST_ROOT/migrations" >"$T/m12.log" 2>&1
+"$RELAY_BIN" migrate --db "$old_url" --migrations-dir "$ITEST_ROOT/migrations" >"$T/m12.log" 2>&1
 is "$?" 0 "C: migrate applies 0012 and later to the filled database"
 after=$(snapshot)
 echo "# states: $states_before"

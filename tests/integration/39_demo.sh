@@ -13,6 +13,9 @@ dir=$(sed -n 's/.*a throwaway PostgreSQL in \(\/tmp\/outbox-demo\.[A-Za-z0-9]*\)
 ok "the demo says where its PostgreSQL is" test -n "$dir"
 is "$(grep -c '0 keys with a duplicate effect' "$out")" 2 "both receivers: no key with a duplicate effect"
 ok "no key needs a person" grep -q 'keys that need a person (outbox.stuck): 0' "$out"
+ok "the demo migrated as a non-superuser owner" grep -q 'migrating as outbox_owner (CREATEROLE, not a superuser' "$out"
+ok "its steps run again debit once per intent (200 intents, 25 cents each)" \
+    grep -q 'still 200 intents; debited 5000 cents = 25 per intent, once each' "$out"
 ok "the demo's directory is removed" test ! -e "$dir"
 # The server, if one was left, is the demo's (our child's) and is stopped here by its PID.
 left=$(ps -eo pid=,args= | grep -F -- "-D $dir/pg/data" | grep -v grep | awk '{print $1}')

@@ -43,7 +43,8 @@ itest_setup() {
     trap itest_cleanup EXIT
     trap 'exit 130' INT TERM
     pgcluster_start "$T/pg" "$@" || bail "PostgreSQL did not start"
-    "$ITEST_ROOT/build/outbox-relay" migrate --migrations-dir "$ITEST_ROOT/migrations" \
+    # As the schema owner, not a superuser (pgcluster.sh).
+    "$ITEST_ROOT/build/outbox-relay" migrate --db "$OWNER_URL" --migrations-dir "$ITEST_ROOT/migrations" \
         >"$T/migrate.log" 2>&1 || { cat "$T/migrate.log" >&2; bail "migrate failed"; }
 }
 

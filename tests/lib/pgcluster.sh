@@ -4,6 +4,13 @@
 #   pgcluster_start DIR [extra postgres -c settings...]
 #       initdb in DIR/data, start on a free 127.0.0.1 port (and a socket in DIR),
 #       export PGHOST PGPORT PGUSER PGDATABASE DATABASE_URL for the caller.
+#       It also creates the login role outbox_owner: CREATEROLE, not a
+#       superuser, with CREATE on the database "postgres" (what a managed
+#       PostgreSQL gives a schema owner). Migrations run as that role
+#       (OWNER_URL, pgcluster_owner_db), so that nothing needing a superuser
+#       can come back into them unseen; the tests' own set-up stays postgres.
+#   pgcluster_owner_db NAME   a new database NAME owned by outbox_owner; prints
+#       its connection string for outbox_owner
 #   pgcluster_stop DIR        fast shutdown; safe to call twice or on a dead cluster
 #   pgcluster_restart DIR     pg_ctl restart on the same port (fault injection)
 #   pgcluster_kill DIR        SIGKILL the postmaster (crash fault)
@@ -60,6 +67,11 @@ pgcluster_start() {
             echo "$port" >"$dir/port"
             export PGHOST=127.0.0.1 PGPORT=$port PGUSER=postgres PGDATABASE=postgres
             export DATABASE_URL="postgresql://postgres@127.0.0.1:$port/postgres"
+            export OWNER_URL="postgresql://outbox_owner@127.0.0.1:$port/postgres"
+            psql -X -q -v ON_ERROR_STOP=1 -d postgres \
+                -c "CREATE ROLE outbox_owner LOGIN CREATEROLE NOSUPERUSER" \
+                -c "GRANT CREATE ON DATABASE postgres TO outbox_owner" >/dev/null ||
+                { echo "pgcluster: could not create the role outbox_owner" >&2; return 1; }
             return 0
         fi
         grep -q "could not bind\|Address already in use" "$dir/server.log" 2>/dev/null || break
@@ -91,6 +103,13 @@ pgcluster_kill() {
     pid=$(head -1 "$dir/data/postmaster.pid")
     [ -n "$pid" ] && kill -9 "$pid" 2>/dev/null
     return 0
+}
+
+pgcluster_owner_db() {
+    local name=$1
+    psql -X -q -v ON_ERROR_STOP=1 -d postgres -c "CREATE DATABASE \"$name\" OWNER outbox_owner" >/dev/null ||
+        return 1
+    echo "postgresql://outbox_owner@127.0.0.1:$PGPORT/$name"
 }
 
 # Create a fresh database NAME holding the migrated schema (fast: from a template).

@@ -18,7 +18,7 @@ trap 'pgcluster_stop "$work/pg" >/dev/null 2>&1; rm -rf "$work"' EXIT
 chmod 755 "$work"
 pgcluster_start "$work/pg" >/dev/null 2>&1 || { echo "schema-file: cannot start PostgreSQL" >&2; exit 1; }
 for m in "$root"/migrations/0*.sql; do
-    psql -X -q -v ON_ERROR_STOP=1 -d postgres -f "$m" >/dev/null 2>"$work/err" ||
+    PGUSER=outbox_owner psql -X -q -v ON_ERROR_STOP=1 -d postgres -f "$m" >/dev/null 2>"$work/err" ||
         { cat "$work/err" >&2; echo "schema-file: $(basename "$m") failed" >&2; exit 1; }
 done
 "$(pgcluster_bindir)/pg_dump" --schema-only --schema=outbox --no-owner -d postgres >"$work/dump.sql"

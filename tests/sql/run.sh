@@ -51,14 +51,17 @@ sql() { PGOPTIONS="${PGOPTIONS:-} -c client_min_messages=warning" psql -X -q -v 
 
 # --- the template: migrations in order, then the test extensions -------------
 dbs+=("$template")
-if ! sql -d postgres -c "CREATE DATABASE \"$template\" TEMPLATE template0" >/dev/null; then
+# The migrations run as the schema owner, a CREATEROLE non-superuser
+# (tests/lib/pgcluster.sh creates it); the test extensions as postgres.
+owner=${OUTBOX_OWNER:-outbox_owner}
+if ! sql -d postgres -c "CREATE DATABASE \"$template\" OWNER $owner TEMPLATE template0" >/dev/null; then
     echo "run.sh: cannot create databases (is a cluster running at ${PGHOST:-?}:${PGPORT}?)" >&2
     echo "0 passed, 1 failed"
     exit 1
 fi
 setup_ok=1
 for m in "$repo"/migrations/*.sql; do
-    sql -d "$template" -f "$m" >/dev/null || { echo "run.sh: migration $(basename "$m") failed" >&2; setup_ok=0; break; }
+    PGUSER=$owner sql -d "$template" -f "$m" >/dev/null || { echo "run.sh: migration $(basename "$m") failed" >&2; setup_ok=0; break; }
 done
 if [ "$setup_ok" = 1 ]; then
     sql -d "$template" -c "CREATE EXTENSION pgtap; CREATE EXTENSION dblink;" >/dev/null ||

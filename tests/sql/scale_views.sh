@@ -57,10 +57,10 @@ trap 'exit 130' INT TERM
 pgcluster_start "$dir/pg" max_wal_size=4GB checkpoint_timeout=30min maintenance_work_mem=256MB \
     ${SCALE_PG_SETTINGS:-} || bail "PostgreSQL did not start"
 export PGDATABASE=scale
-psql -X -q -d postgres -c "CREATE DATABASE scale" >/dev/null || bail "cannot create the database"
+psql -X -q -d postgres -c "CREATE DATABASE scale OWNER outbox_owner" >/dev/null || bail "cannot create the database"
 sql() { PGOPTIONS="-c client_min_messages=warning" psql -X -q -tA -v ON_ERROR_STOP=1 "$@"; }
 for m in "$repo"/migrations/*.sql; do
-    sql -f "$m" >/dev/null || bail "migration $(basename "$m") failed"
+    PGUSER=outbox_owner sql -f "$m" >/dev/null || bail "migration $(basename "$m") failed (as outbox_owner)"
 done
 
 # --- the load ----------------------------------------------------------------------

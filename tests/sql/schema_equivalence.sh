@@ -48,7 +48,7 @@ major=$(psql -X -At -d postgres -c "SELECT current_setting('server_version_num')
 pg_dump=pg_dump
 [ -x "/usr/lib/postgresql/$major/bin/pg_dump" ] && pg_dump="/usr/lib/postgresql/$major/bin/pg_dump"
 
-createdb_() { sql -d postgres -c "CREATE DATABASE \"$1\" TEMPLATE ${2:-template0}" >/dev/null; }
+createdb_() { sql -d postgres -c "CREATE DATABASE \"$1\" OWNER outbox_owner TEMPLATE ${2:-template0}" >/dev/null; }
 
 dump() { # dump DB OUT: the normalized schema-only dump of schema outbox
     "$pg_dump" --schema-only --schema=outbox --no-owner -d "$1" >"$work/$1.raw" ||
@@ -60,10 +60,10 @@ dump() { # dump DB OUT: the normalized schema-only dump of schema outbox
 
 createdb_ "$db_mig" || fail "cannot create database $db_mig"
 for m in "$repo"/migrations/*.sql; do
-    sql -d "$db_mig" -f "$m" >/dev/null || fail "migration $(basename "$m") failed"
+    PGUSER=outbox_owner sql -d "$db_mig" -f "$m" >/dev/null || fail "migration $(basename "$m") failed (as outbox_owner)"
 done
 createdb_ "$db_sch" || fail "cannot create database $db_sch"
-sql -d "$db_sch" -f "$schema_file" >/dev/null || fail "$schema_file does not apply cleanly"
+PGUSER=outbox_owner sql -d "$db_sch" -f "$schema_file" >/dev/null || fail "$schema_file does not apply cleanly"
 
 dump "$db_mig" "$work/mig.sql"
 dump "$db_sch" "$work/sch.sql"
