@@ -22,11 +22,17 @@ SAN      := -fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-fra
 
 DEPFLAGS := -MMD -MP
 
-RELAY_SRC := $(filter-out relay/main.c,$(wildcard relay/*.c))
-RELAY_HDR := $(wildcard relay/*.h)
-UNIT_SRC  := $(wildcard tests/unit/test_*.c)
-# The test receivers are built on the relay's HTTP server (relay/httpd.c).
-HTTPD_SRC := relay/httpd.c relay/strbuf.c
+# The floors of relay/ (HACKING.md): lib/ (no outbox knowledge), admin/ (the
+# admin port and status page), cli/ (blocking libpq allowed), the daemon in
+# relay/ itself. The unit tests mirror them under tests/unit/.
+RELAY_DIRS := relay relay/lib relay/admin relay/cli
+RELAY_SRC := $(filter-out relay/main.c,$(foreach d,$(RELAY_DIRS),$(wildcard $(d)/*.c)))
+RELAY_HDR := $(foreach d,$(RELAY_DIRS),$(wildcard $(d)/*.h))
+UNIT_SRC  := $(foreach d,tests/unit tests/unit/lib tests/unit/admin,$(wildcard $(d)/test_*.c))
+C_FILES   := $(foreach d,$(RELAY_DIRS),$(wildcard $(d)/*.[ch])) $(wildcard tests/unit/*.[ch]) \
+             $(UNIT_SRC) $(wildcard tests/receiver/*.c tests/inbox/*.c)
+# The test receivers are built on the relay's HTTP server (relay/lib/http_server.c).
+HTTPD_SRC := relay/lib/http_server.c relay/lib/strbuf.c
 
 .PHONY: all deps build-deps unit-deps test unit demo bench lint cppcheck format format-check schema clean
 
@@ -113,10 +119,10 @@ schema:
 	tests/lib/schema-file.sh
 
 format:
-	clang-format -i relay/*.[ch] tests/unit/*.[ch] tests/receiver/*.c tests/inbox/*.c
+	clang-format -i $(sort $(C_FILES))
 
 format-check:
-	@clang-format --dry-run --Werror relay/*.[ch] tests/unit/*.[ch] tests/receiver/*.c tests/inbox/*.c && echo "format: ok"
+	@clang-format --dry-run --Werror $(sort $(C_FILES)) && echo "format: ok"
 
 lint: format-check cppcheck
 	@tests/lib/banned-calls.sh
@@ -143,7 +149,7 @@ FUZZ_SECONDS ?= 60
 FUZZ_NAMES   := $(patsubst tests/fuzz/fuzz_%.c,%,$(wildcard tests/fuzz/fuzz_*.c))
 FUZZ_BINS    := $(FUZZ_NAMES:%=build/fuzz/fuzz_%)
 FUZZ_SAN     := -fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer
-FUZZ_LIB_SRC := $(filter-out relay/main.c relay/relay.c relay/relay_%.c,$(wildcard relay/*.c))
+FUZZ_LIB_SRC := $(filter-out relay/main.c relay/relay.c relay/relay_%.c,$(RELAY_SRC))
 FUZZ_LIB_OBJ := $(FUZZ_LIB_SRC:relay/%.c=build/fuzz/obj/%.o)
 # The admin port's deadlines, short, so that no input waits seconds.
 FUZZ_ADMIN_DEFS := -DADMIN_IDLE_TIMEOUT_MS=200 -DADMIN_LOOKUP_TIMEOUT_MS=20 \
@@ -161,8 +167,9 @@ $(FUZZ_NAMES:%=fuzz-%): fuzz-%: build/fuzz/fuzz_%
 	@FUZZ_SECONDS=$(FUZZ_SECONDS) tests/fuzz/run.sh $*
 
 build/fuzz/obj/%.o: relay/%.c | build/fuzz/obj
+	@mkdir -p $(@D)
 	$(FUZZ_CC) $(BASE) $(DEPFLAGS) -O1 -fsanitize=fuzzer-no-link $(FUZZ_SAN) \
-	    $(if $(filter admin,$*),$(FUZZ_ADMIN_DEFS)) $(PKG_CFLAGS) -c $< -o $@
+	    $(if $(filter admin/admin,$*),$(FUZZ_ADMIN_DEFS)) -Irelay $(PKG_CFLAGS) -c $< -o $@
 
 build/fuzz/librelay.a: $(FUZZ_LIB_OBJ)
 	@rm -f $@

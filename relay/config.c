@@ -7,9 +7,9 @@
  * names the flag and the variable, never later at run time.
  */
 #include "config.h"
-#include "httpd.h"
-#include "log.h"
-#include "xalloc.h"
+#include "lib/http_server.h"
+#include "lib/log.h"
+#include "lib/xalloc.h"
 
 #include <ctype.h>
 #include <errno.h>

@@ -20,7 +20,7 @@
  * followed (the URL is the one an admin registered).
  */
 #include "deliver.h"
-#include "xalloc.h"
+#include "lib/xalloc.h"
 
 #include <stdio.h>
 #include <stdlib.h>

@@ -13,7 +13,7 @@
 #include <stdint.h>
 
 #include "outcome.h"
-#include "strbuf.h"
+#include "lib/strbuf.h"
 #include "targets.h"
 
 enum delivery_kind {

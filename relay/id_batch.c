@@ -8,7 +8,7 @@
  */
 #include "id_batch.h"
 
-#include "xalloc.h"
+#include "lib/xalloc.h"
 
 #include <stdlib.h>
 #include <string.h>

@@ -9,7 +9,7 @@
 #ifndef OUTBOX_ID_BATCH_H
 #define OUTBOX_ID_BATCH_H
 
-#include "strbuf.h"
+#include "lib/strbuf.h"
 
 #include <stddef.h>
 #include <stdint.h>

@@ -10,9 +10,9 @@
  * Exit codes: 0 success, 1 failure at run time, 2 bad usage or configuration;
  * the operator commands add 3 (no such key) and 4 (refused), see cli.h.
  */
-#include "cli.h"
+#include "cli/cli.h"
 #include "config.h"
-#include "migrate.h"
+#include "cli/migrate.h"
 #include "relay.h"
 
 #include <stdio.h>

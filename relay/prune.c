@@ -15,10 +15,10 @@
  */
 #include "prune.h"
 
-#include "log.h"
-#include "metrics.h"
-#include "pg.h"
-#include "xalloc.h"
+#include "lib/log.h"
+#include "lib/metrics.h"
+#include "lib/pg.h"
+#include "lib/xalloc.h"
 
 #include <stdio.h>
 #include <stdlib.h>

@@ -12,7 +12,7 @@
 #define OUTBOX_PRUNE_H
 
 #include "config.h"
-#include "strbuf.h"
+#include "lib/strbuf.h"
 
 #include <uv.h>
 

@@ -15,7 +15,7 @@
  */
 #include "record_batch.h"
 
-#include "xalloc.h"
+#include "lib/xalloc.h"
 
 #include <stdlib.h>
 #include <string.h>

@@ -12,7 +12,7 @@
 #define OUTBOX_RECORD_BATCH_H
 
 #include "outcome.h"
-#include "strbuf.h"
+#include "lib/strbuf.h"
 
 #include <stdbool.h>
 #include <stddef.h>

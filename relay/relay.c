@@ -2,7 +2,7 @@
  * relay.c — the daemon: claim due intents, deliver them, record outcomes.
  *
  * DESIGN
- * One libuv loop drives everything: the database (pg.c), HTTP (http.c),
+ * One libuv loop drives everything: the database (pg.c), HTTP (http_client.c),
  * timers and signals. Nothing here blocks.
  *
  *   claim ──rows──► deliveries (curl multi) ──done──► outcome buffer ──► record
@@ -44,10 +44,10 @@
  */
 #include "relay_int.h"
 
-#include "admin.h"
-#include "dlist.h"
+#include "admin/admin.h"
+#include "lib/dlist.h"
 #include "flow.h"
-#include "log.h"
+#include "lib/log.h"
 #include "outcome.h"
 #include "sql.h"
 

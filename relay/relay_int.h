@@ -19,18 +19,18 @@
 #ifndef OUTBOX_RELAY_INT_H
 #define OUTBOX_RELAY_INT_H
 
-#include "admin.h"
+#include "admin/admin.h"
 #include "config.h"
 #include "deliver.h"
-#include "http.h"
+#include "lib/http_client.h"
 #include "id_batch.h"
-#include "metrics.h"
+#include "lib/metrics.h"
 #include "outcome.h"
-#include "pg.h"
+#include "lib/pg.h"
 #include "prune.h"
 #include "record_batch.h"
-#include "stmt_slot.h"
-#include "strbuf.h"
+#include "lib/stmt_slot.h"
+#include "lib/strbuf.h"
 #include "target_events.h"
 #include "targets.h"
 

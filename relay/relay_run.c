@@ -16,8 +16,8 @@
 #include "relay.h"
 #include "relay_int.h"
 
-#include "log.h"
-#include "xalloc.h"
+#include "lib/log.h"
+#include "lib/xalloc.h"
 
 #include <signal.h>
 #include <stdlib.h>

@@ -13,11 +13,11 @@
  */
 #include "relay_int.h"
 
-#include "admin.h"
-#include "log.h"
-#include "metrics.h"
+#include "admin/admin.h"
+#include "lib/log.h"
+#include "lib/metrics.h"
 #include "sql.h"
-#include "xalloc.h"
+#include "lib/xalloc.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -46,12 +46,12 @@ static const char *relay_ready_reason(void *data)
     if (!pg_conn_ready(r->pg)) {
         /* No host, port or user on the port: the full text is in the log. */
         snprintf(r->ready_reason, sizeof(r->ready_reason), "database not connected: %s",
-                 admin_database_reason(pg_conn_status_reason(r->pg)));
+                 pg_public_reason(pg_conn_status_reason(r->pg)));
         return r->ready_reason;
     }
     if (!pg_conn_ready(r->pg_rec)) {
         snprintf(r->ready_reason, sizeof(r->ready_reason), "record connection not connected: %s",
-                 admin_database_reason(pg_conn_status_reason(r->pg_rec)));
+                 pg_public_reason(pg_conn_status_reason(r->pg_rec)));
         return r->ready_reason;
     }
     return r->phase == RELAY_STARTING ? "targets not loaded yet" : "";
@@ -395,7 +395,7 @@ bool relay_start_admin(struct relay *r)
         .ready_reason = relay_ready_reason,
         .write_metrics = relay_write_metrics,
         .lookup_intent = relay_lookup_intent,
-        .ui_config = r->cfg, /* the status page, relay/ui.c */
+        .ui_config = r->cfg, /* the status page, relay/admin/ui.c */
     };
     struct admin_limits limits = {
         .max_connections = ADMIN_MAX_CONNECTIONS,

@@ -10,7 +10,7 @@
 #ifndef OUTBOX_SQL_H
 #define OUTBOX_SQL_H
 
-#include "pg.h"
+#include "lib/pg.h"
 
 #include <stdbool.h>
 #include <stdint.h>

@@ -15,9 +15,9 @@
 #include "target_events.h"
 
 #include "flow.h"
-#include "log.h"
+#include "lib/log.h"
 #include "sql.h"
-#include "xalloc.h"
+#include "lib/xalloc.h"
 
 #include <inttypes.h>
 #include <stdio.h>

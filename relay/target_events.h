@@ -13,7 +13,7 @@
 
 #include "deliver.h"
 #include "outcome.h"
-#include "pg.h"
+#include "lib/pg.h"
 #include "targets.h"
 
 #include <stdint.h>

@@ -17,10 +17,10 @@
  * not turn the database password into a signing key or a header.
  */
 #include "targets.h"
-#include "xalloc.h"
+#include "lib/xalloc.h"
 
-#include "log.h"
-#include "strbuf.h"
+#include "lib/log.h"
+#include "lib/strbuf.h"
 
 #include <jansson.h>
 #include <limits.h>

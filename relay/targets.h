@@ -15,7 +15,7 @@
 
 #include "flow.h"
 #include "outcome.h"
-#include "strbuf.h"
+#include "lib/strbuf.h"
 
 /* A target's signing secrets: the variable that secret_env names may hold
  * several, separated by white space, so that a secret can be rotated

@@ -26,10 +26,10 @@
  *     Retry-After, an error buffer;
  *   - POSTFIELDS + POSTFIELDSIZE_LARGE of a JSON payload of the bench's shape;
  *   - afterwards CURLINFO_REQUEST_SIZE and CURLINFO_RESPONSE_CODE.
- * The multi handle is set up as relay/http.c sets it up: socket and timer
+ * The multi handle is set up as relay/lib/http_client.c sets it up: socket and timer
  * callbacks driving curl_multi_socket_action, CURLMOPT_MAXCONNECTS 1024,
  * nothing else (no pipelining setting: HTTP/1.1, one request per connection
- * at a time, so K in flight means up to K connections). Like http.c, the
+ * at a time, so K in flight means up to K connections). Like http_client.c, the
  * connection sockets are opened and closed through curl's socket callbacks
  * and a kept-alive connection stays registered for input while it idles in
  * curl's cache (no epoll_ctl per request). The loop is bare epoll, not
@@ -155,7 +155,7 @@ static int socket_cb(CURL *easy, curl_socket_t fd, int what, void *userp, void *
             watch_set(fd, w, 0);
             return 0;
         }
-        w->parked = true; /* as relay/http.c: stays registered for input if it was */
+        w->parked = true; /* as relay/lib/http_client.c: stays registered for input if it was */
         if (w->events != EPOLLIN)
             watch_set(fd, w, 0);
         return 0;

@@ -783,7 +783,7 @@ done
 read -r -a CURL_FLAGS <<<"$(pkg-config --cflags --libs libcurl)"
 cc "${CFLAGS_BENCH[@]}" tests/bench/curl_probe.c -o "$BIN/curl_probe" "${CURL_FLAGS[@]}" ||
     { echo "bench: cannot build curl_probe" >&2; exit 1; }
-# The arrival stamper is built on relay/httpd.c: the Makefile knows how.
+# The arrival stamper is built on relay/lib/http_server.c: the Makefile knows how.
 make --no-print-directory -C "$ROOT" build/bench/stamp_receiver >/dev/null ||
     { echo "bench: cannot build stamp_receiver" >&2; exit 1; }
 

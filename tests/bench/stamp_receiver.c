@@ -1,7 +1,7 @@
 /*
  * stamp_receiver — the bench's arrival clock (tests/bench/run.sh, trickle).
  *
- * A minimal HTTP/1.1 endpoint on the relay's HTTP server (relay/httpd.c)
+ * A minimal HTTP/1.1 endpoint on the relay's HTTP server (relay/lib/http_server.c)
  * that answers every request `200 {"ok":true}` over keep-alive and
  * remembers, per request, the idempotency key and the CLOCK_MONOTONIC time
  * in µs at which the request began to arrive (httpd's arrived_ns: the read
@@ -17,7 +17,7 @@
  * Prints "listening 127.0.0.1:PORT" once bound, like build/test-receiver.
  * Build: make build/bench/stamp_receiver.
  */
-#include "httpd.h"
+#include "lib/http_server.h"
 
 #include <signal.h>
 #include <stdbool.h>

@@ -1,6 +1,6 @@
 /*
- * fuzz_admin_http — whole requests to the admin port (relay/admin.c on
- * relay/httpd.c), over real loopback TCP on the server's own libuv loop:
+ * fuzz_admin_http — whole requests to the admin port (relay/admin/admin.c on
+ * relay/lib/http_server.c), over real loopback TCP on the server's own libuv loop:
  * libhttp-parser and httpd's callbacks, limits and phases, routing, the key
  * and ?wait= parsers, the bearer token check, long-polls, pipelining, the
  * connection lanes and every deadline.
@@ -28,9 +28,9 @@
  */
 #include "fuzz.h"
 
-#include "admin.h"
-#include "log.h"
-#include "strbuf.h"
+#include "admin/admin.h"
+#include "lib/log.h"
+#include "lib/strbuf.h"
 
 #include <http_parser.h>
 #include <stdbool.h>

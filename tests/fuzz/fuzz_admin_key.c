@@ -1,6 +1,6 @@
 /*
  * fuzz_admin_key — the parsers of the admin port's request target, and
- * admin_start's listen address (relay/admin.c).
+ * admin_start's listen address (relay/admin/admin.c).
  *
  * The whole input is tried as:
  *   - the {key} of /v1/intents/{key} (admin_decode_key). An accepted key
@@ -15,9 +15,9 @@
  */
 #include "fuzz.h"
 
-#include "admin.h"
-#include "httpd.h"
-#include "strbuf.h"
+#include "admin/admin.h"
+#include "lib/http_server.h"
+#include "lib/strbuf.h"
 
 #include <curl/curl.h>
 #include <sys/socket.h>

@@ -11,7 +11,7 @@
 #include "fuzz.h"
 
 #include "config.h"
-#include "log.h"
+#include "lib/log.h"
 
 #include <stdbool.h>
 

@@ -1,6 +1,6 @@
 /*
  * fuzz_pgarray — the PostgreSQL array literals the relay builds for its
- * batch statements (pgarray_* and utf8_scrub in relay/strbuf.c): response
+ * batch statements (pgarray_* and utf8_scrub in relay/lib/strbuf.c): response
  * bodies, error texts and names from outside go into them.
  *
  * Input: a list of elements, each a tag byte and its data:
@@ -16,7 +16,7 @@
  */
 #include "fuzz.h"
 
-#include "strbuf.h"
+#include "lib/strbuf.h"
 
 #include <inttypes.h>
 #include <strings.h>

@@ -17,9 +17,9 @@
 
 #include "deliver.h"
 #include "flow.h"
-#include "log.h"
+#include "lib/log.h"
 #include "outcome.h"
-#include "strbuf.h"
+#include "lib/strbuf.h"
 
 #include <ctype.h>
 

@@ -12,9 +12,9 @@
  */
 #include "fuzz.h"
 
-#include "admin.h"
+#include "admin/admin.h"
 #include "deliver.h"
-#include "strbuf.h"
+#include "lib/strbuf.h"
 
 #include <stdbool.h>
 

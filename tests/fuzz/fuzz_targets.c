@@ -24,7 +24,7 @@
 #include "fuzz.h"
 
 #include "deliver.h"
-#include "log.h"
+#include "lib/log.h"
 #include "targets.h"
 
 #include <ctype.h>

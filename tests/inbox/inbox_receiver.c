@@ -17,7 +17,7 @@
  * so a duplicate, sequential or concurrent, gets the first answer and causes no second
  * effect. The tables it needs besides schema/inbox.sql: tests/inbox/example_schema.sql.
  *
- * Shape: HTTP is the relay's own server (relay/httpd.c) on a libuv loop; each transaction
+ * Shape: HTTP is the relay's own server (relay/lib/http_server.c) on a libuv loop; each transaction
  * runs in libuv's thread pool (uv_queue_work), one thread per transaction in flight, each
  * thread with its own blocking libpq connection. Blocking libpq keeps the database code
  * plain and honest, and no socket waits on it: concurrent duplicates really reach
@@ -46,7 +46,7 @@
  * After binding it prints "listening HOST:PORT" on stdout; a connection idle for 30 s is
  * closed. Build: make build/inbox-receiver.
  */
-#include "httpd.h"
+#include "lib/http_server.h"
 
 #include <errno.h>
 #include <http_parser.h>

@@ -608,8 +608,8 @@ with open("Makefile") as f:
     if not re.search(r"^build/outbox-relay:", f.read(), re.M):
         p.append("Makefile has no build/outbox-relay target")
 migrate_default = False
-if os.path.exists("relay/migrate.c"):
-    with open("relay/migrate.c") as f:
+if os.path.exists("relay/cli/migrate.c"):
+    with open("relay/cli/migrate.c") as f:
         migrate_default = "/usr/share/outbox-relay/migrations" in f.read()
 if not migrate_default and "OUTBOX_RELAY_MIGRATIONS_DIR" not in dockerfile:
     p.append("migrate no longer looks in /usr/share/outbox-relay/migrations by default, "

@@ -11,7 +11,7 @@
  * speaks real TCP and real HTTP and injects faults at exactly the points that
  * matter (before or after the effect).
  *
- *  - The HTTP server is the relay's own (relay/httpd.c): libuv, one thread,
+ *  - The HTTP server is the relay's own (relay/lib/http_server.c): libuv, one thread,
  *    libhttp-parser, one request per connection at a time with pipelined
  *    bytes held until the answer is written, answers in order, lingering
  *    close.  All state here (per-key counters, statistics) is touched from
@@ -40,9 +40,9 @@
  *    uv_loop_close() must succeed, so AddressSanitizer/LeakSanitizer runs are
  *    clean and a leak in the receiver cannot hide one in the relay's tests.
  */
-#include "httpd.h"
+#include "lib/http_server.h"
 #include "order_log.h"
-#include "strbuf.h"
+#include "lib/strbuf.h"
 
 #include <errno.h>
 #include <http_parser.h>

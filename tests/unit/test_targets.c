@@ -11,7 +11,7 @@
  */
 #include "unit.h"
 
-#include "log.h"
+#include "lib/log.h"
 #include "pg_result.h"
 #include "targets.h"
 

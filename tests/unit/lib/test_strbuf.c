@@ -1,14 +1,14 @@
 /*
- * test_strbuf.c — relay/strbuf.h: the growable buffer, PostgreSQL array
+ * test_strbuf.c — relay/lib/strbuf.h: the growable buffer, PostgreSQL array
  * literals, and the UTF-8 scrub applied to response bodies.
  *
  * The scrub tests check the properties PostgreSQL needs (valid UTF-8, no
  * NUL, U+FFFD where bytes were bad, valid text around them unchanged); the
  * exact output is checked only where there is one sensible answer.
  */
-#include "unit.h"
+#include "../unit.h"
 
-#include "strbuf.h"
+#include "lib/strbuf.h"
 
 #include <stdint.h>
 #include <stdlib.h>

@@ -14,9 +14,9 @@
  * Class names that depend on a value (a state, a circuit) come from fixed
  * lists, never from the value itself.
  */
-#include "ui_html.h"
+#include "admin/ui_html.h"
 
-#include "httpd.h"
+#include "lib/http_server.h"
 
 #include <stdio.h>
 #include <stdlib.h>

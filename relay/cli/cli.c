@@ -24,11 +24,11 @@
  * body may hold newlines): they become spaces, so a table row is one line.
  * The connection asks for UTF-8, which the JSON output needs.
  */
-#include "cli.h"
+#include "cli/cli.h"
 
 #include "config.h"
-#include "strbuf.h"
-#include "xalloc.h"
+#include "lib/strbuf.h"
+#include "lib/xalloc.h"
 
 #include <jansson.h>
 #include <libpq-fe.h>

@@ -5,9 +5,9 @@
  * bytes or invalid UTF-8, which PostgreSQL refuses in text. Rather than fail
  * a whole batch of outcomes, such bytes are replaced with U+FFFD.
  */
-#include "strbuf.h"
+#include "lib/strbuf.h"
 
-#include "xalloc.h"
+#include "lib/xalloc.h"
 
 #include <inttypes.h>
 #include <stdarg.h>

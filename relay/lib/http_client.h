@@ -1,5 +1,5 @@
 /*
- * http.h — libcurl's multi interface driven by the libuv loop.
+ * http_client.h — libcurl's multi interface driven by the libuv loop.
  *
  * Owns: the CURLM handle, one uv_timer_t for curl's timeout, and one
  * uv_poll_t per socket curl asks us to watch. Callers own their easy

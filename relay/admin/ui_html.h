@@ -2,20 +2,20 @@
  * ui_html.h — the HTML of the status page (GET /ui on the admin port):
  * escaping, encoding, truncation and the rendering of each section. Pure:
  * rows of text in, HTML out, no I/O, no clock (the caller passes the time),
- * so that tests/unit/test_ui.c checks every byte without a database.
+ * so that tests/unit/admin/test_ui.c checks every byte without a database.
  *
  * Everything that comes from the database is text an attacker may have
  * chosen (a key is whatever the caller enqueued, a response body whatever a
  * target answered, an error whatever a library wrote): it goes through
  * ui_html_escape (text and attribute values) or ui_url_encode (a key in a
  * link) and nowhere else. Long texts are cut at UI_TEXT_MAX_BYTES on a
- * UTF-8 boundary. The statements of relay/ui.c never select a payload, a
+ * UTF-8 boundary. The statements of relay/admin/ui.c never select a payload, a
  * target's URL, headers or secret names, so none can be rendered.
  */
 #ifndef OUTBOX_UI_HTML_H
 #define OUTBOX_UI_HTML_H
 
-#include "strbuf.h"
+#include "lib/strbuf.h"
 
 #include <stdbool.h>
 #include <stddef.h>
@@ -28,14 +28,14 @@
 #define UI_KEY_MAX_BYTES 255
 
 /* One statement's result as text: cells[row * columns + column], NULL for
- * SQL NULL. Built from a PGresult by relay/ui.c, by hand in the tests. */
+ * SQL NULL. Built from a PGresult by relay/admin/ui.c, by hand in the tests. */
 struct ui_rows {
     size_t count;
     size_t columns;
     const char *const *cells;
 };
 
-/* The columns each section expects, in the order relay/ui.c selects them. */
+/* The columns each section expects, in the order relay/admin/ui.c selects them. */
 enum ui_target_column {
     UI_TARGET_NAME,
     UI_TARGET_ENABLED, /* "t" or "f" */

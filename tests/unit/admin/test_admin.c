@@ -1,6 +1,6 @@
 /*
- * test_admin.c — relay/admin.h's parsers, and the one UTF-8 validator they
- * rely on (relay/strbuf.h: utf8_sequence_length, utf8_valid, utf8_scrub).
+ * test_admin.c — relay/admin/admin.h's parsers, and the one UTF-8 validator they
+ * rely on (relay/lib/strbuf.h: utf8_sequence_length, utf8_valid, utf8_scrub).
  *
  * UTF-8 edge cases, as RFC 3629 has them: the smallest and largest code
  * point of each length are accepted; overlong forms (C0 80, E0 9F BF,
@@ -9,10 +9,11 @@
  * sequences are refused. U+0000 is valid UTF-8; the key refuses it as a
  * control character, and utf8_scrub replaces it.
  */
-#include "unit.h"
+#include "../unit.h"
 
-#include "admin.h"
-#include "strbuf.h"
+#include "admin/admin.h"
+#include "lib/pg.h"
+#include "lib/strbuf.h"
 
 #include <string.h>
 #include <sys/socket.h>
@@ -150,15 +151,15 @@ END_TEST
 
 START_TEST(database_reasons_name_no_host)
 {
-    ck_assert_str_eq(admin_database_reason(NULL), "connection failed");
-    ck_assert_str_eq(admin_database_reason("connection to server at \"db\" (10.0.0.5), port "
-                                           "5432 failed: Connection refused"),
+    ck_assert_str_eq(pg_public_reason(NULL), "connection failed");
+    ck_assert_str_eq(pg_public_reason("connection to server at \"db\" (10.0.0.5), port "
+                                      "5432 failed: Connection refused"),
                      "connection refused");
-    ck_assert_str_eq(admin_database_reason("FATAL:  password authentication failed for user \"r\""),
+    ck_assert_str_eq(pg_public_reason("FATAL:  password authentication failed for user \"r\""),
                      "authentication failed");
-    ck_assert_str_eq(admin_database_reason("FATAL:  role \"x\" does not exist"),
+    ck_assert_str_eq(pg_public_reason("FATAL:  role \"x\" does not exist"),
                      "authentication failed");
-    ck_assert_str_eq(admin_database_reason("something new"), "connection failed");
+    ck_assert_str_eq(pg_public_reason("something new"), "connection failed");
 }
 END_TEST
 

@@ -1,12 +1,12 @@
 /*
- * test_stmt_slot.c — relay/stmt_slot.h without a server: a slot whose
+ * test_stmt_slot.c — relay/lib/stmt_slot.h without a server: a slot whose
  * connection is not ready sends nothing, never calls back and stays free;
  * a running slot refuses a second statement. (The round trip itself runs in
  * every integration scenario.)
  */
-#include "unit.h"
+#include "../unit.h"
 
-#include "stmt_slot.h"
+#include "lib/stmt_slot.h"
 
 static int callbacks;
 

@@ -1,5 +1,5 @@
 /*
- * test_metrics.c — relay/metrics.h: the Prometheus text format, checked as
+ * test_metrics.c — relay/lib/metrics.h: the Prometheus text format, checked as
  * exact text, because a scraper rejects a whole scrape for one bad line.
  *
  * Covered: HELP/TYPE headers and HELP escaping; sample lines with and
@@ -8,9 +8,9 @@
  * values; exact uint64 counters; fixed-bucket histograms (le semantics,
  * cumulative buckets, +Inf equal to _count, NaN ignored, bad bounds refused).
  */
-#include "unit.h"
+#include "../unit.h"
 
-#include "metrics.h"
+#include "lib/metrics.h"
 
 #include <math.h>
 #include <stdint.h>

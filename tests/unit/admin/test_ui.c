@@ -1,5 +1,5 @@
 /*
- * test_ui.c — the status page's HTML (relay/ui_html.h): escaping, URL
+ * test_ui.c — the status page's HTML (relay/admin/ui_html.h): escaping, URL
  * encoding, truncation, the search form's query, and every section
  * rendered from fixed rows.
  *
@@ -8,10 +8,10 @@
  * renderer is also fed rows whose every cell is markup, and the output may
  * hold no tag from them.
  */
-#include "unit.h"
+#include "../unit.h"
 
-#include "strbuf.h"
-#include "ui_html.h"
+#include "lib/strbuf.h"
+#include "admin/ui_html.h"
 
 #include <math.h>
 #include <stdlib.h>

@@ -2,7 +2,7 @@
  * admin.c — the admin HTTP port on the relay's loop: its routes and its
  * policies (endpoints in admin.h). The HTTP server itself (parsing, phases
  * and their deadlines, pipelining, bounded input, lingering close) is
- * relay/httpd.c.
+ * relay/lib/http_server.c.
  *
  * DESIGN
  * Off the hot path, and never able to hurt it: the port shares the loop with
@@ -59,7 +59,7 @@
  * the database to close.
  *
  * STATUS PAGE (/ui)
- * The HTML pages are made by relay/ui.c on its own database connection; the
+ * The HTML pages are made by relay/admin/ui.c on its own database connection; the
  * port routes them, authorizes them and sends them with headers that let the
  * browser load nothing else (UI_HEADERS). A page is a lookup like any other
  * here: a request object that the connection may orphan, a 10 s deadline
@@ -84,15 +84,15 @@
  * Invariants: the server is freed when httpd has closed (every connection
  * with it) and its re-check timer's close callback has run.
  */
-#include "admin.h"
-#include "dlist.h"
+#include "admin/admin.h"
+#include "lib/dlist.h"
 
-#include "httpd.h"
-#include "log.h"
-#include "metrics.h"
-#include "ui.h"
-#include "ui_html.h"
-#include "xalloc.h"
+#include "lib/http_server.h"
+#include "lib/log.h"
+#include "lib/metrics.h"
+#include "admin/ui.h"
+#include "admin/ui_html.h"
+#include "lib/xalloc.h"
 
 #include <errno.h>
 #include <http_parser.h>
@@ -173,7 +173,7 @@ struct admin_conn {
     httpd_conn_t *http;
     enum conn_lane lane;
     struct admin_lookup *lookup; /* outstanding, or NULL */
-    bool page;                   /* the lookup is a /ui page (relay/ui.c) */
+    bool page;                   /* the lookup is a /ui page (relay/admin/ui.c) */
 
     /* Long-poll (?wait=): the key and when the wait ends (0: not waiting;
      * counted in server->waiting while not 0). */
@@ -284,68 +284,6 @@ static void sha256(const void *data, size_t n, unsigned char out[32])
     unsigned int len = 0;
     if (EVP_Digest(data, n, out, &len, EVP_sha256(), NULL) != 1 || len != 32)
         abort(); /* cannot happen with a working libcrypto */
-}
-
-/*
- * What readiness may say about a database connection that is down. libpq's
- * messages name the host, the port and the user ('connection to server at
- * "db.internal" (10.0.0.5), port 5432 failed: FATAL: password authentication
- * failed for user "relay"'): they go to the log (db_connect_failed,
- * db_connection_lost), and /readyz, which anyone who reaches the port reads,
- * gets one of these phrases. The first row whose needles all occur wins.
- */
-const char *admin_database_reason(const char *detail)
-{
-    static const struct {
-        const char *needle, *also, *reason;
-    } rows[] = {
-        {"not connected yet", NULL, "not connected yet"},
-        {"database system is starting up", NULL, "server starting up"},
-        {"database system is shutting down", NULL, "server shutting down"},
-        {"database system is in recovery", NULL, "server in recovery"},
-        {"not yet accepting connections", NULL, "server starting up"},
-        {"not accepting connections", NULL, "server not accepting connections"},
-        {"timeout expired", NULL, "timeout"},
-        {"timed out", NULL, "timeout"},
-        {"no answer from the database", NULL, "timeout"},
-        {"connection refused", NULL, "connection refused"},
-        {"no such file or directory", NULL, "connection refused"}, /* no Unix socket */
-        {"could not translate host name", NULL, "host name not resolved"},
-        {"name or service not known", NULL, "host name not resolved"},
-        {"temporary failure in name resolution", NULL, "host name not resolved"},
-        {"no route to host", NULL, "host unreachable"},
-        {"host is unreachable", NULL, "host unreachable"},
-        {"network is unreachable", NULL, "host unreachable"},
-        {"authentication failed", NULL, "authentication failed"},
-        {"no password supplied", NULL, "authentication failed"},
-        {"password is required", NULL, "authentication failed"},
-        {"no pg_hba.conf entry", NULL, "authentication failed"},
-        {"role \"", "does not exist", "authentication failed"},
-        {"database \"", "does not exist", "database does not exist"},
-        {"permission denied", NULL, "permission denied"},
-        {"too many connections", NULL, "too many connections"},
-        {"too many clients", NULL, "too many connections"},
-        {"connection slots are reserved", NULL, "too many connections"},
-        {"ssl", NULL, "TLS error"},
-        {"certificate", NULL, "TLS error"},
-        {"setup failed", NULL, "session setup failed"},
-        {"out of memory", NULL, "out of memory"},
-        {"server closed the connection", NULL, "connection lost"},
-        {"terminating connection", NULL, "connection lost"},
-        {"connection reset", NULL, "connection lost"},
-        {"broken pipe", NULL, "connection lost"},
-        {"could not receive data", NULL, "connection lost"},
-        {"could not send data", NULL, "connection lost"},
-        {"connection lost", NULL, "connection lost"},
-        {"end of file", NULL, "connection lost"},
-    };
-    if (detail == NULL || *detail == '\0')
-        return "connection failed";
-    for (size_t i = 0; i < sizeof(rows) / sizeof(rows[0]); i++)
-        if (strcasestr(detail, rows[i].needle) &&
-            (rows[i].also == NULL || strcasestr(detail, rows[i].also)))
-            return rows[i].reason;
-    return "connection failed";
 }
 
 /* ---------------------------------------------------------------- server lifetime */
@@ -799,7 +737,7 @@ static void conn_respond_page_message(struct admin_conn *conn, int status,
     strbuf_free(&html);
 }
 
-/* relay/ui.c made the page (or gave up); the request may be gone. */
+/* relay/admin/ui.c made the page (or gave up); the request may be gone. */
 static void admin_page_done(void *req, int status, const char *html, size_t len)
 {
     struct admin_lookup *lookup = req;
@@ -822,7 +760,7 @@ static void conn_page_timed_out(struct admin_conn *conn)
                               "itself.");
 }
 
-/* The overview (key NULL) or a key's page, made by relay/ui.c. */
+/* The overview (key NULL) or a key's page, made by relay/admin/ui.c. */
 static void conn_start_page(struct admin_conn *conn, const char *key)
 {
     admin_server_t *s = conn->server;

@@ -32,13 +32,12 @@
  * pg.c does it); each step renders its section into the page's buffer as
  * its result arrives, so no result outlives its callback.
  */
-#include "ui.h"
+#include "admin/ui.h"
 
-#include "admin.h"
-#include "log.h"
-#include "pg.h"
-#include "ui_html.h"
-#include "xalloc.h"
+#include "lib/log.h"
+#include "lib/pg.h"
+#include "admin/ui_html.h"
+#include "lib/xalloc.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -228,7 +227,7 @@ static void page_fail_database(struct ui_page *page, const char *detail)
              "The database cannot be reached (%s). This page shows what the database knows, so "
              "there is nothing to show now; it tries again every %d s. The relay's /readyz and "
              "/metrics tell how the relay itself is doing.",
-             admin_database_reason(detail), UI_REFRESH_SECONDS);
+             pg_public_reason(detail), UI_REFRESH_SECONDS);
     page_fail(page, 503, message);
 }
 

@@ -1,5 +1,5 @@
 /*
- * http.c — libcurl multi ⇄ libuv (the recipe of docs/event-loop.md).
+ * http_client.c — libcurl multi ⇄ libuv (the recipe of docs/event-loop.md).
  *
  * DESIGN
  * curl tells us which sockets to watch (socket callback) and when to call it
@@ -26,9 +26,9 @@
  * reports (its resolver's socket pair, which it closes itself) keeps the
  * simple rule: REMOVE closes the poll handle.
  */
-#include "http.h"
+#include "lib/http_client.h"
 
-#include "xalloc.h"
+#include "lib/xalloc.h"
 
 #include <stdlib.h>
 #include <sys/socket.h>

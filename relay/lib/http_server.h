@@ -1,6 +1,6 @@
 /*
- * httpd.h — the one HTTP/1.1 server of the project, on a libuv loop: the
- * relay's admin port (relay/admin.c) and the test receivers
+ * http_server.h — the one HTTP/1.1 server of the project, on a libuv loop: the
+ * relay's admin port (relay/admin/admin.c) and the test receivers
  * (tests/receiver/, tests/inbox/, tests/bench/stamp_receiver.c) are built
  * on it.
  *

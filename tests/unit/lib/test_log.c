@@ -1,11 +1,11 @@
 /*
- * test_log.c — relay/log.h: levels, and what one log_event writes to
+ * test_log.c — relay/lib/log.h: levels, and what one log_event writes to
  * stderr (captured through a pipe): one JSON object on one line, time,
  * level and event first, the fields in order, nothing below the level.
  */
-#include "unit.h"
+#include "../unit.h"
 
-#include "log.h"
+#include "lib/log.h"
 
 #include <string.h>
 #include <unistd.h>

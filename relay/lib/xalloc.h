@@ -8,7 +8,7 @@
  * aborts when the system refuses; strbuf grows the same way.
  *
  * Three places handle a NULL on purpose and call malloc's family directly:
- * http.c's socket watches (curl's socket callback answers -1, which fails
+ * http_client.c's socket watches (curl's socket callback answers -1, which fails
  * the transfers, not the relay), and strbuf_steal and strbuf_shrink, which
  * keep the larger block when a smaller one cannot be had.
  */

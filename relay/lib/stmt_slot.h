@@ -10,7 +10,7 @@
 #ifndef OUTBOX_STMT_SLOT_H
 #define OUTBOX_STMT_SLOT_H
 
-#include "pg.h"
+#include "lib/pg.h"
 
 #include <stdbool.h>
 

@@ -49,6 +49,13 @@ void pg_conn_start(pg_conn_t *pg);
 bool pg_conn_ready(const pg_conn_t *pg);
 /* Why the connection is not ready (for logs and readiness); "" when ready. */
 const char *pg_conn_status_reason(const pg_conn_t *pg);
+
+/* What a reader who must not see host, port or user may be told about a
+ * database error, from libpq's or the connection's own message (which names
+ * them): a fixed phrase such as "connection refused", "authentication
+ * failed", "timeout", "connection lost"; "connection failed" when not
+ * recognised. /readyz and the status page say this; the log has the rest. */
+const char *pg_public_reason(const char *detail);
 unsigned long pg_conn_reconnects(const pg_conn_t *pg);
 
 /* Queue a prepared statement. Values are copied; NULL entries are SQL NULL.

@@ -32,10 +32,10 @@
  * Invariant: a uv_poll_t exists only while its PGconn is open, and is freed
  * in its close callback.
  */
-#include "pg.h"
-#include "xalloc.h"
+#include "lib/pg.h"
+#include "lib/xalloc.h"
 
-#include "log.h"
+#include "lib/log.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -622,4 +622,66 @@ void pg_conn_close(pg_conn_t *pg, void (*on_closed)(void *data), void *data)
     pg_drop_connection(pg);
     queue_fail_all(pg, "relay shutting down");
     uv_close((uv_handle_t *)&pg->timer, on_handle_closed);
+}
+
+/*
+ * What readiness may say about a database connection that is down. libpq's
+ * messages name the host, the port and the user ('connection to server at
+ * "db.internal" (10.0.0.5), port 5432 failed: FATAL: password authentication
+ * failed for user "relay"'): they go to the log (db_connect_failed,
+ * db_connection_lost), and /readyz, which anyone who reaches the port reads,
+ * gets one of these phrases. The first row whose needles all occur wins.
+ */
+const char *pg_public_reason(const char *detail)
+{
+    static const struct {
+        const char *needle, *also, *reason;
+    } rows[] = {
+        {"not connected yet", NULL, "not connected yet"},
+        {"database system is starting up", NULL, "server starting up"},
+        {"database system is shutting down", NULL, "server shutting down"},
+        {"database system is in recovery", NULL, "server in recovery"},
+        {"not yet accepting connections", NULL, "server starting up"},
+        {"not accepting connections", NULL, "server not accepting connections"},
+        {"timeout expired", NULL, "timeout"},
+        {"timed out", NULL, "timeout"},
+        {"no answer from the database", NULL, "timeout"},
+        {"connection refused", NULL, "connection refused"},
+        {"no such file or directory", NULL, "connection refused"}, /* no Unix socket */
+        {"could not translate host name", NULL, "host name not resolved"},
+        {"name or service not known", NULL, "host name not resolved"},
+        {"temporary failure in name resolution", NULL, "host name not resolved"},
+        {"no route to host", NULL, "host unreachable"},
+        {"host is unreachable", NULL, "host unreachable"},
+        {"network is unreachable", NULL, "host unreachable"},
+        {"authentication failed", NULL, "authentication failed"},
+        {"no password supplied", NULL, "authentication failed"},
+        {"password is required", NULL, "authentication failed"},
+        {"no pg_hba.conf entry", NULL, "authentication failed"},
+        {"role \"", "does not exist", "authentication failed"},
+        {"database \"", "does not exist", "database does not exist"},
+        {"permission denied", NULL, "permission denied"},
+        {"too many connections", NULL, "too many connections"},
+        {"too many clients", NULL, "too many connections"},
+        {"connection slots are reserved", NULL, "too many connections"},
+        {"ssl", NULL, "TLS error"},
+        {"certificate", NULL, "TLS error"},
+        {"setup failed", NULL, "session setup failed"},
+        {"out of memory", NULL, "out of memory"},
+        {"server closed the connection", NULL, "connection lost"},
+        {"terminating connection", NULL, "connection lost"},
+        {"connection reset", NULL, "connection lost"},
+        {"broken pipe", NULL, "connection lost"},
+        {"could not receive data", NULL, "connection lost"},
+        {"could not send data", NULL, "connection lost"},
+        {"connection lost", NULL, "connection lost"},
+        {"end of file", NULL, "connection lost"},
+    };
+    if (detail == NULL || *detail == '\0')
+        return "connection failed";
+    for (size_t i = 0; i < sizeof(rows) / sizeof(rows[0]); i++)
+        if (strcasestr(detail, rows[i].needle) &&
+            (rows[i].also == NULL || strcasestr(detail, rows[i].also)))
+            return rows[i].reason;
+    return "connection failed";
 }

@@ -16,7 +16,7 @@
  *                          bytes of UTF-8 without control characters, else 400
  *                          {"error":"..."}. More than max_waits held at once: 429 with
  *                          Retry-After: 1.
- *   GET /ui                the status page (relay/ui.c, relay/ui_html.c), when
+ *   GET /ui                the status page (relay/admin/ui.c, relay/admin/ui_html.c), when
  *                          hooks.ui_config is set: HTML, per target live states,
  *                          circuit, oldest pending age, 5-minute success ratio and
  *                          p95; stuck keys; recent failures; a search box. 503 with
@@ -36,7 +36,7 @@
  * HTTP 400, a request over max_request_bytes 413 (both then close). HTTP/1.1
  * keep-alive and pipelining; "Connection: close" is honoured; every response
  * has Content-Length. Error bodies are JSON: {"error":"..."}. The HTTP
- * server underneath is relay/httpd.c; this file is the routes and policies.
+ * server underneath is relay/lib/http_server.c; this file is the routes and policies.
  *
  * Connections: max_connections serve any request; beyond them, probe_reserve
  * more serve only /healthz and /readyz (once, then close; anything else 503
@@ -53,8 +53,8 @@
 #ifndef OUTBOX_ADMIN_H
 #define OUTBOX_ADMIN_H
 
-#include "httpd.h"
-#include "strbuf.h"
+#include "lib/http_server.h"
+#include "lib/strbuf.h"
 
 #include <stddef.h>
 #include <uv.h>
@@ -65,7 +65,7 @@ struct admin_hooks {
     void *data;
     /* "" when ready, else the reason (e.g. "database not connected: timeout").
      * Anyone who reaches the port reads it: no host, port, user or other
-     * connection detail (admin_database_reason), those go to the log. */
+     * connection detail (pg_public_reason), those go to the log. */
     const char *(*ready_reason)(void *data);
     /* Append the relay's metrics in Prometheus text format to out. */
     void (*write_metrics)(void *data, struct strbuf *out);
@@ -118,11 +118,5 @@ void admin_close(admin_server_t *s, void (*on_closed)(void *data), void *data);
 const char *admin_decode_key(const char *encoded, size_t n, char *out);
 /* The query of /v1/intents/{key}: the ?wait= in ms (capped), 0 without, -1 malformed. */
 long admin_parse_wait(const char *query, size_t n);
-
-/* What readiness may say about a database connection that is down, from
- * libpq's or the connection's own message (which names host, port, user):
- * a fixed phrase such as "connection refused", "authentication failed",
- * "timeout", "connection lost"; "connection failed" when not recognised. */
-const char *admin_database_reason(const char *detail);
 
 #endif

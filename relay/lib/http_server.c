@@ -1,6 +1,6 @@
 /*
- * httpd.c — the HTTP/1.1 server under the admin port and the test receivers
- * (what it owns: httpd.h).
+ * http_server.c — the HTTP/1.1 server under the admin port and the test receivers
+ * (what it owns: http_server.h).
  *
  * WHY IT IS SHAPED SO
  * One server, because four copies had drifted apart: each had its own
@@ -19,7 +19,7 @@
  * Answers therefore go out in order with no queue, and a connection has at
  * most one answer in flight.
  *
- * Every connection is in one phase (enum httpd_phase in httpd.h), and the
+ * Every connection is in one phase (enum httpd_phase in http_server.h), and the
  * phase decides what its one timer means:
  *
  *   accept ─► IDLE ──first byte──► READING ──complete──► HANDLING ──answer──► WRITING
@@ -51,11 +51,11 @@
  * connection's memory outlives its on_close hook, so an application that
  * answers later (the admin port's lookups) forgets it there.
  */
-#include "httpd.h"
-#include "dlist.h"
+#include "lib/http_server.h"
+#include "lib/dlist.h"
 
-#include "strbuf.h"
-#include "xalloc.h"
+#include "lib/strbuf.h"
+#include "lib/xalloc.h"
 
 #include <arpa/inet.h>
 #include <http_parser.h>

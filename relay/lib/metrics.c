@@ -12,7 +12,7 @@
  *    (after the caller's labels), and end with le="+Inf", equal to _count.
  * Counters are uint64_t and printed as integers, exact past 2^53.
  */
-#include "metrics.h"
+#include "lib/metrics.h"
 
 #include <inttypes.h>
 #include <math.h>

@@ -15,9 +15,9 @@
  * applied that text is accepted; a later migration brings both to the same
  * state. Any other difference is still refused.
  */
-#include "migrate.h"
+#include "cli/migrate.h"
 
-#include "xalloc.h"
+#include "lib/xalloc.h"
 
 #include <dirent.h>
 #include <libgen.h>

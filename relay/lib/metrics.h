@@ -1,6 +1,6 @@
 /*
  * metrics.h — the Prometheus text exposition format (version 0.0.4), rendered
- * into a strbuf. Pure: no I/O, no global state (tests/unit/test_metrics.c).
+ * into a strbuf. Pure: no I/O, no global state (tests/unit/lib/test_metrics.c).
  *
  * A scrape is one text document made of families. Each family is written as
  * its header, once (metrics_family: "# HELP" and "# TYPE"), followed by all of
@@ -26,7 +26,7 @@
 #ifndef OUTBOX_METRICS_H
 #define OUTBOX_METRICS_H
 
-#include "strbuf.h"
+#include "lib/strbuf.h"
 
 #include <stdbool.h>
 #include <stddef.h>

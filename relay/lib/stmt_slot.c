@@ -6,7 +6,7 @@
  * the flag. One forgotten line there leaves a kind of statement stuck for
  * good (no more claims, say); here the flag is cleared in one place.
  */
-#include "stmt_slot.h"
+#include "lib/stmt_slot.h"
 
 static void slot_done(void *data, PGresult *res, const char *error)
 {

@@ -1,5 +1,5 @@
 /*
- * test_httpd.c — relay/httpd.h over real loopback TCP: what a request looks
+ * test_httpd.c — relay/lib/http_server.h over real loopback TCP: what a request looks
  * like to the handler, pipelining in order, every limit of a request (414,
  * 431, 413, 400, the pipelined input that stops reading), HEAD, keep-alive
  * and Connection: close, 204, 100 Continue, delayed answers, the handler's
@@ -10,10 +10,10 @@
  * One thread: the client is a plain non-blocking socket, and pump() turns
  * the server's loop between reads of it.
  */
-#include "unit.h"
+#include "../unit.h"
 
-#include "httpd.h"
-#include "strbuf.h"
+#include "lib/http_server.h"
+#include "lib/strbuf.h"
 
 #include <errno.h>
 #include <fcntl.h>

@@ -1,7 +1,7 @@
 /*
  * ui.h — the status page's data: what GET /ui and GET /ui/intents/{key} of
- * the admin port show (relay/admin.c routes and authorizes them; the HTML
- * is relay/ui_html.c).
+ * the admin port show (relay/admin/admin.c routes and authorizes them; the HTML
+ * is relay/admin/ui_html.c).
  *
  * Owns a database connection of its own ("ui", never the relay's main or
  * record connection), opened at the first page and closed after
@@ -20,7 +20,7 @@
 #define OUTBOX_UI_H
 
 #include "config.h"
-#include "strbuf.h"
+#include "lib/strbuf.h"
 
 #include <stdbool.h>
 #include <stddef.h>

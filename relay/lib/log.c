@@ -5,7 +5,7 @@
  * fields (key, target, attempt, state); a DBA greps for a key. One write(2)
  * per line keeps lines whole when several processes share a terminal.
  */
-#include "log.h"
+#include "lib/log.h"
 
 #include <stdarg.h>
 #include <stdio.h>
