@@ -17,7 +17,7 @@ WARN     := -Wall -Wextra -Werror -Wno-unused-parameter -Wshadow -Wvla -Wstrict-
             -Wmissing-prototypes -Wformat=2 -Wimplicit-fallthrough
 BASE     := -std=c11 -D_GNU_SOURCE $(WARN) -g
 PKG_CFLAGS = $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
-PKG_LIBS   = $(shell pkg-config --libs $(PKGS) 2>/dev/null) -lhttp_parser
+PKG_LIBS   = $(shell pkg-config --libs $(PKGS) 2>/dev/null) -lhttp_parser -lm
 SAN      := -fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer
 
 DEPFLAGS := -MMD -MP
@@ -25,10 +25,10 @@ DEPFLAGS := -MMD -MP
 # The floors of relay/ (HACKING.md): lib/ (no outbox knowledge), admin/ (the
 # admin port and status page), cli/ (blocking libpq allowed), the daemon in
 # relay/ itself. The unit tests mirror them under tests/unit/.
-RELAY_DIRS := relay relay/lib relay/admin relay/cli
+RELAY_DIRS := relay relay/lib relay/admin relay/cli relay/mcp
 RELAY_SRC := $(filter-out relay/main.c,$(foreach d,$(RELAY_DIRS),$(wildcard $(d)/*.c)))
 RELAY_HDR := $(foreach d,$(RELAY_DIRS),$(wildcard $(d)/*.h))
-UNIT_SRC  := $(foreach d,tests/unit tests/unit/lib tests/unit/admin,$(wildcard $(d)/test_*.c))
+UNIT_SRC  := $(foreach d,tests/unit tests/unit/lib tests/unit/admin tests/unit/mcp,$(wildcard $(d)/test_*.c))
 C_FILES   := $(foreach d,$(RELAY_DIRS),$(wildcard $(d)/*.[ch])) $(wildcard tests/unit/*.[ch]) \
              $(UNIT_SRC) $(wildcard tests/receiver/*.c tests/inbox/*.c)
 # The test receivers are built on the relay's HTTP server (relay/lib/http_server.c).
@@ -76,6 +76,12 @@ $(call asan_obj,$(UNIT_SRC)): | unit-deps
 
 build/asan/unit-tests: $(call asan_obj,$(UNIT_SRC) $(RELAY_SRC))
 	$(CC) $(SAN) $^ -o $@ $(PKG_LIBS) $(shell pkg-config --libs check)
+
+# The official JSON Schema test suite against the validator of the MCP front
+# door (tests/mcp/schema_suite.sh); sanitizers on, like every test binary.
+build/schema-suite: $(call asan_obj,tests/mcp/schema_suite.c relay/mcp/json_schema.c)
+	$(CC) $(SAN) $^ -o $@ $(shell pkg-config --libs jansson) -lm
+-include build/asan/obj/tests/mcp/schema_suite.d
 
 build/test-receiver: $(call obj,tests/receiver/receiver.c $(HTTPD_SRC))
 	$(CC) $^ -o $@ $(shell pkg-config --libs libuv jansson) -lhttp_parser

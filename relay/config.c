@@ -79,6 +79,19 @@ static const struct option_def options[] = {
         "intents pruned per transaction by a prune (the relay's and outbox-relay prune's)"),
     OPT("exit-when-idle", OPT_BOOL, exit_when_idle, "false", 0, 0,
         "exit 0 once nothing is due or in flight (for demos and batch runs)"),
+    OPT("mcp-listen", OPT_STRING, mcp_listen, "127.0.0.1:9465", 0, 0,
+        "mcp: host:port of the MCP front door (POST /mcp; also /healthz, /readyz, /metrics)"),
+    OPT("mcp-wait-ms", OPT_INT, mcp_wait_ms, "20000", 0, 55000,
+        "mcp: how long a tools/call waits for the outcome before it answers with the status "
+        "(the official SDKs give up at 60 s)"),
+    OPT("mcp-hosts", OPT_STRING, mcp_hosts, "", 0, 0,
+        "mcp: comma-separated host names the front door answers besides its listen address "
+        "and loopback names (a Host outside them gets 403: DNS rebinding)"),
+    OPT("mcp-origins", OPT_STRING, mcp_origins, "", 0, 0,
+        "mcp: comma-separated Origin values allowed besides loopback ones (a request with "
+        "another Origin gets 403)"),
+    OPT("mcp-db-connections", OPT_INT, mcp_db_connections, "4", 1, 64,
+        "mcp: database connections of the front door (each runs one statement at a time)"),
 };
 
 #define OPTION_COUNT (sizeof(options) / sizeof(options[0]))
@@ -277,6 +290,16 @@ static bool config_check(const struct config *cfg)
                 "outbox-relay: invalid value '%s' for --admin-listen (OUTBOX_RELAY_ADMIN_LISTEN): "
                 "%s; expected host:port, e.g. 127.0.0.1:9464\n",
                 cfg->admin_listen, admin_problem);
+        return false;
+    }
+    struct sockaddr_storage mcp_address;
+    const char *mcp_problem =
+        is_blank(cfg->mcp_listen) ? "empty" : httpd_parse_listen(cfg->mcp_listen, &mcp_address);
+    if (mcp_problem) {
+        fprintf(stderr,
+                "outbox-relay: invalid value '%s' for --mcp-listen (OUTBOX_RELAY_MCP_LISTEN): "
+                "%s; expected host:port, e.g. 127.0.0.1:9465\n",
+                cfg->mcp_listen, mcp_problem);
         return false;
     }
     return true;

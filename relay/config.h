@@ -33,6 +33,11 @@ struct config {
     int prune_interval_ms;        /* retention run period; 0 = off */
     int prune_batch;              /* intents per prune transaction */
     bool exit_when_idle;          /* exit 0 once nothing is due or in flight (demo, tests) */
+    char *mcp_listen;             /* mcp: host:port of POST /mcp */
+    int mcp_wait_ms;              /* mcp: a call's wait for its outcome */
+    char *mcp_hosts;              /* mcp: more Host names answered (comma-separated) */
+    char *mcp_origins;            /* mcp: Origins allowed (comma-separated) */
+    int mcp_db_connections;       /* mcp: database connections */
 };
 
 enum config_result { CONFIG_OK, CONFIG_HELP, CONFIG_ERROR };

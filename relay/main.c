@@ -2,7 +2,8 @@
  * main.c — outbox-relay: command dispatch.
  *
  *   outbox-relay run       the relay daemon (relay.c)
- *   outbox-relay migrate   apply migrations (migrate.c)
+ *   outbox-relay migrate   apply migrations (cli/migrate.c)
+ *   outbox-relay mcp       the MCP front door (mcp/mcp_server.c)
  *   outbox-relay status|stuck|resolve|approve|reject|cancel|retry|targets
  *                          operator commands (cli.c; they parse their own arguments)
  *   outbox-relay version
@@ -13,12 +14,12 @@
 #include "cli/cli.h"
 #include "config.h"
 #include "cli/migrate.h"
+#include "mcp/mcp_server.h"
 #include "relay.h"
+#include "version.h"
 
 #include <stdio.h>
 #include <string.h>
-
-#define OUTBOX_RELAY_VERSION "0.1.0"
 
 int main(int argc, char **argv)
 {
@@ -34,7 +35,8 @@ int main(int argc, char **argv)
     }
     if (cli_is_command(command))
         return cli_run(command, argc - 2, argv + 2);
-    if (strcmp(command, "run") != 0 && strcmp(command, "migrate") != 0) {
+    if (strcmp(command, "run") != 0 && strcmp(command, "migrate") != 0 &&
+        strcmp(command, "mcp") != 0) {
         fprintf(stderr, "outbox-relay: unknown command '%s' (see --help)\n", command);
         return 2;
     }
@@ -46,7 +48,9 @@ int main(int argc, char **argv)
         config_free(&cfg);
         return loaded == CONFIG_HELP ? 0 : 2;
     }
-    int rc = !strcmp(command, "run") ? relay_run(&cfg) : migrate_run(&cfg);
+    int rc = !strcmp(command, "run")   ? relay_run(&cfg)
+             : !strcmp(command, "mcp") ? mcp_server_run(&cfg)
+                                       : migrate_run(&cfg);
     config_free(&cfg);
     return rc;
 }

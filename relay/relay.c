@@ -708,7 +708,7 @@ static void on_record_db_ready(void *data)
     relay_check_shutdown(data);
 }
 
-static void on_db_notify(void *data, const char *channel)
+static void on_db_notify(void *data, const char *channel, const char *payload)
 {
     relay_maybe_claim(data);
 }

@@ -82,6 +82,8 @@ struct pg_conn {
     bool head_sent;
     PGresult *pending_result;
     char *pending_error;
+    char error_sqlstate[6];  /* of the error being handed to a callback; "" else */
+    char error_primary[512]; /* its primary message, without "ERROR:  " and the newline */
 
     int open_handles;
     void (*on_closed)(void *data);
@@ -141,6 +143,7 @@ static void queue_fail_all(pg_conn_t *pg, const char *reason)
 {
     struct pg_query *q;
     pg->head_sent = false;
+    pg->error_sqlstate[0] = pg->error_primary[0] = '\0';
     while ((q = queue_pop(pg)) != NULL) {
         if (q->cb)
             q->cb(q->data, NULL, reason);
@@ -420,8 +423,11 @@ static void pg_query_done(pg_conn_t *pg)
         pg_connection_lost(pg, reason);
         return;
     }
+    if (error == NULL)
+        pg->error_sqlstate[0] = pg->error_primary[0] = '\0';
     if (q->cb)
         q->cb(q->data, error ? NULL : res, error);
+    pg->error_sqlstate[0] = pg->error_primary[0] = '\0';
     PQclear(res);
     free(error);
     query_free(q);
@@ -441,7 +447,7 @@ static void pg_drain_notifications(pg_conn_t *pg)
     PGnotify *n;
     while (pg->conn && (n = PQnotifies(pg->conn)) != NULL) {
         if (pg->events.on_notify)
-            pg->events.on_notify(pg->events.data, n->relname);
+            pg->events.on_notify(pg->events.data, n->relname, n->extra ? n->extra : "");
         PQfreemem(n);
     }
 }
@@ -462,6 +468,10 @@ static void pg_read(pg_conn_t *pg)
         if (st != PGRES_TUPLES_OK && st != PGRES_COMMAND_OK && pg->pending_error == NULL) {
             const char *msg = PQresultErrorMessage(res);
             pg->pending_error = xstrdup(*msg ? msg : PQresStatus(st));
+            const char *state = PQresultErrorField(res, PG_DIAG_SQLSTATE);
+            const char *primary = PQresultErrorField(res, PG_DIAG_MESSAGE_PRIMARY);
+            snprintf(pg->error_sqlstate, sizeof(pg->error_sqlstate), "%s", state ? state : "");
+            snprintf(pg->error_primary, sizeof(pg->error_primary), "%s", primary ? primary : "");
         }
         PQclear(pg->pending_result);
         pg->pending_result = res;
@@ -684,4 +694,14 @@ const char *pg_public_reason(const char *detail)
             (rows[i].also == NULL || strcasestr(detail, rows[i].also)))
             return rows[i].reason;
     return "connection failed";
+}
+
+const char *pg_error_sqlstate(const pg_conn_t *pg)
+{
+    return pg->error_sqlstate;
+}
+
+const char *pg_error_primary(const pg_conn_t *pg)
+{
+    return pg->error_primary;
 }

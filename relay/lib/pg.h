@@ -35,7 +35,7 @@ struct pg_events {
     void (*on_lost)(void *data, const char *reason); /* connection lost; reconnecting */
     /* A connect attempt failed before the connection was ready; retrying. */
     void (*on_connect_failed)(void *data, const char *reason);
-    void (*on_notify)(void *data, const char *channel);
+    void (*on_notify)(void *data, const char *channel, const char *payload);
 };
 
 pg_conn_t *pg_conn_new(uv_loop_t *loop, const char *conninfo, const struct pg_statement *statements,
@@ -62,6 +62,12 @@ unsigned long pg_conn_reconnects(const pg_conn_t *pg);
  * Returns false (and never calls cb) when the connection is not ready. */
 bool pg_query(pg_conn_t *pg, const char *statement, int nparams, const char *const *values,
               pg_result_cb cb, void *data);
+
+/* Inside a query's callback that got an SQL error: its SQLSTATE ("OR001")
+ * and primary message (no "ERROR:" prefix, no detail); "" when the error
+ * was not the server's (the connection was lost) or there was none. */
+const char *pg_error_sqlstate(const pg_conn_t *pg);
+const char *pg_error_primary(const pg_conn_t *pg);
 
 /* Fail what is queued, close the socket and timers; on_closed runs from the
  * loop once every handle is closed, after which pg is freed. */

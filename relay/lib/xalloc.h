@@ -45,4 +45,9 @@ static inline char *xstrdup(const char *s)
     return xalloc_check(strdup(s));
 }
 
+static inline char *xstrndup(const char *s, size_t n)
+{
+    return xalloc_check(strndup(s, n));
+}
+
 #endif

@@ -171,7 +171,8 @@ SELECT set_eq(
              ('outbox_relay', 'prune'), ('outbox_relay', 'prune_step'), ('outbox_admin', 'prune'),
              ('outbox_admin', 'prune_step'), ('outbox_operator', 'prunable'), ('outbox_admin', 'prunable'),
              ('outbox_admin', 'redrive'),
-             ('outbox_app', 'traceparent_of'), ('outbox_operator', 'traceparent_of'), ('outbox_admin', 'traceparent_of')$$,
+             ('outbox_app', 'traceparent_of'), ('outbox_operator', 'traceparent_of'), ('outbox_admin', 'traceparent_of'),
+             ('outbox_admin', 'mcp_client'), ('outbox_admin', 'mcp_schema_problem')$$,
     'EXECUTE matrix: each role reaches exactly its functions (SECURITY DEFINER internals reach nobody)');
 SELECT set_eq(
     $$SELECT r.rolname::text, c.relname::text, priv
@@ -192,7 +193,11 @@ SELECT set_eq(
              ('outbox_operator', 'target_health', 'SELECT'), ('outbox_admin', 'target_health', 'SELECT'),
              ('outbox_relay', 'target_state', 'SELECT'), ('outbox_operator', 'target_state', 'SELECT'),
              ('outbox_admin', 'target_state', 'SELECT'),
-             ('outbox_operator', 'tombstones', 'SELECT'), ('outbox_admin', 'tombstones', 'SELECT')$$,
+             ('outbox_operator', 'tombstones', 'SELECT'), ('outbox_admin', 'tombstones', 'SELECT'),
+             ('outbox_operator', 'mcp_tools', 'SELECT'), ('outbox_operator', 'mcp_tasks', 'SELECT'),
+             ('outbox_admin', 'mcp_tools', 'SELECT'), ('outbox_admin', 'mcp_tasks', 'SELECT'),
+             ('outbox_admin', 'mcp_tools', 'INSERT'), ('outbox_admin', 'mcp_tools', 'UPDATE'),
+             ('outbox_admin', 'mcp_tools', 'DELETE'), ('outbox_admin', 'mcp_clients', 'DELETE')$$,
     'table matrix: the app has no table rights; relay reads targets and target_state; operator reads; admin also edits targets');
 SELECT set_eq(
     $$SELECT r.rolname::text FROM pg_roles r

@@ -26,5 +26,6 @@ Suite *flow_suite(void);
 Suite *httpd_suite(void);
 Suite *admin_suite(void);
 Suite *ui_suite(void);
+Suite *json_schema_suite(void);
 
 #endif

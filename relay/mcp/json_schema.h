@@ -1,0 +1,119 @@
+/*
+ * json_schema.h — a subset of JSON Schema 2020-12: the check of a tool's
+ * input_schema when it is registered, and the validation of a tools/call's
+ * arguments against it. Pure: no I/O, no global state.
+ *
+ * Why it is shaped so. The front door hands the model's arguments to a
+ * target only when they fit the tool's schema, and says exactly why when
+ * they do not: the model reads the messages and corrects its call. A full
+ * JSON Schema implementation ($ref, $dynamicRef, unevaluated*, formats,
+ * vocabularies) is a large attack surface for little gain in tool schemas,
+ * so the subset below is checked once, at registration: a schema that uses
+ * anything else is refused there with the keyword and its place in the
+ * schema, never half-understood later. Within the subset the answers are
+ * those of the specification (tests/mcp/schema_suite.sh runs the official
+ * test suite against it).
+ *
+ * The subset, keyword by keyword (anything else is refused by
+ * json_schema_check; a boolean schema, true or false, is allowed anywhere a
+ * schema is):
+ *
+ *   type                  a string or a non-empty array of unique strings among
+ *                         null, boolean, object, array, number, integer, string;
+ *                         integer is any number with a zero fractional part
+ *                         (1.0 is an integer)
+ *   properties            an object of schemas
+ *   required              an array of unique strings
+ *   additionalProperties  a schema (true, false, or an object)
+ *   enum                  an array of any values
+ *   const                 any value
+ *                         (enum, const and uniqueItems compare deeply and
+ *                         mathematically: 1 equals 1.0, key order is ignored)
+ *   minimum, maximum, exclusiveMinimum, exclusiveMaximum
+ *                         numbers; compared exactly, integers against reals too
+ *   multipleOf            a number > 0; exact when the instance and the divisor
+ *                         are integers, else in doubles with a relative tolerance
+ *                         of 4 ulps on the quotient (0.0075 is a multiple of 0.0001)
+ *   minLength, maxLength  non-negative integers (2.0 is one); lengths are counted
+ *                         in Unicode code points, not bytes
+ *   pattern               a regular expression, searched for anywhere in the
+ *                         string (not anchored, as JSON Schema says). It is
+ *                         executed by POSIX regcomp/regexec (extended syntax,
+ *                         glibc, C locale), not by an ECMA-262 engine: the check
+ *                         translates the ECMA-262 syntax that tool schemas use
+ *                         into POSIX ERE and refuses what has no faithful
+ *                         translation. Translated: literals (any Unicode
+ *                         character, matched whole), . (any code point but
+ *                         \n \r U+2028 U+2029), [...] and [^...] classes with
+ *                         ASCII ranges, \d \D \w \W \s \S (ASCII digits and word
+ *                         characters; \s has ECMA-262's Unicode white space),
+ *                         \t \n \r \f \v \cX \xHH \uHHHH \u{H...} and
+ *                         escaped punctuation, groups ( ), (?: ), (?<name> ),
+ *                         alternation |, anchors ^ $ \b \B, quantifiers * + ? {n}
+ *                         {n,} {n,m} (bounds at most 1000; a lazy ? suffix is
+ *                         dropped, which changes no search verdict). Refused:
+ *                         lookaround (?= (?! (?<= (?<!, backreferences \1 \k<..>,
+ *                         Unicode property escapes \p{..} \P{..}, \0, ranges with
+ *                         a non-ASCII end, non-ASCII characters in a negated
+ *                         class, patterns over JSON_SCHEMA_PATTERN_MAX bytes.
+ *   items                 a schema applied to every element (the 2020-12 meaning;
+ *                         the array form of older drafts is refused)
+ *   minItems, maxItems    non-negative integers
+ *   uniqueItems           a boolean
+ *   annotations that change nothing: $schema and $id (strings, at the root
+ *   only), title, description, $comment (strings), default (any), examples
+ *   (an array), deprecated, readOnly, writeOnly (booleans)
+ *
+ * $schema, when present, must name the meta-schema of 2020-12, 2019-09,
+ * draft-07 or draft-06 (http or https, with or without a final #): the
+ * keywords above mean the same in all four, and the forms whose meaning
+ * changed between drafts (items as an array, exclusiveMinimum as a
+ * boolean) are refused. Another meta-schema could turn assertions off, so
+ * it is refused too.
+ *
+ * Bounds: a schema or an instance nested deeper than JSON_SCHEMA_MAX_DEPTH
+ * levels is refused (by the check, or with one violation), never recursed
+ * into; validation keeps at most JSON_SCHEMA_MAX_ERRORS messages of
+ * JSON_SCHEMA_ERROR_LEN bytes (valid UTF-8, cut if longer) and counts the
+ * rest. Compiled patterns live for one call and are freed before it returns.
+ */
+#ifndef OUTBOX_JSON_SCHEMA_H
+#define OUTBOX_JSON_SCHEMA_H
+
+#include <jansson.h>
+#include <stdbool.h>
+#include <stddef.h>
+
+#define JSON_SCHEMA_MAX_DEPTH 64
+#define JSON_SCHEMA_MAX_ERRORS 16
+#define JSON_SCHEMA_ERROR_LEN 256
+#define JSON_SCHEMA_PATTERN_MAX 1024
+
+/* What one validation found. count is what json_schema_validate returned:
+ * every violation, also those past the JSON_SCHEMA_MAX_ERRORS kept. Each
+ * message starts with the instance path as a JSON Pointer ("/" for the
+ * root): "/items/2/amount: must be >= 0", "/: missing required property
+ * \"account\"", "/extra: additional property not allowed". */
+struct json_schema_errors {
+    int count;
+    int kept; /* messages in msg[], at most JSON_SCHEMA_MAX_ERRORS */
+    char msg[JSON_SCHEMA_MAX_ERRORS][JSON_SCHEMA_ERROR_LEN];
+};
+
+/* True when schema is well-formed and uses only the subset above. Else
+ * false, with a message in err (errlen bytes, NUL-terminated, valid UTF-8)
+ * naming the keyword and where it is in the schema as a JSON Pointer:
+ * "unsupported keyword \"oneOf\" at /properties/a",
+ * "\"minLength\" must be a non-negative integer at /". err may be NULL. */
+bool json_schema_check(const json_t *schema, char *err, size_t errlen)
+    __attribute__((warn_unused_result));
+
+/* The number of violations of schema by instance: 0 when it is valid. The
+ * schema must have passed json_schema_check; any other schema is still
+ * walked safely (what the check would refuse is ignored, or counted as a
+ * violation when it cannot be ignored, such as a pattern that does not
+ * compile). out may be NULL; else it is filled from scratch. */
+int json_schema_validate(const json_t *schema, const json_t *instance,
+                         struct json_schema_errors *out);
+
+#endif

@@ -1,0 +1,140 @@
+/*
+ * mcp_protocol.h — the Model Context Protocol as the front door speaks it:
+ * JSON-RPC messages in, results and errors out, for both protocol eras
+ * (2025-11-25 with initialize; 2026-07-28 with a _meta envelope on every
+ * request), chosen per request. Pure: no I/O, no database; what a call
+ * answers comes in as a struct mcp_answer (a row of outbox.mcp_answer).
+ *
+ * What it owns: parsing and checking a request (JSON-RPC shape, the era,
+ * the _meta envelope, the MCP-Protocol-Version / Mcp-Method / Mcp-Name
+ * headers against the body), the error of each refusal with its JSON-RPC
+ * code and HTTP status, and the JSON of every result the front door sends
+ * (initialize, server/discover, a tool of tools/list, a tools/call result,
+ * a task). What it does not own: routes, tokens, the database, waiting
+ * (relay/mcp/mcp_server.c).
+ */
+#ifndef OUTBOX_MCP_PROTOCOL_H
+#define OUTBOX_MCP_PROTOCOL_H
+
+#include <jansson.h>
+#include <stdbool.h>
+#include <stddef.h>
+
+#define MCP_MODERN_VERSION "2026-07-28"
+#define MCP_LEGACY_LATEST "2025-11-25"
+/* What a request without MCP-Protocol-Version is taken to speak (legacy). */
+#define MCP_LEGACY_DEFAULT "2025-03-26"
+
+#define MCP_META_VERSION "io.modelcontextprotocol/protocolVersion"
+#define MCP_META_CAPABILITIES "io.modelcontextprotocol/clientCapabilities"
+#define MCP_META_SERVER_INFO "io.modelcontextprotocol/serverInfo"
+#define MCP_TASKS_EXTENSION "io.modelcontextprotocol/tasks"
+#define MCP_META_RELATED_TASK "io.modelcontextprotocol/related-task"
+#define MCP_META_KEY "outbox-relay/idempotency-key"
+#define MCP_META_RUN_ID "outbox-relay/run-id"
+#define MCP_META_ORDERING_KEY "outbox-relay/ordering-key"
+
+/* JSON-RPC and MCP error codes. */
+#define MCP_PARSE_ERROR -32700
+#define MCP_INVALID_REQUEST -32600
+#define MCP_METHOD_NOT_FOUND -32601
+#define MCP_INVALID_PARAMS -32602
+#define MCP_INTERNAL_ERROR -32603
+#define MCP_HEADER_MISMATCH -32020
+#define MCP_UNSUPPORTED_VERSION -32022
+
+enum mcp_era {
+    MCP_LEGACY, /* 2025-11-25 and earlier: initialize, MCP-Protocol-Version header */
+    MCP_MODERN, /* 2026-07-28: _meta on every request, resultType on every result */
+};
+
+/* A parsed request; the pointers borrow from root, which it owns. */
+struct mcp_request {
+    json_t *root;
+    json_t *id;         /* NULL: a notification */
+    const char *method; /* NULL only for a client's response (legacy: accepted and dropped) */
+    json_t *params;     /* an object or NULL */
+    json_t *meta;       /* params._meta, an object or NULL */
+    enum mcp_era era;
+    const char *version;  /* the protocol version this request speaks (in root or version_buf) */
+    char version_buf[64]; /* a legacy version from the header */
+    bool tasks_extension; /* modern: the client declared io.modelcontextprotocol/tasks */
+};
+
+/* A refusal: the JSON-RPC error and the HTTP status that carries it. */
+struct mcp_error {
+    int code;
+    int http_status;
+    char message[400];
+    json_t *data; /* owned; NULL when none */
+};
+
+/* The headers that must agree with the body (NULL when absent). */
+struct mcp_headers {
+    const char *protocol_version;
+    const char *method;
+    const char *name;
+};
+
+/* The outcome of a call, a row of outbox.mcp_answer. Strings are owned by
+ * whoever filled it (the server copies them from the database row). */
+struct mcp_answer {
+    const char *key, *intent_key, *tool, *target, *status, *state, *message;
+    bool final, inserted;
+    int response_status; /* 0: none */
+    const char *response_body;
+    int attempts;                /* -1: not known (a pruned intent) */
+    const char *conflict_fields; /* a PostgreSQL text[] literal, or NULL */
+    const char *task_id, *task_created_at, *task_updated_at; /* ISO 8601 or NULL */
+    long long task_ttl_ms;                                   /* -1: none */
+};
+
+void mcp_request_free(struct mcp_request *req);
+void mcp_error_clear(struct mcp_error *err);
+void mcp_error_set(struct mcp_error *err, int code, int http_status, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+
+/* Parses one HTTP body into a request: false with err set for a body that
+ * is not JSON (-32700), a batch (400, -32600), or not a JSON-RPC 2.0
+ * request, notification or response (-32600). Then decides its era and
+ * checks the modern envelope and the headers (-32602, -32020, -32022, all
+ * with 400). */
+bool mcp_parse(const char *body, size_t len, const struct mcp_headers *headers,
+               struct mcp_request *req, struct mcp_error *err);
+
+/* Is this legacy protocol version one the front door speaks? */
+bool mcp_legacy_version_supported(const char *version);
+
+/* {"jsonrpc":"2.0","id":…,"result":result}: a modern result gets resultType
+ * (unless it has one) and _meta's serverInfo. Takes result. */
+char *mcp_result_json(const struct mcp_request *req, json_t *result);
+/* {"jsonrpc":"2.0","id":…,"error":{code, message, data}} (no id when the
+ * request's was unreadable). */
+char *mcp_error_json(const json_t *id, const struct mcp_error *err);
+
+json_t *mcp_initialize_result(const struct mcp_request *req, const char *server_version);
+json_t *mcp_discover_result(const char *server_version);
+/* One entry of tools/list. input_schema is borrowed (copied in). */
+json_t *mcp_tool_json(const struct mcp_request *req, const char *name, const char *title,
+                      const char *description, const json_t *input_schema, bool destructive);
+/* The CallToolResult of an answer: structuredContent {status, key, target,
+ * response_status, response, attempts, message}, the same as a text block,
+ * isError for failed, cancelled and key_conflict. */
+json_t *mcp_call_result(const struct mcp_answer *answer);
+/* A CallToolResult with isError that names what is wrong (the model reads it). */
+json_t *mcp_tool_error_result(const char *status, const char *message, json_t *details);
+/* The Task object of an answer: taskId, status, statusMessage, createdAt,
+ * lastUpdatedAt, and ttl / pollInterval (legacy) or ttlMs / pollIntervalMs
+ * (modern). */
+json_t *mcp_task_json(const struct mcp_answer *answer, enum mcp_era era);
+/* The task status of an outbox status: working, completed, failed (legacy;
+ * modern says completed with result.isError), cancelled. Never failed for
+ * what may have executed. */
+const char *mcp_task_status(const struct mcp_answer *answer, enum mcp_era era);
+
+/* params.name / params.arguments of tools/call, and the like: NULL when
+ * absent or of the wrong type. */
+const char *mcp_param_string(const struct mcp_request *req, const char *name);
+const char *mcp_meta_string(const struct mcp_request *req, const char *name);
+
+#endif

@@ -1,0 +1,1249 @@
+/*
+ * mcp_server.c — the MCP front door on one libuv loop: the HTTP server of
+ * relay/lib/http_server.c, a few async libpq connections (relay/lib/pg.c),
+ * and the calls waiting for their outcomes.
+ *
+ * DESIGN
+ * One request, one short database transaction: a tools/call is
+ * outbox.mcp_tool (authenticate the token's hash, fetch the tool's schema),
+ * the arguments checked here against that schema (json_schema.c; nothing is
+ * enqueued when they fail), then outbox.mcp_call (enqueue the client's key,
+ * namespaced, in a transaction of its own). What the call answers at once
+ * may already be final (the same key called again: the saved outcome).
+ * Otherwise the call waits, bounded by --mcp-wait-ms.
+ *
+ * The wait is woken by the outcome's commit, not by a poll: the intents of
+ * MCP calls NOTIFY outbox_mcp with their key when they settle (0022), the
+ * first database connection LISTENs, and every call waiting for that key
+ * looks its outcome up once more. NOTIFY is a hint (lost while a
+ * connection is down): once a second every waiting call looks up anyway.
+ * When the wait ends, one last lookup decides the answer, so it is never
+ * older than the deadline; a call that is not final then is answered with
+ * its status and what it means, never as failed (what may have executed is
+ * not a failure), or, in 2026-07-28 with the tasks extension declared, as a
+ * task the host can poll.
+ *
+ * Calls outlive connections: a query's callback holds the call, not the
+ * connection. The connection's on_close clears call->conn, and the callback
+ * then only frees the call. Nothing is lost when the client goes away: the
+ * intent is committed, and the same key called again finds it.
+ *
+ * DNS REBINDING
+ * A browser page can reach a server on 127.0.0.1 through a name it
+ * controls. Every request is answered only when its Host is the listen
+ * address, a loopback name or one of --mcp-hosts, and when an Origin it
+ * carries is a loopback one or one of --mcp-origins; else 403.
+ *
+ * What is logged: one line per call (mcp_call: client, tool, key, status,
+ * milliseconds) and per refusal (mcp_refused: the reason); never the
+ * arguments, never the token.
+ */
+#include "mcp/mcp_server.h"
+
+#include "lib/dlist.h"
+#include "lib/http_server.h"
+#include "lib/log.h"
+#include "lib/metrics.h"
+#include "lib/pg.h"
+#include "lib/strbuf.h"
+#include "lib/xalloc.h"
+#include "mcp/json_schema.h"
+#include "mcp/mcp_protocol.h"
+
+#include <http_parser.h>
+#include <openssl/evp.h>
+#include <openssl/rand.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#define MCP_RECHECK_MS 1000 /* the fallback look-up of every waiting call */
+#define MCP_LOOKUP_TIMEOUT_MS 10000
+#define MCP_STOP_GRACE_MS 5000 /* SIGTERM: waiting calls are answered, then we go */
+#define MCP_MAX_BODY_BYTES (1024 * 1024)
+#define MCP_LISTEN_CHANNEL "outbox_mcp"
+
+/* The statements of the front door (every one a function of 0022). */
+#define ANSWER_COLUMNS                                                                             \
+    "client, key, intent_key, tool, target, status, state::text, final, inserted, "                \
+    "response_status, response_body, attempts, message, conflict_fields::text, task_id, "          \
+    "to_char(task_created_at AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.MS\"Z\"'), "           \
+    "task_ttl_ms, to_char(updated_at AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.MS\"Z\"')"
+static const struct pg_statement statements[] = {
+    {"mcp_list_tools", "SELECT client, tool, title, description, input_schema::text, destructive "
+                       "FROM outbox.mcp_list_tools($1::bytea)"},
+    {"mcp_tool", "SELECT client, tool, target, input_schema::text, server_keys "
+                 "FROM outbox.mcp_tool($1::bytea, $2)"},
+    {"mcp_call", "SELECT " ANSWER_COLUMNS " FROM outbox.mcp_call($1::bytea, $2, $3, $4::jsonb, $5, "
+                 "$6, $7, $8::boolean, $9::bigint)"},
+    {"mcp_outcome", "SELECT " ANSWER_COLUMNS " FROM outbox.mcp_outcome($1::bytea, $2)"},
+    {"mcp_task", "SELECT " ANSWER_COLUMNS " FROM outbox.mcp_task($1::bytea, $2)"},
+    {"mcp_tasks_list", "SELECT " ANSWER_COLUMNS ", task_created_at::text "
+                       "FROM outbox.mcp_tasks_list($1::bytea, $2::timestamptz, $3, $4::integer)"},
+    {"mcp_task_cancel", "SELECT " ANSWER_COLUMNS " FROM outbox.mcp_task_cancel($1::bytea, $2)"},
+};
+
+/* What a call is doing; one query of it is on the wire at most. */
+enum call_step {
+    STEP_AUTH,     /* initialize, ping, discover: is the token known? */
+    STEP_LIST,     /* tools/list */
+    STEP_TOOL,     /* tools/call: the tool and its schema */
+    STEP_ENQUEUE,  /* tools/call: mcp_call */
+    STEP_LOOKUP,   /* a waiting call (or task result) looks its outcome up */
+    STEP_TASK,     /* tasks/get, tasks/result */
+    STEP_TASKS,    /* tasks/list */
+    STEP_CANCEL,   /* tasks/cancel */
+    STEP_TASK_NOW, /* 2026: a wait ended without an outcome: make its task */
+};
+
+struct mcp_server;
+
+struct mcp_call {
+    struct mcp_call *prev, *next; /* in s->waiting while waiting */
+    struct mcp_server *s;
+    httpd_conn_t *conn; /* NULL once the connection closed (the call is orphaned) */
+    pg_conn_t *pg;      /* of the query on the wire */
+    struct mcp_request req;
+    enum call_step step;
+    bool querying, waiting, answered;
+    char token_hash[68]; /* "\x" + 64 hex digits */
+    char *client, *tool, *key, *intent_key, *arguments_json, *traceparent, *run_id, *ordering_key,
+        *task_id;
+    bool task;             /* legacy: params.task, answered with the task at once */
+    long long task_ttl_ms; /* -1: none asked */
+    uint64_t started_ns;   /* the request arrived */
+    uint64_t deadline_ms;  /* uv_now of the end of the wait */
+};
+
+struct tool_count {
+    char tool[129];
+    char status[24];
+    uint64_t n;
+};
+
+struct mcp_server {
+    uv_loop_t loop;
+    const struct config *cfg;
+    httpd_t *httpd;
+    pg_conn_t **pg;
+    int pg_count, pg_next;
+    uv_signal_t sigterm, sigint;
+    uv_timer_t recheck, stop_timer;
+    struct mcp_call *waiting;
+    int calls; /* alive, orphaned ones too */
+    bool stopping, closing;
+    int open_handles;
+    int exit_code;
+    char listen_host[64];
+    int listen_port;
+
+    /* /metrics */
+    struct tool_count *counts;
+    size_t count_len, count_cap;
+    uint64_t refusals[8];
+    struct metrics_histogram call_seconds;
+};
+
+/* Refusals by reason, for /metrics and the log. */
+enum refusal {
+    REFUSED_AUTH,
+    REFUSED_HOST,
+    REFUSED_ORIGIN,
+    REFUSED_PROTOCOL,
+    REFUSED_HEADERS,
+    REFUSED_TOOL,
+    REFUSED_KEY,
+    REFUSED_ARGUMENTS,
+};
+static const char *const refusal_names[8] = {"auth",    "host", "origin", "protocol",
+                                             "headers", "tool", "key",    "arguments"};
+
+static void call_query(struct mcp_call *call, const char *statement, int n, const char *const *v);
+static void call_answer_final_lookup(struct mcp_call *call);
+static void server_maybe_close(struct mcp_server *s);
+
+/* ---------------------------------------------------------------- counters */
+
+static void count_call(struct mcp_server *s, const char *tool, const char *status)
+{
+    tool = tool ? tool : "";
+    for (size_t i = 0; i < s->count_len; i++)
+        if (!strcmp(s->counts[i].tool, tool) && !strcmp(s->counts[i].status, status)) {
+            s->counts[i].n++;
+            return;
+        }
+    if (s->count_len == s->count_cap) {
+        s->count_cap = s->count_cap ? s->count_cap * 2 : 16;
+        s->counts = xrealloc(s->counts, s->count_cap * sizeof(*s->counts));
+    }
+    struct tool_count *c = &s->counts[s->count_len++];
+    snprintf(c->tool, sizeof(c->tool), "%s", tool);
+    snprintf(c->status, sizeof(c->status), "%s", status);
+    c->n = 1;
+}
+
+static void refuse_count(struct mcp_server *s, enum refusal reason, const char *detail)
+{
+    s->refusals[reason]++;
+    log_event(LOG_INFO, "mcp_refused", "reason", json_string(refusal_names[reason]), "detail",
+              json_string(detail ? detail : ""), LOG_END);
+}
+
+/* ---------------------------------------------------------------- calls */
+
+static struct mcp_call *call_new(struct mcp_server *s, httpd_conn_t *conn)
+{
+    struct mcp_call *call = xcalloc(1, sizeof(*call));
+    call->s = s;
+    call->conn = conn;
+    call->task_ttl_ms = -1;
+    s->calls++;
+    *(struct mcp_call **)httpd_conn_data(conn) = call;
+    return call;
+}
+
+static void call_free(struct mcp_call *call)
+{
+    struct mcp_server *s = call->s;
+    if (call->waiting)
+        DLIST_REMOVE(s->waiting, call);
+    mcp_request_free(&call->req);
+    free(call->client);
+    free(call->tool);
+    free(call->key);
+    free(call->intent_key);
+    free(call->arguments_json);
+    free(call->traceparent);
+    free(call->run_id);
+    free(call->ordering_key);
+    free(call->task_id);
+    free(call);
+    s->calls--;
+    server_maybe_close(s);
+}
+
+/* The call is done with its connection: answered, or the connection went. */
+static void call_detach(struct mcp_call *call)
+{
+    if (call->conn)
+        *(struct mcp_call **)httpd_conn_data(call->conn) = NULL;
+    call->conn = NULL;
+    if (call->waiting) {
+        DLIST_REMOVE(call->s->waiting, call);
+        call->waiting = false;
+    }
+    if (!call->querying)
+        call_free(call);
+}
+
+static void respond_text(struct mcp_call *call, int status, const char *headers, char *json)
+{
+    if (call->conn) {
+        if (json)
+            httpd_respond_json(call->conn, status, headers, json);
+        else
+            httpd_respond(call->conn, &(struct httpd_response){.status = status, .body = ""});
+    }
+    free(json);
+    call->answered = true;
+    call_detach(call);
+}
+
+static void respond_result(struct mcp_call *call, json_t *result)
+{
+    respond_text(call, 200, NULL, mcp_result_json(&call->req, result));
+}
+
+/* A JSON-RPC error; err is cleared. */
+static void respond_error(struct mcp_call *call, struct mcp_error *err)
+{
+    int status = err->http_status ? err->http_status : 200;
+    /* 2026: an unknown method is 404 (the spec); legacy keeps 200. */
+    if (err->code == MCP_METHOD_NOT_FOUND && call->req.era == MCP_MODERN)
+        status = 404;
+    respond_text(call, status, NULL, mcp_error_json(call->req.id, err));
+    mcp_error_clear(err);
+}
+
+static void respond_error_code(struct mcp_call *call, int code, int http_status, const char *msg)
+{
+    struct mcp_error err = {0};
+    mcp_error_set(&err, code, http_status, "%s", msg);
+    respond_error(call, &err);
+}
+
+static void respond_unauthorized(struct mcp_call *call, const char *why)
+{
+    refuse_count(call->s, REFUSED_AUTH, why);
+    struct mcp_error err = {0};
+    mcp_error_set(&err, MCP_INVALID_REQUEST, 401, "Unauthorized: %s", why);
+    int status = 401;
+    char *json = mcp_error_json(call->req.id, &err);
+    mcp_error_clear(&err);
+    respond_text(call, status,
+                 "WWW-Authenticate: Bearer realm=\"outbox-relay-mcp\", error=\"invalid_token\"\r\n",
+                 json);
+}
+
+static void log_call(struct mcp_call *call, const char *status)
+{
+    double seconds = (double)(uv_hrtime() - call->started_ns) / 1e9;
+    metrics_histogram_observe(&call->s->call_seconds, seconds);
+    count_call(call->s, call->tool, status);
+    log_event(LOG_INFO, "mcp_call", "client", json_string(call->client ? call->client : ""), "tool",
+              json_string(call->tool ? call->tool : ""), "key",
+              json_string(call->key ? call->key : ""), "status", json_string(status), "ms",
+              json_real(seconds * 1000.0), LOG_END);
+}
+
+/* ---------------------------------------------------------------- database */
+
+static pg_conn_t *next_connection(struct mcp_server *s)
+{
+    for (int i = 0; i < s->pg_count; i++) {
+        pg_conn_t *pg = s->pg[(s->pg_next + i) % s->pg_count];
+        if (pg_conn_ready(pg)) {
+            s->pg_next = (s->pg_next + i + 1) % s->pg_count;
+            return pg;
+        }
+    }
+    return NULL;
+}
+
+static const char *value_or_null(PGresult *res, int row, int col)
+{
+    return PQgetisnull(res, row, col) ? NULL : PQgetvalue(res, row, col);
+}
+
+/* An answer from a row of ANSWER_COLUMNS (strings borrowed from res). */
+static void answer_from_row(PGresult *res, int row, struct mcp_answer *a)
+{
+    memset(a, 0, sizeof(*a));
+    a->key = value_or_null(res, row, 1);
+    a->intent_key = value_or_null(res, row, 2);
+    a->tool = value_or_null(res, row, 3);
+    a->target = value_or_null(res, row, 4);
+    a->status = value_or_null(res, row, 5) ? PQgetvalue(res, row, 5) : "not_found";
+    a->state = value_or_null(res, row, 6);
+    a->final = !strcmp(PQgetvalue(res, row, 7), "t");
+    a->inserted = !strcmp(PQgetvalue(res, row, 8), "t");
+    a->response_status =
+        PQgetisnull(res, row, 9) ? 0 : (int)strtol(PQgetvalue(res, row, 9), NULL, 10);
+    a->response_body = value_or_null(res, row, 10);
+    a->attempts = PQgetisnull(res, row, 11) ? -1 : (int)strtol(PQgetvalue(res, row, 11), NULL, 10);
+    a->message = value_or_null(res, row, 12);
+    a->conflict_fields = value_or_null(res, row, 13);
+    a->task_id = value_or_null(res, row, 14);
+    a->task_created_at = value_or_null(res, row, 15);
+    a->task_ttl_ms = PQgetisnull(res, row, 16) ? -1 : strtoll(PQgetvalue(res, row, 16), NULL, 10);
+    a->task_updated_at = value_or_null(res, row, 17);
+}
+
+static void sha256_hex_bytea(const char *token, size_t n, char out[68])
+{
+    unsigned char digest[EVP_MAX_MD_SIZE];
+    unsigned int len = 0;
+    if (EVP_Digest(token, n, digest, &len, EVP_sha256(), NULL) != 1 || len != 32)
+        abort();
+    out[0] = '\\';
+    out[1] = 'x';
+    for (unsigned int i = 0; i < 32; i++)
+        snprintf(out + 2 + 2 * i, 3, "%02x", digest[i]);
+}
+
+/* ---------------------------------------------------------------- tools/call */
+
+/* The wait of a call that is not final yet. */
+static void call_wait(struct mcp_call *call)
+{
+    struct mcp_server *s = call->s;
+    uint64_t now = uv_now(&s->loop);
+    if (s->stopping || now >= call->deadline_ms) {
+        call_answer_final_lookup(call);
+        return;
+    }
+    if (!call->waiting) {
+        DLIST_PUSH_FRONT(s->waiting, call);
+        call->waiting = true;
+    }
+    httpd_conn_wait(call->conn, call->deadline_ms - now);
+}
+
+static void lookup(struct mcp_call *call)
+{
+    const char *params[2] = {call->token_hash, call->key};
+    call->step = STEP_LOOKUP;
+    call_query(call, "mcp_outcome", 2, params);
+}
+
+/* The wait is over (deadline, or stopping): one last look, and that answers. */
+static void call_answer_final_lookup(struct mcp_call *call)
+{
+    if (call->waiting) {
+        DLIST_REMOVE(call->s->waiting, call);
+        call->waiting = false;
+    }
+    call->deadline_ms = 0;
+    if (!call->querying)
+        lookup(call);
+}
+
+/* The answer of a tools/call (or a task's result) from an answer row. */
+static void answer_call(struct mcp_call *call, const struct mcp_answer *a)
+{
+    json_t *result = mcp_call_result(a);
+    if (a->task_id && strcmp(call->req.method, "tasks/result") == 0)
+        json_object_set_new(result, "_meta",
+                            json_pack("{s:{s:s}}", MCP_META_RELATED_TASK, "taskId", a->task_id));
+    log_call(call, a->status);
+    respond_result(call, result);
+}
+
+/* 2026 with the tasks extension, a wait that ended without an outcome:
+ * make the task of this key (mcp_call again: the same key and arguments
+ * are the same intent), then answer with it. */
+static void make_task_now(struct mcp_call *call)
+{
+    const char *params[9] = {call->token_hash,     call->tool,   call->key,
+                             call->arguments_json, call->run_id, call->ordering_key,
+                             call->traceparent,    "true",       NULL};
+    call->step = STEP_TASK_NOW;
+    call_query(call, "mcp_call", 9, params);
+}
+
+static void on_answer_row(struct mcp_call *call, PGresult *res)
+{
+    struct mcp_answer a;
+    answer_from_row(res, 0, &a);
+    const char *method = call->req.method;
+    bool not_found = !strcmp(a.status, "not_found");
+    switch (call->step) {
+    case STEP_CANCEL: /* legacy: the task, now cancelled; modern: an empty ack */
+        respond_result(call,
+                       call->req.era == MCP_MODERN ? json_object() : mcp_task_json(&a, MCP_LEGACY));
+        return;
+    case STEP_TASK_NOW: { /* modern CreateTaskResult: the task, flat */
+        json_t *task = mcp_task_json(&a, MCP_MODERN);
+        json_object_set_new(task, "resultType", json_string("task"));
+        log_call(call, a.status);
+        respond_result(call, task);
+        return;
+    }
+    case STEP_TASK:
+        if (not_found) {
+            respond_error_code(call, MCP_INVALID_PARAMS, 200, "Invalid params: no such task");
+            return;
+        }
+        if (!strcmp(method, "tasks/update")) { /* nothing ever asks for input: an ack */
+            respond_result(call, json_object());
+            return;
+        }
+        if (!strcmp(method, "tasks/get")) {
+            json_t *task = mcp_task_json(&a, call->req.era);
+            if (call->req.era == MCP_MODERN && a.final && strcmp(a.status, "cancelled") != 0)
+                json_object_set_new(task, "result", mcp_call_result(&a));
+            respond_result(call, task);
+            return;
+        }
+        /* tasks/result: wait for the outcome as a call does */
+        call->key = xstrdup(a.key ? a.key : "");
+        call->tool = xstrdup(a.tool ? a.tool : "");
+        call->intent_key = xstrdup(a.intent_key ? a.intent_key : "");
+        break;
+    case STEP_ENQUEUE:
+        call->intent_key = xstrdup(a.intent_key ? a.intent_key : "");
+        if (call->task && a.task_id) { /* legacy task-augmented call: the task, at once */
+            log_call(call, a.status);
+            respond_result(call, json_pack("{s:o}", "task", mcp_task_json(&a, MCP_LEGACY)));
+            return;
+        }
+        break;
+    default:
+        break;
+    }
+    if (a.final || not_found) {
+        answer_call(call, &a);
+    } else if (call->deadline_ms == 0) { /* the last look of a wait */
+        if (call->req.era == MCP_MODERN && call->req.tasks_extension &&
+            !strcmp(method, "tools/call") && !call->s->stopping)
+            make_task_now(call);
+        else
+            answer_call(call, &a);
+    } else {
+        call_wait(call);
+    }
+}
+
+static void on_tool_row(struct mcp_call *call, PGresult *res)
+{
+    if (PQntuples(res) == 0) {
+        respond_unauthorized(call, "unknown token");
+        return;
+    }
+    free(call->client);
+    call->client = xstrdup(PQgetvalue(res, 0, 0));
+    if (PQgetisnull(res, 0, 1)) {
+        refuse_count(call->s, REFUSED_TOOL, call->tool);
+        struct mcp_error err = {0};
+        mcp_error_set(&err, MCP_INVALID_PARAMS, 200, "Unknown tool: %s", call->tool);
+        log_call(call, "unknown_tool");
+        respond_error(call, &err);
+        return;
+    }
+    bool server_keys = !strcmp(PQgetvalue(res, 0, 4), "t");
+    json_t *schema = json_loads(PQgetvalue(res, 0, 3), 0, NULL);
+    json_t *arguments = json_object_get(call->req.params, "arguments");
+    json_t *empty = NULL;
+    if (arguments == NULL)
+        arguments = empty = json_object();
+    struct json_schema_errors errors;
+    memset(&errors, 0, sizeof(errors));
+    int bad = schema ? json_schema_validate(schema, arguments, &errors) : 1;
+    json_decref(schema);
+    if (bad > 0) {
+        refuse_count(call->s, REFUSED_ARGUMENTS, call->tool);
+        struct strbuf msg = {0};
+        strbuf_append_str(&msg, "invalid arguments: ");
+        json_t *list = json_array();
+        for (int i = 0; i < errors.kept; i++) {
+            strbuf_printf(&msg, "%s%s", i ? "; " : "", errors.msg[i]);
+            json_array_append_new(list, json_string(errors.msg[i]));
+        }
+        if (errors.count > errors.kept)
+            strbuf_printf(&msg, "; and %d more", errors.count - errors.kept);
+        if (schema == NULL)
+            strbuf_append_str(&msg, "the tool's schema cannot be read");
+        strbuf_append_str(&msg, ". Nothing was sent.");
+        json_decref(empty);
+        log_call(call, "invalid_arguments");
+        respond_result(call, mcp_tool_error_result("invalid_arguments", msg.data, list));
+        strbuf_free(&msg);
+        return;
+    }
+    call->arguments_json = json_dumps(arguments, JSON_COMPACT);
+    json_decref(empty);
+    if (call->key == NULL) {
+        if (!server_keys) {
+            refuse_count(call->s, REFUSED_KEY, "no key");
+            respond_error_code(
+                call, MCP_INVALID_PARAMS, 200,
+                "Invalid params: no idempotency key. The host (not the model) puts it in "
+                "params._meta[\"outbox-relay/idempotency-key\"] or the Idempotency-Key header, "
+                "made from its workflow state, e.g. {run_id}:{step_id}");
+            return;
+        }
+        unsigned char rnd[16];
+        if (RAND_bytes(rnd, sizeof(rnd)) != 1)
+            abort();
+        char minted[40] = "minted-";
+        for (int i = 0; i < 16; i++)
+            snprintf(minted + 7 + 2 * i, 3, "%02x", rnd[i]);
+        call->key = xstrdup(minted);
+    }
+    char ttl[24];
+    snprintf(ttl, sizeof(ttl), "%lld", call->task_ttl_ms);
+    const char *params[9] = {call->token_hash,
+                             call->tool,
+                             call->key,
+                             call->arguments_json,
+                             call->run_id,
+                             call->ordering_key,
+                             call->traceparent,
+                             call->task ? "true" : "false",
+                             call->task_ttl_ms >= 0 ? ttl : NULL};
+    call->step = STEP_ENQUEUE;
+    call_query(call, "mcp_call", 9, params);
+}
+
+static void on_list_rows(struct mcp_call *call, PGresult *res)
+{
+    if (PQntuples(res) == 0) {
+        respond_unauthorized(call, "unknown token");
+        return;
+    }
+    free(call->client);
+    call->client = xstrdup(PQgetvalue(res, 0, 0));
+    if (call->step == STEP_AUTH) {
+        json_t *result = NULL;
+        if (!strcmp(call->req.method, "initialize"))
+            result = mcp_initialize_result(&call->req, NULL);
+        else if (!strcmp(call->req.method, "server/discover"))
+            result = mcp_discover_result(NULL);
+        else
+            result = json_object(); /* ping */
+        respond_result(call, result);
+        return;
+    }
+    json_t *tools = json_array();
+    for (int i = 0; i < PQntuples(res); i++) {
+        if (PQgetisnull(res, i, 1))
+            continue;
+        json_t *schema = json_loads(PQgetvalue(res, i, 4), 0, NULL);
+        char problem[256];
+        if (schema == NULL || !json_schema_check(schema, problem, sizeof(problem))) {
+            log_event(LOG_WARN, "mcp_tool_hidden", "tool", json_string(PQgetvalue(res, i, 1)),
+                      "reason", json_string(schema ? problem : "unreadable schema"), LOG_END);
+            json_decref(schema);
+            continue;
+        }
+        json_array_append_new(tools, mcp_tool_json(&call->req, PQgetvalue(res, i, 1),
+                                                   value_or_null(res, i, 2), PQgetvalue(res, i, 3),
+                                                   schema, !strcmp(PQgetvalue(res, i, 5), "t")));
+        json_decref(schema);
+    }
+    json_t *result = json_pack("{s:o}", "tools", tools);
+    if (call->req.era == MCP_MODERN) {
+        json_object_set_new(result, "ttlMs", json_integer(60000));
+        json_object_set_new(result, "cacheScope", json_string("private"));
+    }
+    respond_result(call, result);
+}
+
+static void on_tasks_rows(struct mcp_call *call, PGresult *res)
+{
+    json_t *tasks = json_array();
+    int n = PQntuples(res);
+    for (int i = 0; i < n; i++) {
+        struct mcp_answer a;
+        answer_from_row(res, i, &a);
+        json_array_append_new(tasks, mcp_task_json(&a, MCP_LEGACY));
+    }
+    json_t *result = json_pack("{s:o}", "tasks", tasks);
+    if (n == 50) { /* a full page: the cursor is the last one's (created_at, id) */
+        char cursor[200];
+        snprintf(cursor, sizeof(cursor), "%s|%s", PQgetvalue(res, n - 1, 18),
+                 PQgetvalue(res, n - 1, 14));
+        json_object_set_new(result, "nextCursor", json_string(cursor));
+    }
+    respond_result(call, result);
+}
+
+/* Maps a database refusal of mcp_call to what the caller is told. */
+static void on_call_error(struct mcp_call *call, const char *sqlstate, const char *primary,
+                          const char *error)
+{
+    if (!strcmp(sqlstate, "OR022")) {
+        respond_unauthorized(call, "unknown token");
+    } else if (!strcmp(sqlstate, "OR023")) {
+        refuse_count(call->s, REFUSED_TOOL, call->tool);
+        respond_error_code(call, MCP_INVALID_PARAMS, 200, primary);
+    } else if (!strcmp(sqlstate, "OR004") || !strcmp(sqlstate, "OR009") ||
+               !strcmp(sqlstate, "OR012")) {
+        refuse_count(call->s, REFUSED_KEY, sqlstate);
+        char msg[700];
+        snprintf(msg, sizeof(msg), "Invalid params: %s", primary);
+        respond_error_code(call, MCP_INVALID_PARAMS, 200, msg);
+    } else if (!strcmp(sqlstate, "OR007") || !strcmp(sqlstate, "OR024")) {
+        char msg[700];
+        snprintf(msg, sizeof(msg), "Invalid params: %s", primary);
+        respond_error_code(call, MCP_INVALID_PARAMS, 200, msg);
+    } else if (!strncmp(sqlstate, "OR", 2) || !strcmp(sqlstate, "22023")) {
+        /* the arguments as a payload: too large, too deep, not accepted */
+        refuse_count(call->s, REFUSED_ARGUMENTS, sqlstate);
+        log_call(call, "refused");
+        respond_result(call, mcp_tool_error_result("refused", primary, NULL));
+    } else {
+        log_event(LOG_WARN, "mcp_db_error", "step", json_integer(call->step), "error",
+                  json_string(error), LOG_END);
+        if (call->step == STEP_LOOKUP && call->deadline_ms != 0) {
+            call_wait(call); /* a lookup failed: keep waiting, look again */
+            return;
+        }
+        respond_error_code(call, MCP_INTERNAL_ERROR, 503,
+                           "Internal error: the database did not answer; the call may have been "
+                           "recorded: calling again with the same key is safe");
+    }
+}
+
+static void on_query_done(void *data, PGresult *res, const char *error)
+{
+    struct mcp_call *call = data;
+    call->querying = false;
+    if (call->conn == NULL) { /* orphaned: the client went away */
+        call_free(call);
+        return;
+    }
+    if (error) {
+        const char *sqlstate = pg_error_sqlstate(call->pg);
+        const char *primary = *pg_error_primary(call->pg) ? pg_error_primary(call->pg) : error;
+        on_call_error(call, sqlstate, primary, error);
+        return;
+    }
+    switch (call->step) {
+    case STEP_AUTH:
+    case STEP_LIST:
+        on_list_rows(call, res);
+        break;
+    case STEP_TOOL:
+        on_tool_row(call, res);
+        break;
+    case STEP_TASKS:
+        on_tasks_rows(call, res);
+        break;
+    case STEP_ENQUEUE:
+    case STEP_LOOKUP:
+    case STEP_TASK:
+    case STEP_CANCEL:
+    case STEP_TASK_NOW:
+        if (PQntuples(res) != 1) {
+            respond_error_code(call, MCP_INTERNAL_ERROR, 500, "Internal error: no answer row");
+            return;
+        }
+        on_answer_row(call, res);
+        break;
+    }
+}
+
+static void call_query(struct mcp_call *call, const char *statement, int n, const char *const *v)
+{
+    pg_conn_t *pg = next_connection(call->s);
+    if (pg == NULL || !pg_query(pg, statement, n, v, on_query_done, call)) {
+        if (call->step == STEP_LOOKUP && call->deadline_ms != 0) {
+            call_wait(call);
+            return;
+        }
+        respond_error_code(call, MCP_INTERNAL_ERROR, 503,
+                           "Internal error: the database is not reachable; calling again with the "
+                           "same key is safe");
+        return;
+    }
+    call->querying = true;
+    call->pg = pg;
+}
+
+/* ---------------------------------------------------------------- requests */
+
+static char *header_copy(const struct httpd_request *request, const char *name)
+{
+    const struct httpd_header *h = httpd_request_header(request, name);
+    return h ? xstrndup(h->value, h->value_len) : NULL;
+}
+
+static bool host_is_loopback(const char *host, size_t n)
+{
+    static const char *const names[] = {"localhost", "127.0.0.1", "[::1]", "::1"};
+    for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++)
+        if (strlen(names[i]) == n && !strncasecmp(host, names[i], n))
+            return true;
+    return n > 4 && !strncmp(host, "127.", 4);
+}
+
+/* Is name (n bytes) in the comma-separated list? */
+static bool in_list(const char *list, const char *name, size_t n)
+{
+    for (const char *p = list; p && *p;) {
+        const char *end = strchr(p, ',');
+        size_t len = end ? (size_t)(end - p) : strlen(p);
+        while (len && *p == ' ')
+            p++, len--;
+        while (len && p[len - 1] == ' ')
+            len--;
+        if (len == n && !strncasecmp(p, name, n))
+            return true;
+        p = end ? end + 1 : NULL;
+    }
+    return false;
+}
+
+/* host[:port] without the port */
+static size_t host_part(const char *value, size_t n)
+{
+    if (n && value[0] == '[') {
+        const char *close = memchr(value, ']', n);
+        return close ? (size_t)(close - value) + 1 : n;
+    }
+    const char *colon = memchr(value, ':', n);
+    return colon ? (size_t)(colon - value) : n;
+}
+
+static bool host_allowed(struct mcp_server *s, const struct httpd_request *request)
+{
+    const struct httpd_header *h = httpd_request_header(request, "Host");
+    if (h == NULL)
+        return false;
+    size_t n = host_part(h->value, h->value_len);
+    if (host_is_loopback(h->value, n) ||
+        (strlen(s->listen_host) == n && !strncasecmp(h->value, s->listen_host, n)))
+        return true;
+    return in_list(s->cfg->mcp_hosts, h->value, n);
+}
+
+static bool origin_allowed(struct mcp_server *s, const struct httpd_request *request)
+{
+    const struct httpd_header *h = httpd_request_header(request, "Origin");
+    if (h == NULL)
+        return true; /* not a browser */
+    if (in_list(s->cfg->mcp_origins, h->value, h->value_len))
+        return true;
+    const char *p = memmem(h->value, h->value_len, "://", 3);
+    if (p == NULL)
+        return false;
+    p += 3;
+    size_t rest = h->value_len - (size_t)(p - h->value);
+    return host_is_loopback(p, host_part(p, rest));
+}
+
+static void write_metrics(struct mcp_server *s, struct strbuf *out)
+{
+    metrics_family(out, "outbox_mcp_calls_total", METRICS_COUNTER,
+                   "tools/call answered, by tool and status (succeeded, failed, reconciling, "
+                   "key_conflict, invalid_arguments, …).");
+    for (size_t i = 0; i < s->count_len; i++) {
+        const char *tool = s->counts[i].tool, *status = s->counts[i].status;
+        metrics_sample_uint(out, "outbox_mcp_calls_total",
+                            METRICS_LABELS({"tool", tool}, {"status", status}), s->counts[i].n);
+    }
+    metrics_family(out, "outbox_mcp_refusals_total", METRICS_COUNTER,
+                   "Requests refused, by reason.");
+    for (int i = 0; i < 8; i++)
+        metrics_sample_uint(out, "outbox_mcp_refusals_total",
+                            METRICS_LABELS({"reason", refusal_names[i]}), s->refusals[i]);
+    metrics_family(out, "outbox_mcp_call_seconds", METRICS_HISTOGRAM,
+                   "Time from a tools/call request to its answer.");
+    metrics_histogram_render(out, "outbox_mcp_call_seconds", METRICS_NO_LABELS, &s->call_seconds);
+    int waiting = 0;
+    for (struct mcp_call *c = s->waiting; c; c = c->next)
+        waiting++;
+    metrics_gauge(out, "outbox_mcp_waiting_calls", "Calls waiting for their outcome.",
+                  METRICS_NO_LABELS, waiting);
+    int ready = 0;
+    for (int i = 0; i < s->pg_count; i++)
+        ready += pg_conn_ready(s->pg[i]);
+    metrics_gauge(out, "outbox_mcp_db_connections_ready", "Database connections ready.",
+                  METRICS_NO_LABELS, ready);
+}
+
+static void handle_plain(struct mcp_server *s, httpd_conn_t *conn,
+                         const struct httpd_request *request, const char *path)
+{
+    if (!strcmp(path, "/healthz")) {
+        httpd_respond_json(conn, 200, NULL, "{\"status\":\"ok\"}");
+    } else if (!strcmp(path, "/readyz")) {
+        bool ready = next_connection(s) != NULL && !s->stopping;
+        httpd_respond_json(conn, ready ? 200 : 503, NULL,
+                           ready ? "{\"status\":\"ready\"}"
+                                 : (s->stopping ? "{\"status\":\"shutting down\"}"
+                                                : "{\"status\":\"database not connected\"}"));
+    } else if (!strcmp(path, "/metrics")) {
+        struct strbuf out = {0};
+        write_metrics(s, &out);
+        httpd_respond(conn, &(struct httpd_response){.status = 200,
+                                                     .content_type =
+                                                         "text/plain; version=0.0.4; charset=utf-8",
+                                                     .body = out.data,
+                                                     .body_len = out.len});
+        strbuf_free(&out);
+    } else {
+        httpd_respond_error(conn, 404, NULL, "not found: the MCP endpoint is POST /mcp");
+    }
+}
+
+/* tools/call: what the request says, then the tool. */
+static void start_tools_call(struct mcp_call *call, const struct httpd_request *request)
+{
+    struct mcp_request *req = &call->req;
+    const char *name = mcp_param_string(req, "name");
+    json_t *arguments = json_object_get(req->params, "arguments");
+    if (name == NULL) {
+        respond_error_code(call, MCP_INVALID_PARAMS, 200,
+                           "Invalid params: params.name (the tool) is required");
+        return;
+    }
+    call->tool = xstrdup(name);
+    if (arguments != NULL && !json_is_object(arguments)) {
+        respond_error_code(call, MCP_INVALID_PARAMS, 200,
+                           "Invalid params: params.arguments must be an object");
+        return;
+    }
+    json_t *meta_key = json_object_get(req->meta, MCP_META_KEY);
+    const struct httpd_header *header_key = httpd_request_header(request, "Idempotency-Key");
+    if (meta_key != NULL && !json_is_string(meta_key)) {
+        refuse_count(call->s, REFUSED_KEY, "not a string");
+        respond_error_code(
+            call, MCP_INVALID_PARAMS, 200,
+            "Invalid params: _meta[\"outbox-relay/idempotency-key\"] must be a string");
+        return;
+    }
+    if (meta_key && header_key &&
+        (strlen(json_string_value(meta_key)) != header_key->value_len ||
+         memcmp(json_string_value(meta_key), header_key->value, header_key->value_len))) {
+        refuse_count(call->s, REFUSED_KEY, "header and _meta differ");
+        respond_error_code(call, MCP_INVALID_PARAMS, 200,
+                           "Invalid params: the Idempotency-Key header and "
+                           "_meta[\"outbox-relay/idempotency-key\"] differ; send one key");
+        return;
+    }
+    if (meta_key)
+        call->key = xstrdup(json_string_value(meta_key));
+    else if (header_key)
+        call->key = xstrndup(header_key->value, header_key->value_len);
+    const char *s;
+    if ((s = mcp_meta_string(req, MCP_META_RUN_ID)))
+        call->run_id = xstrdup(s);
+    if ((s = mcp_meta_string(req, MCP_META_ORDERING_KEY)))
+        call->ordering_key = xstrdup(s);
+    if ((s = mcp_meta_string(req, "traceparent")))
+        call->traceparent = xstrdup(s);
+    json_t *task = json_object_get(req->params, "task");
+    if (req->era == MCP_LEGACY && json_is_object(task)) {
+        call->task = true;
+        json_t *ttl = json_object_get(task, "ttl");
+        if (json_is_integer(ttl) && json_integer_value(ttl) >= 0)
+            call->task_ttl_ms = (long long)json_integer_value(ttl);
+    }
+    const char *params[2] = {call->token_hash, call->tool};
+    call->step = STEP_TOOL;
+    call_query(call, "mcp_tool", 2, params);
+}
+
+static void start_task_method(struct mcp_call *call)
+{
+    const char *method = call->req.method;
+    if (!strcmp(method, "tasks/list")) {
+        const char *cursor = mcp_param_string(&call->req, "cursor");
+        char created[100] = "", id[200] = "";
+        if (cursor) {
+            const char *bar = strchr(cursor, '|');
+            if (bar == NULL || (size_t)(bar - cursor) >= sizeof(created) ||
+                strlen(bar + 1) >= sizeof(id)) {
+                respond_error_code(call, MCP_INVALID_PARAMS, 200, "Invalid params: bad cursor");
+                return;
+            }
+            memcpy(created, cursor, (size_t)(bar - cursor));
+            snprintf(id, sizeof(id), "%s", bar + 1);
+        }
+        const char *params[4] = {call->token_hash, cursor ? created : NULL, cursor ? id : NULL,
+                                 "50"};
+        call->step = STEP_TASKS;
+        call_query(call, "mcp_tasks_list", 4, params);
+        return;
+    }
+    const char *task_id = mcp_param_string(&call->req, "taskId");
+    if (task_id == NULL) {
+        respond_error_code(call, MCP_INVALID_PARAMS, 200,
+                           "Invalid params: params.taskId is required");
+        return;
+    }
+    call->task_id = xstrdup(task_id);
+    const char *params[2] = {call->token_hash, call->task_id};
+    if (!strcmp(method, "tasks/cancel")) {
+        call->step = STEP_CANCEL;
+        call_query(call, "mcp_task_cancel", 2, params);
+    } else {
+        call->step = STEP_TASK; /* tasks/get, tasks/result */
+        call_query(call, "mcp_task", 2, params);
+    }
+}
+
+static void handle_mcp(struct mcp_server *s, httpd_conn_t *conn,
+                       const struct httpd_request *request)
+{
+    if (s->stopping) {
+        httpd_conn_close_after_answer(conn);
+        httpd_respond_error(conn, 503, "Retry-After: 1\r\n", "shutting down");
+        return;
+    }
+    struct mcp_call *call = call_new(s, conn);
+    call->started_ns = request->arrived_ns;
+    call->deadline_ms = uv_now(&s->loop) + (uint64_t)s->cfg->mcp_wait_ms;
+    if (!host_allowed(s, request)) {
+        refuse_count(s, REFUSED_HOST, "Host");
+        respond_error_code(call, MCP_INVALID_REQUEST, 403,
+                           "Forbidden: this Host is not served (--mcp-hosts)");
+        return;
+    }
+    if (!origin_allowed(s, request)) {
+        refuse_count(s, REFUSED_ORIGIN, "Origin");
+        respond_error_code(call, MCP_INVALID_REQUEST, 403,
+                           "Forbidden: this Origin is not allowed (--mcp-origins)");
+        return;
+    }
+    if (request->method != HTTP_POST) {
+        httpd_respond_error(conn, 405, "Allow: POST\r\n",
+                            "the MCP endpoint takes POST only (no SSE stream, no session to "
+                            "delete)");
+        call->answered = true;
+        call_detach(call);
+        return;
+    }
+    struct mcp_headers headers = {0};
+    char *h_version = header_copy(request, "MCP-Protocol-Version");
+    char *h_method = header_copy(request, "Mcp-Method");
+    char *h_name = header_copy(request, "Mcp-Name");
+    headers.protocol_version = h_version;
+    headers.method = h_method;
+    headers.name = h_name;
+    struct mcp_error err = {0};
+    bool parsed = mcp_parse(request->body, request->body_len, &headers, &call->req, &err);
+    free(h_version);
+    free(h_method);
+    free(h_name);
+    if (!parsed) {
+        refuse_count(s, err.code == MCP_HEADER_MISMATCH ? REFUSED_HEADERS : REFUSED_PROTOCOL,
+                     err.message);
+        respond_error(call, &err);
+        return;
+    }
+    const struct httpd_header *auth = httpd_request_header(request, "Authorization");
+    if (auth == NULL || auth->value_len < 8 || strncasecmp(auth->value, "Bearer ", 7) != 0) {
+        respond_unauthorized(call, "an Authorization: Bearer token is required");
+        return;
+    }
+    sha256_hex_bytea(auth->value + 7, auth->value_len - 7, call->token_hash);
+    const char *method = call->req.method;
+    if (method == NULL || call->req.id == NULL) {
+        /* a notification or a client's response: accepted, nothing to say */
+        respond_text(call, 202, NULL, NULL);
+        return;
+    }
+    const char *params[1] = {call->token_hash};
+    bool modern = call->req.era == MCP_MODERN;
+    if ((!modern && (!strcmp(method, "initialize") || !strcmp(method, "ping"))) ||
+        (modern && !strcmp(method, "server/discover"))) {
+        call->step = STEP_AUTH;
+        call_query(call, "mcp_list_tools", 1, params);
+    } else if (!strcmp(method, "tools/list")) {
+        call->step = STEP_LIST;
+        call_query(call, "mcp_list_tools", 1, params);
+    } else if (!strcmp(method, "tools/call")) {
+        start_tools_call(call, request);
+    } else if (!modern && (!strcmp(method, "tasks/get") || !strcmp(method, "tasks/result") ||
+                           !strcmp(method, "tasks/list") || !strcmp(method, "tasks/cancel"))) {
+        start_task_method(call);
+    } else if (modern && (!strcmp(method, "tasks/get") || !strcmp(method, "tasks/cancel") ||
+                          !strcmp(method, "tasks/update"))) {
+        if (!call->req.tasks_extension) {
+            struct mcp_error need = {0};
+            mcp_error_set(&need, -32021, 400,
+                          "Missing required client capability: the extension %s",
+                          MCP_TASKS_EXTENSION);
+            need.data = json_pack("{s:{s:{s:{}}}}", "requiredCapabilities", "extensions",
+                                  MCP_TASKS_EXTENSION);
+            respond_error(call, &need);
+            return;
+        }
+        start_task_method(call);
+    } else {
+        struct mcp_error nf = {0};
+        mcp_error_set(&nf, MCP_METHOD_NOT_FOUND, 200, "Method not found: %s", method);
+        respond_error(call, &nf);
+    }
+}
+
+static void on_request(void *data, httpd_conn_t *conn, const struct httpd_request *request)
+{
+    struct mcp_server *s = data;
+    char path[256];
+    snprintf(path, sizeof(path), "%.*s", (int)(request->path_len < 255 ? request->path_len : 255),
+             request->path ? request->path : "");
+    if (!strcmp(path, "/mcp")) {
+        handle_mcp(s, conn, request);
+        return;
+    }
+    if (request->method != HTTP_GET && request->method != HTTP_HEAD) {
+        httpd_respond_error(conn, 405, "Allow: GET, HEAD\r\n", "method not allowed");
+        return;
+    }
+    handle_plain(s, conn, request, path);
+}
+
+/* The wait of a call ended: one last lookup answers it. */
+static void on_wait_over(void *data, httpd_conn_t *conn)
+{
+    struct mcp_call *call = *(struct mcp_call **)httpd_conn_data(conn);
+    if (call == NULL)
+        return;
+    call_answer_final_lookup(call);
+}
+
+static void on_close(void *data, httpd_conn_t *conn)
+{
+    struct mcp_call *call = *(struct mcp_call **)httpd_conn_data(conn);
+    if (call == NULL)
+        return;
+    call->conn = NULL;
+    call_detach(call);
+}
+
+/* ---------------------------------------------------------------- wake-ups */
+
+static void wake(struct mcp_server *s, const char *intent_key)
+{
+    for (struct mcp_call *c = s->waiting, *next; c; c = next) {
+        next = c->next;
+        if (c->querying ||
+            (intent_key && (c->intent_key == NULL || strcmp(c->intent_key, intent_key))))
+            continue;
+        lookup(c);
+    }
+}
+
+static void on_notify(void *data, const char *channel, const char *payload)
+{
+    wake(data, payload);
+}
+
+static void on_recheck(uv_timer_t *timer)
+{
+    wake(timer->data, NULL);
+}
+
+/* ---------------------------------------------------------------- lifetime */
+
+static void on_handle_closed(uv_handle_t *handle)
+{
+    struct mcp_server *s = handle->data;
+    s->open_handles--;
+}
+
+static void on_pg_closed(void *data)
+{
+    struct mcp_server *s = data;
+    s->open_handles--;
+}
+
+static void on_httpd_closed(void *data)
+{
+    struct mcp_server *s = data;
+    s->open_handles--;
+}
+
+/* Once stopping and every call is gone (or the grace is over): close
+ * everything. Calls still alive then are cut: their connections close
+ * (on_close orphans them) and their queries fail (the callback frees them). */
+static void server_close(struct mcp_server *s)
+{
+    if (s->closing)
+        return;
+    s->closing = true;
+    uv_timer_stop(&s->stop_timer);
+    uv_close((uv_handle_t *)&s->stop_timer, on_handle_closed);
+    uv_close((uv_handle_t *)&s->recheck, on_handle_closed);
+    uv_close((uv_handle_t *)&s->sigterm, on_handle_closed);
+    uv_close((uv_handle_t *)&s->sigint, on_handle_closed);
+    if (s->httpd)
+        httpd_close(s->httpd, on_httpd_closed, s);
+    for (int i = 0; i < s->pg_count; i++)
+        pg_conn_close(s->pg[i], on_pg_closed, s);
+    log_event(LOG_INFO, "mcp_stopped", LOG_END);
+}
+
+static void server_maybe_close(struct mcp_server *s)
+{
+    if (s->stopping && !s->closing && s->calls == 0)
+        server_close(s);
+}
+
+static void on_stop_timer(uv_timer_t *timer)
+{
+    struct mcp_server *s = timer->data;
+    log_event(LOG_WARN, "mcp_stop_forced", "calls", json_integer(s->calls), LOG_END);
+    server_close(s);
+}
+
+static void on_signal(uv_signal_t *handle, int signum)
+{
+    struct mcp_server *s = handle->data;
+    if (s->stopping)
+        return;
+    s->stopping = true;
+    log_event(LOG_INFO, "mcp_shutdown", "signal",
+              json_string(signum == SIGTERM ? "SIGTERM" : "SIGINT"), LOG_END);
+    for (struct mcp_call *c = s->waiting, *next; c; c = next) {
+        next = c->next;
+        call_answer_final_lookup(c);
+    }
+    uv_timer_start(&s->stop_timer, on_stop_timer, MCP_STOP_GRACE_MS, 0);
+    server_maybe_close(s);
+}
+
+static void on_accept_error(void *data, int uv_error)
+{
+    log_event(LOG_WARN, "mcp_accept_failed", "error", json_string(uv_strerror(uv_error)), LOG_END);
+}
+
+int mcp_server_run(const struct config *cfg)
+{
+    struct mcp_server *s = xcalloc(1, sizeof(*s));
+    s->cfg = cfg;
+    uv_loop_init(&s->loop);
+    signal(SIGPIPE, SIG_IGN);
+    static const double bounds[] = METRICS_LATENCY_SECONDS_BOUNDS;
+    if (!metrics_histogram_init(&s->call_seconds, bounds, METRICS_LATENCY_SECONDS_BOUND_COUNT))
+        abort();
+
+    struct sockaddr_storage addr;
+    if (httpd_parse_listen(cfg->mcp_listen, &addr) != NULL)
+        abort(); /* config_load checked it */
+    struct httpd_config hc = {
+        .limits = {.max_request_bytes = MCP_MAX_BODY_BYTES + 16384,
+                   .max_url_bytes = 2048,
+                   .max_headers = 64,
+                   .max_header_bytes = 8192,
+                   .max_body_bytes = MCP_MAX_BODY_BYTES,
+                   .max_pipelined_bytes = 65536},
+        .timeouts = {.idle_ms = 30000, .write_ms = 10000, .drain_ms = 1000},
+        .response_headers = "Cache-Control: no-store\r\n",
+        .conn_data_size = sizeof(struct mcp_call *),
+    };
+    struct httpd_hooks hooks = {.data = s,
+                                .on_request = on_request,
+                                .on_wait_over = on_wait_over,
+                                .on_close = on_close,
+                                .on_accept_error = on_accept_error};
+    int uv_error = 0;
+    s->httpd = httpd_start(&s->loop, (const struct sockaddr *)&addr, &hc, &hooks, &uv_error);
+    uv_timer_init(&s->loop, &s->recheck);
+    uv_timer_init(&s->loop, &s->stop_timer);
+    uv_signal_init(&s->loop, &s->sigterm);
+    uv_signal_init(&s->loop, &s->sigint);
+    s->recheck.data = s->stop_timer.data = s->sigterm.data = s->sigint.data = s;
+    s->open_handles = 4;
+    s->pg_count = cfg->mcp_db_connections;
+    s->pg = xcalloc((size_t)s->pg_count, sizeof(*s->pg));
+    for (int i = 0; i < s->pg_count; i++) {
+        struct pg_events events = {.name = i == 0 ? "mcp-listen" : "mcp",
+                                   .data = s,
+                                   .on_notify = i == 0 ? on_notify : NULL};
+        s->pg[i] =
+            pg_conn_new(&s->loop, cfg->db, statements, sizeof(statements) / sizeof(statements[0]),
+                        i == 0 ? MCP_LISTEN_CHANNEL : NULL, cfg->connect_timeout_ms,
+                        cfg->reconnect_max_ms, events);
+        pg_conn_set_query_timeout(s->pg[i], MCP_LOOKUP_TIMEOUT_MS);
+        s->open_handles++;
+    }
+    if (s->httpd == NULL) {
+        log_event(LOG_ERROR, "mcp_listen_failed", "listen", json_string(cfg->mcp_listen), "error",
+                  json_string(uv_strerror(uv_error)), LOG_END);
+        s->exit_code = 1;
+        s->stopping = true;
+        server_close(s);
+    } else {
+        s->open_handles++;
+        char where[80];
+        httpd_format_address(httpd_address(s->httpd), where, sizeof(where));
+        s->listen_port = httpd_port(s->httpd);
+        size_t n = host_part(where, strlen(where));
+        snprintf(s->listen_host, sizeof(s->listen_host), "%.*s", (int)n, where);
+        log_event(LOG_INFO, "mcp_listening", "address", json_string(where), "port",
+                  json_integer(s->listen_port), "wait_ms", json_integer(cfg->mcp_wait_ms), LOG_END);
+        for (int i = 0; i < s->pg_count; i++)
+            pg_conn_start(s->pg[i]);
+        uv_timer_start(&s->recheck, on_recheck, MCP_RECHECK_MS, MCP_RECHECK_MS);
+        uv_signal_start(&s->sigterm, on_signal, SIGTERM);
+        uv_signal_start(&s->sigint, on_signal, SIGINT);
+    }
+    uv_run(&s->loop, UV_RUN_DEFAULT);
+    int rc = uv_loop_close(&s->loop);
+    if (rc != 0) {
+        log_event(LOG_ERROR, "loop_not_closed", "error", json_string(uv_strerror(rc)), LOG_END);
+        s->exit_code = s->exit_code ? s->exit_code : 1;
+    }
+    int exit_code = s->exit_code;
+    free(s->pg);
+    free(s->counts);
+    free(s);
+    return exit_code;
+}

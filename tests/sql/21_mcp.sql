@@ -1,0 +1,114 @@
+-- 21_mcp: what the MCP front door keeps in the database (migrations/0022_mcp.sql).
+--   mcp_tools           the schema subset refused at registration, with the reason
+--   mcp_client          creates and rotates; only the SHA-256 is kept; bad input refused
+--   mcp_call            the key namespaced per client; same key + arguments = same
+--                       intent; other arguments = key_conflict with the fields; tools
+--                       a client may not use refused; tasks: one per key
+--   mcp_task_cancel     only what was never sent
+--   the settle NOTIFY   an MCP intent that settles notifies outbox_mcp with its key
+--   outbox_mcp          reaches exactly its functions, and no table
+BEGIN;
+SELECT plan(31);
+
+INSERT INTO outbox.targets (name, url) VALUES ('t-refund', 'https://r.test/refund'), ('t-note', 'https://n.test/note');
+
+-- ---- registration ------------------------------------------------------------------
+SELECT lives_ok($$INSERT INTO outbox.mcp_tools (tool, target, description, input_schema) VALUES
+    ('refund', 't-refund', 'Refund', '{"type": "object", "properties": {"amount": {"type": "integer", "minimum": 1},
+      "tags": {"type": "array", "items": {"type": "string", "pattern": "^[a-z]+$"}, "maxItems": 3}},
+      "required": ["amount"], "additionalProperties": false}')$$, 'a schema in the subset is registered');
+SELECT throws_ok($$INSERT INTO outbox.mcp_tools (tool, target, input_schema) VALUES
+    ('bad1', 't-refund', '{"type": "object", "properties": {"a": {"oneOf": []}}}')$$, 'OR020',
+    'outbox.mcp_tools: the input_schema of tool ''bad1'' is refused: unsupported keyword "oneOf" at /properties/a',
+    'a keyword outside the subset is refused, naming it and where');
+SELECT throws_ok($$INSERT INTO outbox.mcp_tools (tool, target, input_schema) VALUES
+    ('bad2', 't-refund', '{"type": "array"}')$$, 'OR020', NULL, 'the root must be an object schema');
+SELECT throws_ok($$INSERT INTO outbox.mcp_tools (tool, target, input_schema) VALUES
+    ('bad3', 't-refund', '{"type": "object", "properties": {"a": {"minLength": -1}}}')$$, 'OR020',
+    'outbox.mcp_tools: the input_schema of tool ''bad3'' is refused: /properties/a/minLength: must be a non-negative integer',
+    'a malformed bound is refused');
+SELECT throws_ok($$INSERT INTO outbox.mcp_tools (tool, target, input_schema) VALUES
+    ('bad4', 't-refund', '{"type": "object", "properties": {"a": {"pattern": "("}}}')$$, 'OR020', NULL,
+    'a pattern that does not compile is refused');
+SELECT throws_ok($$INSERT INTO outbox.mcp_tools (tool, target) VALUES ('bad name', 't-refund')$$, '23514', NULL,
+    'a tool name outside ^[A-Za-z0-9_.-]{1,128}$ is refused');
+SELECT throws_ok($$INSERT INTO outbox.mcp_tools (tool, target) VALUES ('ghost', 'no-such-target')$$, '23503', NULL,
+    'a tool names a registered target');
+INSERT INTO outbox.mcp_tools (tool, target, description) VALUES ('note', 't-note', 'Note');
+
+-- ---- clients -------------------------------------------------------------------------
+SELECT is(outbox.mcp_client('alpha', repeat('a', 40)), 'alpha', 'a client is created');
+SELECT outbox.mcp_client('beta', repeat('b', 40)) \g /dev/null
+SELECT outbox.mcp_client('gamma', repeat('c', 40), ARRAY['note']) \g /dev/null
+SELECT is((SELECT token_hash FROM outbox.mcp_clients WHERE name = 'alpha'), sha256(convert_to(repeat('a', 40), 'UTF8')),
+          'only the SHA-256 of the token is kept');
+SELECT throws_ok($$SELECT outbox.mcp_client('short', 'abc')$$, 'OR021',
+                 'outbox.mcp_client: the token of client ''short'' must be at least 32 bytes', 'a short token is refused');
+SELECT throws_ok($$SELECT outbox.mcp_client('a:b', repeat('x', 40))$$, 'OR021', NULL, 'a name with a colon is refused');
+SELECT throws_ok($$SELECT outbox.mcp_client('delta', repeat('d', 40), ARRAY['nope'])$$, 'OR021',
+                 'outbox.mcp_client: no such tool: nope', 'an unknown tool is refused');
+SELECT outbox.mcp_client('alpha', repeat('z', 40)) \g /dev/null
+SELECT is((SELECT count(*)::int FROM outbox.mcp_list_tools(sha256(convert_to(repeat('a', 40), 'UTF8')))), 0,
+          'after a rotation the old token is unknown');
+SELECT outbox.mcp_client('alpha', repeat('a', 40)) \g /dev/null
+
+-- ---- calls -----------------------------------------------------------------------------
+CREATE TEMP TABLE ans AS
+SELECT * FROM outbox.mcp_call(sha256(convert_to(repeat('a', 40), 'UTF8')), 'refund', 'run-1:s1', '{"amount": 5}');
+SELECT is((SELECT intent_key || ' ' || status || ' ' || inserted FROM ans), 'mcp:alpha:run-1:s1 pending true',
+          'a call enqueues under the client''s namespace');
+SELECT is((SELECT target FROM outbox.intents WHERE key = 'mcp:alpha:run-1:s1'), 't-refund', 'to the tool''s target');
+SELECT is((SELECT inserted FROM outbox.mcp_call(sha256(convert_to(repeat('a', 40), 'UTF8')), 'refund', 'run-1:s1',
+                                                '{"amount": 5}')), false, 'the same key and arguments: the same intent');
+SELECT is((SELECT status || ' ' || array_to_string(conflict_fields, ',')
+             FROM outbox.mcp_call(sha256(convert_to(repeat('a', 40), 'UTF8')), 'refund', 'run-1:s1', '{"amount": 6}')),
+          'key_conflict amount', 'other arguments: key_conflict naming the field');
+SELECT is((SELECT inserted FROM outbox.mcp_call(sha256(convert_to(repeat('b', 40), 'UTF8')), 'refund', 'run-1:s1',
+                                                '{"amount": 6}')), true, 'client beta''s same key is its own intent');
+SELECT is((SELECT status FROM outbox.mcp_outcome(sha256(convert_to(repeat('b', 40), 'UTF8')), 'run-9:none')),
+          'not_found', 'a key never called: not_found');
+SELECT throws_ok($$SELECT outbox.mcp_call(sha256(convert_to(repeat('c', 40), 'UTF8')), 'refund', 'k', '{"amount": 1}')$$,
+                 'OR023', NULL, 'a tool the client may not use is refused');
+SELECT throws_ok($$SELECT outbox.mcp_call(sha256('nobody'), 'refund', 'k', '{"amount": 1}')$$, 'OR022', NULL,
+                 'an unknown token is refused');
+SELECT throws_ok($$SELECT outbox.mcp_call(sha256(convert_to(repeat('a', 40), 'UTF8')), 'refund', repeat('k', 250), '{"amount": 1}')$$,
+                 'OR004', NULL, 'a key too long once namespaced is refused');
+
+-- tasks
+SELECT ok((SELECT task_id FROM outbox.mcp_call(sha256(convert_to(repeat('a', 40), 'UTF8')), 'refund', 'run-1:s2',
+                                               '{"amount": 7}', p_task => true)) ~ '^task-[0-9a-f]{64}$',
+          'a task id is 256 random bits');
+SELECT is((SELECT task_id FROM outbox.mcp_call(sha256(convert_to(repeat('a', 40), 'UTF8')), 'refund', 'run-1:s2',
+                                               '{"amount": 7}', p_task => true)),
+          (SELECT task_id FROM outbox.mcp_tasks WHERE intent_key = 'mcp:alpha:run-1:s2'), 'the same key gives the same task');
+SELECT is((SELECT status FROM outbox.mcp_task(sha256(convert_to(repeat('b', 40), 'UTF8')),
+                                              (SELECT task_id FROM outbox.mcp_tasks WHERE intent_key = 'mcp:alpha:run-1:s2'))),
+          'not_found', 'another client cannot see the task');
+UPDATE outbox.intents SET attempts = 1, ambiguous = true WHERE key = 'mcp:alpha:run-1:s2';
+SELECT throws_ok(format($$SELECT outbox.mcp_task_cancel(sha256(convert_to(repeat('a', 40), 'UTF8')), %L)$$,
+                        (SELECT task_id FROM outbox.mcp_tasks WHERE intent_key = 'mcp:alpha:run-1:s2')),
+                 'OR007', 'the call cannot be cancelled: it may already have been sent (reconciling)',
+                 'a task whose intent was sent cannot be cancelled, and says why');
+SELECT outbox.mcp_call(sha256(convert_to(repeat('a', 40), 'UTF8')), 'refund', 'run-1:s3', '{"amount": 8}', p_task => true) \g /dev/null
+SELECT is((SELECT status FROM outbox.mcp_task_cancel(sha256(convert_to(repeat('a', 40), 'UTF8')),
+                                                     (SELECT task_id FROM outbox.mcp_tasks WHERE intent_key = 'mcp:alpha:run-1:s3'))),
+          'cancelled', 'a task never sent is cancelled');
+
+-- the wake-up (its delivery is checked end to end by tests/integration/42_mcp_protocol.sh)
+SELECT is((SELECT tgenabled FROM pg_trigger WHERE tgname = 'intents_mcp_settled'), 'O', 'the settle trigger is on');
+SELECT matches(pg_get_triggerdef((SELECT oid FROM pg_trigger WHERE tgname = 'intents_mcp_settled')),
+               'starts_with\(new\.key, ''mcp:''::text\)', 'it fires only for MCP intents');
+
+-- ---- outbox_mcp -------------------------------------------------------------------------
+SELECT is((SELECT string_agg(p.proname::text, ' ' ORDER BY p.proname::text COLLATE "C") FROM pg_proc p
+             WHERE p.pronamespace = 'outbox'::regnamespace AND has_function_privilege('outbox_mcp', p.oid, 'EXECUTE')
+               AND p.proname::text NOT IN ('canonical', 'fingerprint_doc', 'fingerprint', 'differing_fields',
+                                           'visible_status', 'needs_approval', 'traceparent_of')),
+          'enqueue mcp_call mcp_list_tools mcp_outcome mcp_task mcp_task_cancel mcp_tasks_list mcp_tool outcome',
+          'outbox_mcp reaches the front door''s functions, enqueue and outcome');
+SELECT is((SELECT count(*)::int FROM pg_class c
+            WHERE c.relnamespace = 'outbox'::regnamespace AND c.relkind IN ('r', 'v')
+              AND has_table_privilege('outbox_mcp', c.oid, 'SELECT')), 0, 'and no table or view');
+
+SELECT * FROM finish();
+ROLLBACK;
