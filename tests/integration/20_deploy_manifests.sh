@@ -241,11 +241,15 @@ def check_render(tag, path, kdir):
     deployments = by_kind.get("Deployment", [])
     relay_pod = None
     relay = None
+    mcp_pod = None
+    mcp = None
     for d in deployments:
         spec = d["spec"]["template"]["spec"]
         for c in spec.get("containers") or []:
             if (c.get("args") or [None])[0] == "run" or c["name"] == "relay":
                 relay_pod, relay = spec, c
+            if (c.get("args") or [None])[0] == "mcp":
+                mcp_pod, mcp = spec, c
 
     # Security context of every container and initContainer.
     problems = []
@@ -396,13 +400,17 @@ def check_render(tag, path, kdir):
 
     # Workload shape.
     p = []
-    if len(deployments) != 1:
-        p.append("%d Deployments" % len(deployments))
+    if len(deployments) != 2:
+        p.append("%d Deployments (want 2: the relay and the MCP front door)" % len(deployments))
     for d in deployments:
         spec = d["spec"]
         if not selects(spec["selector"].get("matchLabels"), spec["template"]["metadata"].get("labels") or {}):
             p.append("Deployment selector does not select its own pods")
-    relay_labels = deployments[0]["spec"]["template"]["metadata"]["labels"] if deployments else {}
+    relay_deps = [d for d in deployments if any((c.get("args") or [None])[0] == "run"
+                                                for c in d["spec"]["template"]["spec"].get("containers") or [])]
+    mcp_deps = [d for d in deployments if d not in relay_deps]
+    relay_labels = relay_deps[0]["spec"]["template"]["metadata"]["labels"] if relay_deps else {}
+    mcp_labels = mcp_deps[0]["spec"]["template"]["metadata"]["labels"] if mcp_deps else {}
     other_pods = [labels for label, _, labels in pods if not label.startswith("Deployment/")]
     for pdb in by_kind.get("PodDisruptionBudget", []):
         sel = pdb["spec"].get("selector", {}).get("matchLabels")
@@ -412,12 +420,17 @@ def check_render(tag, path, kdir):
             p.append("PodDisruptionBudget does not select the relay pods")
         if any(selects(sel, labels) for labels in other_pods):
             p.append("PodDisruptionBudget also selects the migrate Job's pods")
+        if selects(sel, mcp_labels):
+            p.append("PodDisruptionBudget also selects the MCP front door's pods")
     for svc in by_kind.get("Service", []):
-        if not selects(svc["spec"].get("selector"), relay_labels):
-            p.append("Service %s does not select the relay pods" % svc["metadata"]["name"])
-        if any(selects(svc["spec"].get("selector"), labels) for labels in other_pods):
+        sel = svc["spec"].get("selector")
+        to_relay, to_mcp = selects(sel, relay_labels), selects(sel, mcp_labels)
+        if to_relay == to_mcp:
+            p.append("Service %s selects %s" % (svc["metadata"]["name"],
+                                                "both workloads" if to_relay else "neither workload"))
+        if any(selects(sel, labels) for labels in other_pods):
             p.append("Service %s also selects the migrate Job's pods" % svc["metadata"]["name"])
-        port_names = {pt.get("name") for pt in (relay or {}).get("ports") or []}
+        port_names = {pt.get("name") for pt in ((relay if to_relay else mcp) or {}).get("ports") or []}
         for pt in svc["spec"].get("ports") or []:
             if isinstance(pt.get("targetPort"), str) and pt["targetPort"] not in port_names:
                 p.append("Service port %s targets unknown container port %s" % (pt.get("name"), pt["targetPort"]))
@@ -437,8 +450,38 @@ def check_render(tag, path, kdir):
     for kind in ("Role", "ClusterRole", "RoleBinding", "ClusterRoleBinding"):
         if kind in by_kind:
             p.append("%s in the render: the relay needs no API access" % kind)
-    check("%s: selectors (Service and PDB select relay pods only), migrate Job, ServiceAccount "
-          "without API access" % tag, p)
+    check("%s: selectors (each Service selects one workload, the PDB the relay pods only), migrate Job, "
+          "ServiceAccount without API access" % tag, p)
+
+    # The MCP front door: its port, probes, listen address, database login and options.
+    p = []
+    if mcp is None:
+        p.append("no MCP front door container (args [mcp]) in a Deployment")
+    else:
+        ports = {pt.get("name"): pt.get("containerPort") for pt in mcp.get("ports") or []}
+        if ports.get("mcp") != 9465:
+            p.append("the front door's container port mcp is not 9465: %r" % ports)
+        for probe, path in (("livenessProbe", "/healthz"), ("readinessProbe", "/readyz")):
+            get = (mcp.get(probe) or {}).get("httpGet") or {}
+            if get.get("path") != path or get.get("port") != "mcp":
+                p.append("front door %s is not %s on port mcp: %r" % (probe, path, get))
+        if env_value(objs, mcp_pod, mcp, "OUTBOX_RELAY_MCP_LISTEN") != "0.0.0.0:9465":
+            p.append("OUTBOX_RELAY_MCP_LISTEN is not 0.0.0.0:9465")
+        hosts = env_value(objs, mcp_pod, mcp, "OUTBOX_RELAY_MCP_HOSTS") or ""
+        if "outbox-relay-mcp" not in hosts.split(","):
+            p.append("OUTBOX_RELAY_MCP_HOSTS does not name the Service (outbox-relay-mcp): %r" % hosts)
+        db = [e for e in mcp.get("env") or [] if e["name"] == "DATABASE_URL"]
+        ref = ((db[0].get("valueFrom") or {}).get("secretKeyRef") or {}) if db else {}
+        if not ref.get("name", "").startswith("outbox-relay-mcp"):
+            p.append("the front door's DATABASE_URL is not its own Secret (an outbox_mcp login): %r" % ref)
+        wait = int(env_value(objs, mcp_pod, mcp, "OUTBOX_RELAY_MCP_WAIT_MS") or "20000")
+        grace = mcp_pod.get("terminationGracePeriodSeconds", 30)
+        if grace * 1000 < 5000 + 1000:
+            p.append("terminationGracePeriodSeconds %s leaves no room for the 5 s stop" % grace)
+        if wait > 55000:
+            p.append("OUTBOX_RELAY_MCP_WAIT_MS %d is past the SDKs' 60 s" % wait)
+    check("%s: the MCP front door: port 9465, probes, listen address, Host names, its own database "
+          "login, a wait under the SDKs' timeout" % tag, p)
 
     # Alerts.
     anchors = runbook_anchors()

@@ -61,6 +61,7 @@ sql "CREATE TABLE public.poison (key text PRIMARY KEY);
          RETURN NEW;
      END \$\$;
      CREATE TRIGGER poison BEFORE INSERT ON outbox.attempts FOR EACH ROW EXECUTE FUNCTION public.poison_attempt();
+     GRANT SELECT ON public.poison TO PUBLIC;   -- the trigger runs as record's owner
      INSERT INTO public.poison VALUES ('batch:7');" >/dev/null
 sql "SELECT count(*) FROM (SELECT outbox.enqueue('batch:' || g, 'slow', jsonb_build_object('n', g))
        FROM generate_series(1, 16) g) x" >/dev/null
