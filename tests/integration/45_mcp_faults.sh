@@ -1,0 +1,105 @@
+#!/usr/bin/env bash
+# The MCP front door under the faults that make a call's outcome uncertain:
+#   A. a keyless target with no status URL that hangs: the call answers
+#      "outcome unknown: needs a person", never failed, isError false; a task
+#      of such a call stays working until an operator resolves the intent,
+#      then completes with the resolution;
+#   B. the front door killed (-9) while a call waits: nothing is lost; a new
+#      front door answers the same key with the outcome, one effect;
+#   C. the wait is woken by the outcome's commit (NOTIFY), not by the 1 s
+#      fallback poll: calls to a target that answers at once come back well
+#      under a second.
+. "$(dirname "$0")/../lib/itest.sh"
+itest_setup
+
+receiver_start hang --delay-ms 4000
+receiver_start slow --dedupe --delay-ms 1500
+receiver_start fast --dedupe
+target_add legacy "http://127.0.0.1:$RECV_PORT_hang/act" key_header=NULL timeout_ms=500 max_attempts=3
+target_add slow "http://127.0.0.1:$RECV_PORT_slow/act" timeout_ms=5000
+target_add fast "http://127.0.0.1:$RECV_PORT_fast/act"
+sql "INSERT INTO outbox.mcp_tools (tool, target, description) VALUES
+       ('legacy_action', 'legacy', 'A target that cannot deduplicate'),
+       ('slow_action', 'slow', 'A slow target'), ('fast_action', 'fast', 'A fast target')" >/dev/null
+TOKEN=$(head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n')
+sql "SELECT outbox.mcp_client('agent', '$TOKEN')" >/dev/null
+sql "CREATE ROLE front_door LOGIN; GRANT outbox_mcp TO front_door" >/dev/null
+
+mcp_start() { # mcp_start NAME: a front door, MCP_PORT_<NAME> and MCP_PID_<NAME> set
+    "$RELAY_BIN" mcp --db "postgresql://front_door@127.0.0.1:$PGPORT/postgres" --mcp-listen 127.0.0.1:0 \
+        --mcp-wait-ms "${2:-3000}" >>"$T/mcp-$1.log" 2>&1 &
+    local pid=$! port="" i
+    ITEST_PIDS+=("$pid")
+    for i in $(seq 1 50); do
+        port=$(sed -n 's/.*"event":"mcp_listening".*"port":\([0-9]*\).*/\1/p' "$T/mcp-$1.log" | tail -1)
+        [ -n "$port" ] && break
+        sleep 0.1
+    done
+    [ -n "$port" ] || bail "front door $1 did not start"
+    wait_cmd 10 curl -sf "http://127.0.0.1:$port/readyz" -o /dev/null || bail "front door $1 not ready"
+    printf -v "MCP_PORT_$1" '%s' "$port"
+    printf -v "MCP_PID_$1" '%s' "$pid"
+}
+mcp() { python3 "$ITEST_ROOT/tests/mcp/mcp_call.py" "$@"; }
+field() { python3 -c 'import json, sys
+doc = json.loads(sys.stdin.read())
+for part in sys.argv[1].split("."):
+    doc = doc.get(part) if isinstance(doc, dict) else None
+print("" if doc is None else (json.dumps(doc) if isinstance(doc, (dict, list, bool)) else doc))' "$1"; }
+
+relay_start a --poll-interval-ms 200
+mcp_start one 3000
+
+# ---------------------------------------------------------------- A. unknown, needs a person
+out=$(mcp "$MCP_PORT_one" "$TOKEN" call legacy_action "run-A:1" '{"n": 1}')
+is "$(field result.structuredContent.status <<<"$out")" reconciling "A: the hanging keyless target: reconciling"
+is "$(field result.isError <<<"$out")" false "A: not an error"
+ok "A: the message says a person must settle it, and that the same key is safe" \
+    grep -q 'outcome unknown: needs a person (no status URL, no key): do not retry with a new key; calling again with the same key is safe' <<<"$out"
+is "$(receiver_stat hang effects_total)" 1 "A: the target acted once (its answer was lost)"
+out=$(mcp "$MCP_PORT_one" "$TOKEN" call legacy_action "run-A:1" '{"n": 1}')
+is "$(field result.structuredContent.status <<<"$out")" reconciling "A: calling again with the key: still reconciling"
+is "$(receiver_stat hang deliveries_total)" 1 "A: and nothing was sent again to a target that cannot deduplicate"
+
+task=$(mcp "$MCP_PORT_one" "$TOKEN" call legacy_action "run-A:2" '{"n": 2}' --task)
+tid=$(field result.task.taskId <<<"$task")
+ok "A: a task-augmented call returns its task at once" test -n "$tid"
+wait_for 20 "SELECT state FROM outbox.intents WHERE key = 'mcp:agent:run-A:2'" unknown
+is "$(mcp "$MCP_PORT_one" "$TOKEN" get "$tid" | field result.status)" working \
+    "A: the task of an unknown outcome stays working, never failed"
+sql "SELECT outbox.resolve('mcp:agent:run-A:2', 'succeeded', 'checked with the target''s owner')" >/dev/null
+is "$(mcp "$MCP_PORT_one" "$TOKEN" get "$tid" | field result.status)" completed \
+    "A: once an operator resolves it succeeded, the task is completed"
+out=$(mcp "$MCP_PORT_one" "$TOKEN" result "$tid")
+is "$(field result.structuredContent.status <<<"$out")" succeeded "A: and tasks/result gives the outcome"
+
+# ---------------------------------------------------------------- B. the front door killed mid-wait
+mcp "$MCP_PORT_one" "$TOKEN" call slow_action "run-B:1" '{"n": 1}' >"$T/b1.out" 2>&1 &
+caller=$!
+wait_for 10 "SELECT count(*) FROM outbox.intents WHERE key = 'mcp:agent:run-B:1'" 1
+kill -9 "$MCP_PID_one"
+wait "$caller"
+is "$?" 1 "B: the caller whose front door died saw its connection fail"
+ok "B: the intent was committed before the wait" \
+    wait_for 10 "SELECT state FROM outbox.intents WHERE key = 'mcp:agent:run-B:1'" succeeded
+mcp_start two 3000
+out=$(mcp "$MCP_PORT_two" "$TOKEN" call slow_action "run-B:1" '{"n": 1}')
+is "$(field result.structuredContent.status <<<"$out")" succeeded "B: a new front door answers the same key with the outcome"
+is "$(receiver_stat slow effects_total)" 1 "B: one effect"
+
+# ---------------------------------------------------------------- C. woken by the commit
+for i in 1 2 3 4 5 6; do
+    mcp "$MCP_PORT_two" "$TOKEN" call fast_action "run-C:$i" '{"n": 1}' >/dev/null
+    sleep 0.3 # the relay goes idle between calls, as it would with a trickle
+done
+slowest=$(grep '"event":"mcp_call".*"tool":"fast_action"' "$T/mcp-two.log" |
+    sed -n 's/.*"ms":\([0-9.]*\).*/\1/p' | sort -n | tail -1)
+echo "# slowest of 6 calls to a target that answers at once: $slowest ms"
+ok "C: each call answered well under the 1 s fallback poll (woken by NOTIFY)" \
+    awk -v s="$slowest" 'BEGIN { exit !(s != "" && s < 700) }'
+
+kill -TERM "$MCP_PID_two"
+for i in $(seq 1 100); do kill -0 "$MCP_PID_two" 2>/dev/null || break; sleep 0.1; done
+wait "$MCP_PID_two"
+is "$?" 0 "the front door stops on SIGTERM with exit 0"
+itest_done
