@@ -30,7 +30,7 @@ RELAY_SRC := $(filter-out relay/main.c,$(foreach d,$(RELAY_DIRS),$(wildcard $(d)
 RELAY_HDR := $(foreach d,$(RELAY_DIRS),$(wildcard $(d)/*.h))
 UNIT_SRC  := $(foreach d,tests/unit tests/unit/lib tests/unit/admin tests/unit/mcp,$(wildcard $(d)/test_*.c))
 C_FILES   := $(foreach d,$(RELAY_DIRS),$(wildcard $(d)/*.[ch])) $(wildcard tests/unit/*.[ch]) \
-             $(UNIT_SRC) $(wildcard tests/receiver/*.c tests/inbox/*.c)
+             $(UNIT_SRC) $(wildcard tests/receiver/*.c tests/inbox/*.c tests/mcp/*.c)
 # The test receivers are built on the relay's HTTP server (relay/lib/http_server.c).
 HTTPD_SRC := relay/lib/http_server.c relay/lib/strbuf.c
 
@@ -107,7 +107,7 @@ ALL_OBJ := $(call obj,relay/main.c $(RELAY_SRC) tests/receiver/receiver.c \
 # Everything a test run needs, sanitizers on.
 test: deps
 	@$(MAKE) --no-print-directory build/outbox-relay build/test-receiver build/asan/outbox-relay \
-	    build/asan/test-receiver build/asan/unit-tests build/inbox-receiver fuzz-build
+	    build/asan/test-receiver build/asan/unit-tests build/inbox-receiver build/schema-suite fuzz-build
 	@tests/run.sh
 
 unit: deps build/asan/unit-tests

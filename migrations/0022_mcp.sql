@@ -227,18 +227,22 @@ COMMENT ON FUNCTION outbox.mcp_client(text, text, text[]) IS
 -- What the front door calls. Each takes the SHA-256 of the bearer token and
 -- answers nothing to a token it does not know.
 
--- The tools a client may see, in name order.
+-- The tools a client may see, in name order. (plpgsql, not sql: a SECURITY
+-- DEFINER sql function is planned again on every call, plpgsql keeps its plans.)
 CREATE FUNCTION outbox.mcp_list_tools(p_token_hash bytea)
 RETURNS TABLE (client text, tool text, title text, description text, input_schema jsonb, destructive boolean,
                server_keys boolean)
-LANGUAGE sql STABLE SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+LANGUAGE plpgsql STABLE SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+BEGIN
+    RETURN QUERY
     SELECT c.name, m.tool, m.title, m.description, m.input_schema, m.destructive, m.server_keys
       FROM outbox.mcp_clients c
       LEFT JOIN outbox.mcp_tools m
         ON m.enabled AND (c.tools IS NULL OR m.tool = ANY (c.tools))
        AND EXISTS (SELECT 1 FROM outbox.targets t WHERE t.name = m.target AND t.enabled)
      WHERE c.token_hash = p_token_hash
-     ORDER BY m.tool
+     ORDER BY m.tool COLLATE "C";
+END
 $$;
 
 -- One tool for a call: the client's name and the tool's schema, or a row
@@ -246,12 +250,15 @@ $$;
 -- the caller cannot tell the two apart). No row: unknown token.
 CREATE FUNCTION outbox.mcp_tool(p_token_hash bytea, p_tool text)
 RETURNS TABLE (client text, tool text, target text, input_schema jsonb, server_keys boolean)
-LANGUAGE sql STABLE SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+LANGUAGE plpgsql STABLE SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+BEGIN
+    RETURN QUERY
     SELECT c.name, m.tool, m.target, m.input_schema, m.server_keys
       FROM outbox.mcp_clients c
       LEFT JOIN outbox.mcp_tools m
         ON m.tool = p_tool AND m.enabled AND (c.tools IS NULL OR m.tool = ANY (c.tools))
-     WHERE c.token_hash = p_token_hash
+     WHERE c.token_hash = p_token_hash;
+END
 $$;
 
 -- The answer of a call, a task or a wait: the outcome of the client's key.
@@ -278,9 +285,11 @@ CREATE TYPE outbox.mcp_answer AS (
 
 -- The message that goes with a status, for the model: what it means and
 -- what it may do.
+-- (No SET clause: a sql function with one cannot be inlined and is planned
+-- on every call; this one names nothing outside pg_catalog.)
 CREATE FUNCTION outbox.mcp_message(p_status text, p_outcome_message text, p_needs_person boolean)
 RETURNS text
-LANGUAGE sql IMMUTABLE SET search_path = pg_catalog, pg_temp AS $$
+LANGUAGE sql IMMUTABLE AS $$
     SELECT CASE p_status
         WHEN 'succeeded' THEN 'succeeded: the target acted; this is its saved response'
         WHEN 'failed' THEN 'failed: the target did not act and will not: ' || coalesce(p_outcome_message, 'no reason recorded')
@@ -296,13 +305,23 @@ LANGUAGE sql IMMUTABLE SET search_path = pg_catalog, pg_temp AS $$
         ELSE p_status END
 $$;
 
-CREATE FUNCTION outbox.mcp_answer_of(p_client text, p_key text, p_tool text, p_inserted boolean)
+-- The answer for a client's key. The intent is read directly (one index
+-- probe); outbox.outcome answers only for a key whose intent was pruned (its
+-- tombstone) and for an ordered intent held behind its group's head (what it
+-- waits for). p_task: look its task up too.
+CREATE FUNCTION outbox.mcp_answer_of(p_client text, p_key text, p_tool text, p_inserted boolean,
+                                     p_task boolean DEFAULT true)
 RETURNS outbox.mcp_answer
-LANGUAGE plpgsql STABLE SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+-- Called only by the SECURITY DEFINER functions below, within their
+-- search_path and rights: no SET clause of its own (each costs a GUC save
+-- and restore per call).
+LANGUAGE plpgsql STABLE AS $$
 DECLARE
-    a   outbox.mcp_answer;
-    o   record;
-    tk  outbox.mcp_tasks;
+    a    outbox.mcp_answer;
+    i    outbox.intents;
+    o    record;
+    tk   outbox.mcp_tasks;
+    note text;
     needs_person boolean := false;
 BEGIN
     a.client := p_client;
@@ -310,31 +329,50 @@ BEGIN
     a.intent_key := 'mcp:' || p_client || ':' || p_key;
     a.tool := p_tool;
     a.inserted := p_inserted;
-    SELECT * INTO o FROM outbox.outcome(a.intent_key);
-    IF NOT FOUND THEN
-        a.status := 'not_found';
-        a.final := false;
-        a.message := 'no call with this key';
-        RETURN a;
+    SELECT * INTO i FROM outbox.intents WHERE key = a.intent_key;
+    IF FOUND AND NOT (i.state = 'pending' AND i.next_attempt_at = 'infinity' AND i.ordering_key IS NOT NULL) THEN
+        a.status := outbox.visible_status(i.state, i.ambiguous);
+        a.state := i.state;
+        a.target := i.target;
+        a.attempts := i.attempts;
+        a.updated_at := i.updated_at;
+        IF i.state IN ('succeeded', 'failed') THEN
+            a.response_status := i.response_status;
+            a.response_body := i.response_body;
+        END IF;
+        IF i.state IN ('failed', 'cancelled') THEN
+            note := i.last_error;
+        END IF;
+    ELSE
+        SELECT * INTO o FROM outbox.outcome(a.intent_key);
+        IF NOT FOUND THEN
+            a.status := 'not_found';
+            a.final := false;
+            a.message := 'no call with this key';
+            RETURN a;
+        END IF;
+        a.status := o.status;
+        a.state := o.state;
+        a.target := o.target;
+        a.response_status := o.response_status;
+        a.response_body := o.response_body;
+        a.attempts := o.attempts;
+        a.updated_at := o.updated_at;
+        note := coalesce(o.last_error, o.message);
     END IF;
-    a.status := o.status;
-    a.state := o.state;
-    a.target := o.target;
-    a.final := o.status IN ('succeeded', 'failed', 'cancelled');
-    a.response_status := o.response_status;
-    a.response_body := o.response_body;
-    a.attempts := o.attempts;
-    a.updated_at := o.updated_at;
-    IF o.state = 'unknown' THEN   -- no status URL: nothing will reconcile it but a person
-        SELECT t.status_url IS NULL INTO needs_person FROM outbox.targets t WHERE t.name = o.target;
+    a.final := a.status IN ('succeeded', 'failed', 'cancelled');
+    IF a.state = 'unknown' THEN   -- no status URL: nothing will reconcile it but a person
+        SELECT t.status_url IS NULL INTO needs_person FROM outbox.targets t WHERE t.name = a.target;
     END IF;
-    a.message := outbox.mcp_message(o.status, coalesce(o.last_error, o.message), coalesce(needs_person, false));
-    SELECT * INTO tk FROM outbox.mcp_tasks WHERE client = p_client AND intent_key = a.intent_key;
-    IF FOUND THEN
-        a.task_id := tk.task_id;
-        a.task_created_at := tk.created_at;
-        a.task_ttl_ms := tk.ttl_ms;
-        a.tool := coalesce(a.tool, tk.tool);
+    a.message := outbox.mcp_message(a.status, note, coalesce(needs_person, false));
+    IF p_task THEN
+        SELECT * INTO tk FROM outbox.mcp_tasks WHERE client = p_client AND intent_key = a.intent_key;
+        IF FOUND THEN
+            a.task_id := tk.task_id;
+            a.task_created_at := tk.created_at;
+            a.task_ttl_ms := tk.ttl_ms;
+            a.tool := coalesce(a.tool, tk.tool);
+        END IF;
     END IF;
     RETURN a;
 END
@@ -381,7 +419,20 @@ BEGIN
                         octet_length(p_key), quote_literal(c.name), 255 - octet_length(ikey) + octet_length(p_key)
             USING ERRCODE = 'OR004';
     END IF;
-    BEGIN
+    -- The same call again (the same key and arguments): its answer, with no
+    -- enqueue. A new key: enqueue, with no subtransaction (a concurrent call
+    -- of the same key with other arguments then raises OR001 to the caller,
+    -- which answers key_conflict). Other arguments for a known key: enqueue
+    -- decides (volatile fields, keep_original), and OR001 is caught here to
+    -- name the fields that differ.
+    SELECT i.payload INTO existing_payload FROM outbox.intents i WHERE i.key = ikey;
+    IF FOUND AND existing_payload = coalesce(p_arguments, '{}'::jsonb) AND NOT p_task THEN
+        RETURN outbox.mcp_answer_of(c.name, p_key, p_tool, false, false);
+    END IF;
+    IF existing_payload IS NULL THEN
+        r := outbox.enqueue(ikey, m.target, coalesce(p_arguments, '{}'::jsonb), p_run_id, NULL, p_ordering_key,
+                            p_traceparent);
+    ELSE BEGIN
         r := outbox.enqueue(ikey, m.target, coalesce(p_arguments, '{}'::jsonb), p_run_id, NULL, p_ordering_key,
                             p_traceparent);
     EXCEPTION WHEN SQLSTATE 'OR001' THEN
@@ -403,13 +454,30 @@ BEGIN
                      || '; nothing was sent. Use the same arguments, or a new key for a new action.';
         RETURN a;
     END;
+    END IF;
     IF p_task THEN
         INSERT INTO outbox.mcp_tasks (task_id, client, intent_key, tool, ttl_ms)
         VALUES ('task-' || replace(gen_random_uuid()::text, '-', '') || replace(gen_random_uuid()::text, '-', ''),
                 c.name, ikey, p_tool, p_task_ttl_ms)
         ON CONFLICT (client, intent_key) DO NOTHING;
     END IF;
-    RETURN outbox.mcp_answer_of(c.name, p_key, p_tool, r.inserted);
+    IF r.inserted AND NOT p_task THEN
+        -- A new intent: what enqueue said is all there is to say (no second look).
+        a.client := c.name;
+        a.key := p_key;
+        a.intent_key := ikey;
+        a.tool := p_tool;
+        a.target := m.target;
+        a.status := r.status;
+        a.state := r.status::outbox.intent_state;
+        a.final := false;
+        a.inserted := true;
+        a.attempts := 0;
+        a.message := outbox.mcp_message(r.status, CASE WHEN r.status = 'pending' THEN 'waiting for delivery' END, false);
+        a.updated_at := now();
+        RETURN a;
+    END IF;
+    RETURN outbox.mcp_answer_of(c.name, p_key, p_tool, r.inserted, p_task);
 END
 $$;
 
@@ -424,7 +492,7 @@ BEGIN
     IF client_name IS NULL THEN
         RAISE EXCEPTION 'outbox.mcp_outcome: unknown client' USING ERRCODE = 'OR022';
     END IF;
-    RETURN outbox.mcp_answer_of(client_name, p_key, NULL, false);
+    RETURN outbox.mcp_answer_of(client_name, p_key, NULL, false, false);
 END
 $$;
 
@@ -542,7 +610,7 @@ $$;
 REVOKE ALL ON outbox.mcp_tools, outbox.mcp_clients, outbox.mcp_tasks FROM PUBLIC;
 REVOKE ALL ON FUNCTION outbox.mcp_schema_problem(jsonb, text), outbox.mcp_tools_check(), outbox.mcp_client(text, text, text[]),
                        outbox.mcp_list_tools(bytea), outbox.mcp_tool(bytea, text), outbox.mcp_message(text, text, boolean),
-                       outbox.mcp_answer_of(text, text, text, boolean),
+                       outbox.mcp_answer_of(text, text, text, boolean, boolean),
                        outbox.mcp_call(bytea, text, text, jsonb, text, text, text, boolean, bigint),
                        outbox.mcp_outcome(bytea, text), outbox.mcp_task(bytea, text),
                        outbox.mcp_tasks_list(bytea, timestamptz, text, integer), outbox.mcp_task_cancel(bytea, text),

@@ -3,6 +3,7 @@
 #
 #   lint         clang-format, banned calls, cppcheck
 #   unit         Check, relay modules under ASan+UBSan (build/asan/unit-tests)
+#   schema       the official JSON Schema test suite against the MCP front door's validator
 #   sql          pgTAP via pg_prove, plus schema equivalence (tests/sql/run.sh)
 #   scale        operator views on a million rows (tests/sql/scale_views.sh)
 #   model        SPIN model of the delivery protocol, seeded bugs (tests/model/run.sh)
@@ -11,7 +12,7 @@
 #
 # Each suite starts what it needs (its own PostgreSQL clusters on free ports)
 # and stops it, also on failure. Ends with "N passed, N failed"; exits
-# non-zero on any failure. ONLY=sql|unit|fuzz|model|scale|integration|lint runs
+# non-zero on any failure. ONLY=sql|unit|schema|fuzz|model|scale|integration|lint runs
 # one suite; ONLY=integration FILTER=03 runs matching scenarios.
 set -u
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
@@ -55,6 +56,19 @@ if want unit; then
     if [ -z "$checks" ]; then count unit 0 1
     elif [ "$rc" != 0 ] && [ "$bad" = 0 ]; then count unit "$checks" 1
     else count unit $((checks - bad)) "$bad"; fi
+fi
+
+if want schema; then
+    # The MCP front door's JSON Schema subset against the official JSON Schema
+    # test suite (tests/mcp/schema_suite.sh): one pass per test.
+    tests/mcp/schema_suite.sh >"$LOG_DIR/schema.tap" 2>&1
+    rc=$?
+    tail -n 3 "$LOG_DIR/schema.tap" | sed -e "s/^/  /"
+    ok_n=$(grep -c '^ok ' "$LOG_DIR/schema.tap")
+    bad_n=$(grep -c '^not ok ' "$LOG_DIR/schema.tap")
+    if [ "$rc" != 0 ] && [ "$bad_n" = 0 ]; then bad_n=1; fi
+    [ "$bad_n" != 0 ] && grep '^not ok ' "$LOG_DIR/schema.tap" | head -20
+    count schema "$ok_n" "$bad_n"
 fi
 
 if want model; then

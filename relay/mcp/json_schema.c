@@ -47,6 +47,7 @@
 #include "mcp/json_schema.h"
 
 #include <float.h>
+#include <limits.h>
 #include <math.h>
 #include <regex.h>
 #include <stdarg.h>
@@ -321,10 +322,11 @@ static int json_same(const json_t *a, const json_t *b, int depth)
         if (json_object_size(a) != json_object_size(b))
             return 0;
         const char *key;
+        size_t key_len;
         const json_t *member;
-        json_object_foreach((json_t *)a, key, member)
+        json_object_keylen_foreach((json_t *)a, key, key_len, member)
         {
-            const json_t *other = json_object_get(b, key);
+            const json_t *other = json_object_getn(b, key, key_len);
             if (!other)
                 return 0;
             int same = json_same(member, other, depth + 1);
@@ -384,10 +386,11 @@ static uint64_t json_hash(const json_t *v, int depth)
     case JSON_OBJECT: {
         uint64_t h = 0x4444; /* a sum: the order of the members does not count */
         const char *key;
+        size_t key_len;
         const json_t *member;
-        json_object_foreach((json_t *)v, key, member)
+        json_object_keylen_foreach((json_t *)v, key, key_len, member)
         {
-            h += hash_mix(hash_bytes(key, strlen(key)) * 31 + json_hash(member, depth + 1));
+            h += hash_mix(hash_bytes(key, key_len) * 31 + json_hash(member, depth + 1));
         }
         return h;
     }
@@ -1631,37 +1634,43 @@ static void validate_string(struct validation *v, const json_t *schema, const js
 {
     const char *s = json_string_value(inst);
     size_t n = json_string_length(inst);
-    uint64_t limit;
-    const json_t *min = json_object_get(schema, "minLength");
-    const json_t *max = json_object_get(schema, "maxLength");
-    if ((min && count_of(min, &limit)) || (max && count_of(max, &limit))) {
+    uint64_t min = 0, max = UINT64_MAX;
+    const json_t *min_json = json_object_get(schema, "minLength");
+    const json_t *max_json = json_object_get(schema, "maxLength");
+    bool has_min = min_json && count_of(min_json, &min);
+    bool has_max = max_json && count_of(max_json, &max);
+    if (has_min || has_max) {
         size_t length = utf8_code_points(s, n);
         char text[40];
-        if (min && count_of(min, &limit) && length < limit) {
-            num_format(min, text, sizeof(text));
+        if (has_min && length < min) {
+            num_format(min_json, text, sizeof(text));
             violation(v, "must be at least %s characters long", text);
         }
-        if (max && count_of(max, &limit) && length > limit) {
-            num_format(max, text, sizeof(text));
+        if (has_max && length > max) {
+            num_format(max_json, text, sizeof(text));
             violation(v, "must be at most %s characters long", text);
         }
     }
     const json_t *pattern = json_object_get(schema, "pattern");
-    if (json_is_string(pattern)) {
-        regex_t scratch;
-        bool free_after;
-        char why[160];
-        regex_t *re = pattern_get(v, pattern, &scratch, &free_after, why, sizeof(why));
-        if (!re) {
-            violation(v, "cannot be checked: the pattern %s", why);
-            return;
-        }
-        regmatch_t range = {.rm_so = 0, .rm_eo = (regoff_t)n};
-        if (regexec(re, s, 1, &range, REG_STARTEND) != 0)
-            violation(v, "must match the pattern \"%s\"", json_string_value(pattern));
-        if (free_after)
-            regfree(re);
+    if (!json_is_string(pattern))
+        return;
+    if (n > INT_MAX) { /* regoff_t is an int */
+        violation(v, "is too long to match against a pattern");
+        return;
     }
+    regex_t scratch;
+    bool free_after;
+    char why[160];
+    regex_t *re = pattern_get(v, pattern, &scratch, &free_after, why, sizeof(why));
+    if (!re) {
+        violation(v, "cannot be checked: the pattern %s", why);
+        return;
+    }
+    regmatch_t range = {.rm_so = 0, .rm_eo = (regoff_t)n};
+    if (regexec(re, s, 1, &range, REG_STARTEND) != 0)
+        violation(v, "must match the pattern \"%s\"", json_string_value(pattern));
+    if (free_after)
+        regfree(re);
 }
 
 struct hashed_item {
@@ -1757,18 +1766,21 @@ static void validate_object(struct validation *v, const json_t *schema, const js
     const json_t *required = json_object_get(schema, "required");
     for (size_t i = 0; i < json_array_size(required); i++) {
         const json_t *name = json_array_get(required, i);
-        if (json_is_string(name) && !json_object_get(inst, json_string_value(name)))
+        if (json_is_string(name) &&
+            !json_object_getn(inst, json_string_value(name), json_string_length(name)))
             violation(v, "missing required property \"%s\"", json_string_value(name));
     }
     const json_t *properties = json_object_get(schema, "properties");
     if (!json_is_object(properties))
         properties = NULL;
+    /* keys by their length: a key may hold U+0000 (json_object_setn) */
     const char *key;
+    size_t key_len;
     const json_t *sub;
     if (properties) {
-        json_object_foreach((json_t *)properties, key, sub)
+        json_object_keylen_foreach((json_t *)properties, key, key_len, sub)
         {
-            const json_t *member = json_object_get(inst, key);
+            const json_t *member = json_object_getn(inst, key, key_len);
             if (!member)
                 continue;
             size_t mark = path_push_key(&v->path, key);
@@ -1780,9 +1792,9 @@ static void validate_object(struct validation *v, const json_t *schema, const js
     if (!json_is_object(additional) && !json_is_boolean(additional))
         return;
     const json_t *member;
-    json_object_foreach((json_t *)inst, key, member)
+    json_object_keylen_foreach((json_t *)inst, key, key_len, member)
     {
-        if (properties && json_object_get(properties, key))
+        if (properties && json_object_getn(properties, key, key_len))
             continue;
         size_t mark = path_push_key(&v->path, key);
         if (json_is_false(additional))

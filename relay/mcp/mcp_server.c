@@ -394,9 +394,9 @@ static void call_answer_final_lookup(struct mcp_call *call)
 static void answer_call(struct mcp_call *call, const struct mcp_answer *a)
 {
     json_t *result = mcp_call_result(a);
-    if (a->task_id && strcmp(call->req.method, "tasks/result") == 0)
+    if (call->task_id && strcmp(call->req.method, "tasks/result") == 0)
         json_object_set_new(result, "_meta",
-                            json_pack("{s:{s:s}}", MCP_META_RELATED_TASK, "taskId", a->task_id));
+                            json_pack("{s:{s:s}}", MCP_META_RELATED_TASK, "taskId", call->task_id));
     log_call(call, a->status);
     respond_result(call, result);
 }
@@ -635,6 +635,10 @@ static void on_call_error(struct mcp_call *call, const char *sqlstate, const cha
         char msg[700];
         snprintf(msg, sizeof(msg), "Invalid params: %s", primary);
         respond_error_code(call, MCP_INVALID_PARAMS, 200, msg);
+    } else if (!strcmp(sqlstate, "OR001")) {
+        /* a concurrent call took the key with other arguments first */
+        log_call(call, "key_conflict");
+        respond_result(call, mcp_tool_error_result("key_conflict", primary, NULL));
     } else if (!strcmp(sqlstate, "OR007") || !strcmp(sqlstate, "OR024")) {
         char msg[700];
         snprintf(msg, sizeof(msg), "Invalid params: %s", primary);

@@ -503,6 +503,26 @@ def main():
                        r["tombstone_rows"], r["tombstone_heap_b"] / r["tombstone_rows"],
                        r["tombstone_index_b"] / r["tombstone_rows"]), fmt="{:.0f}")
 
+    # ---------------------------------------------------------------- mcp
+    # Issue 23: the front door with defaults, 64 SDK-free clients, a target
+    # that answers at once (tests/bench/mcp.sh).
+    mcps = [r for r in raw if r["kind"] == "mcp"]
+    if wanted("mcp") and not mcps:
+        figure("mcp: 64 clients, defaults", "calls/s", None, "/s", 2000, ">=")
+    for r in mcps:
+        scen = "mcp: {} clients, defaults".format(r["connections"])
+        calls = r["succeeded"] + r["other"]
+        secs = r["seconds"] or 1
+        figure(scen, "calls/s", r["succeeded"] / secs, "/s", 2000, ">=",
+               note="{:,} succeeded, {:,} other answers in {:.1f} s".format(r["succeeded"], r["other"], secs))
+        figure(scen, "p50 request to result", r["p50_us"] / 1000.0, "ms", 10, "<=", fmt="{:.2f}")
+        figure(scen, "p99 request to result", r["p99_us"] / 1000.0, "ms", 50, "<=", fmt="{:.2f}")
+        per = lambda s: s * 1e6 / calls if calls else None
+        figure(scen, "front door CPU per call", per(r["front_door_cpu_s"]), "µs", 100, "<=",
+               note="relay {:.0f} µs, PostgreSQL {:.0f} µs per call".format(
+                   per(r["relay_cpu_s"]) or 0, per(r["postgres_cpu_s"]) or 0), fmt="{:.0f}")
+        figure(scen, "answers not succeeded", r["other"], "calls", 0, "<=")
+
     # ---------------------------------------------------------------- output
     def fmt_value(f):
         if f["value"] is None:

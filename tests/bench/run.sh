@@ -25,6 +25,8 @@
 #   history      drain 50,000 with 2,000,000 terminal rows in the table vs an empty table
 #   ordered      ordered delivery: 1,000 groups x 10 steps (p_ordering_key) drained by one
 #                relay, beside an unordered drain of as many intents, each round
+#   mcp          the MCP front door with defaults: 64 SDK-free HTTP clients calling a tool
+#                whose target answers at once (tests/bench/mcp.sh, BENCH_MCP_SECONDS)
 #
 # Knobs (environment): BENCH_RUNS (drain rounds, default 5), BENCH_RUNS_OTHER
 # (rounds of the other scenarios, default 1), BENCH_DRAIN_INTENTS (100000),
@@ -714,6 +716,7 @@ scenario_history() {
 
 . "$ROOT/tests/bench/retention.sh"
 . "$ROOT/tests/bench/headline.sh"
+. "$ROOT/tests/bench/mcp.sh"
 
 # ------------------------------------------------------------------ ordered
 
@@ -856,6 +859,7 @@ want enqueue && { scenario_enqueue || true; }
 want memory && { scenario_memory || true; }
 want history && { scenario_history || true; }
 want retention && { scenario_retention || true; }
+want mcp && { scenario_mcp || true; }
 broken_text=""
 [ ${#BROKEN[@]} -gt 0 ] && broken_text=$(printf '%s; ' "${BROKEN[@]}")
 emit kind=end elapsed_s=$((SECONDS - STARTED_S)) load_after="$(cut -d' ' -f1-3 /proc/loadavg)" \

@@ -36,6 +36,8 @@ packages=(
     # free loopback port; the package's service (port 80) is neither needed nor touched. Where
     # policy-rc.d forbids starting services (containers, this image) none starts at install.
     nginx
+    wrk # the 64 HTTP clients of make bench's mcp scenario (tests/bench/mcp.sh)
+    json-schema-test-suite # the official JSON Schema tests, against relay/mcp/json_schema.c (tests/mcp/schema_suite.sh)
 )
 # The deploy manifest check renders the kustomize base with kubectl; any
 # kubectl will do (Debian's kubernetes-client ships one; another package may

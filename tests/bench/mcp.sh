@@ -1,0 +1,160 @@
+# tests/bench/mcp.sh — the MCP front door scenario of `make bench` (sourced by
+# tests/bench/run.sh, which provides q, emit, say, broken, PIDS, DEF_PG_SETTINGS).
+#
+# Defaults everywhere, as a user runs it: a PostgreSQL with its stock
+# postgresql.conf (a cluster of its own), a tool whose target (the test
+# receiver) answers at once, one relay and one front door with no option but
+# their addresses, and 64 concurrent SDK-free HTTP clients (wrk, keep-alive,
+# a new idempotency key per call) for BENCH_MCP_SECONDS (20) after a 3 s
+# warm-up. Each call is a full tools/call: authenticate, validate the
+# arguments, enqueue, wait for the relay's delivery and record (woken by
+# NOTIFY), answer with the saved response.
+#
+# Figures (report.py prints them against the issue's aims): calls/s, p50 and
+# p99 from request to result (wrk), CPU per call of the front door, of the
+# relay and of PostgreSQL (utime + stime from /proc over the measured
+# window; PostgreSQL's is every process of its cluster), and how many calls
+# did not answer succeeded (must be 0).
+
+MCP_BENCH_S=${BENCH_MCP_SECONDS:-20}
+MCP_BENCH_CONNS=${BENCH_MCP_CONNECTIONS:-64}
+
+# CPU seconds (user + system) of a process and its live children.
+cpu_seconds_of() { # cpu_seconds_of PID...
+    local hz total=0 pid
+    hz=$(getconf CLK_TCK)
+    for pid in "$@"; do
+        [ -r "/proc/$pid/stat" ] || continue
+        total=$((total + $(awk '{ print $14 + $15 }' "/proc/$pid/stat")))
+    done
+    awk -v t="$total" -v hz="$hz" 'BEGIN { printf "%.3f", t / hz }'
+}
+cluster_pids() { # the postmaster of DIR and its children
+    local pm
+    pm=$(head -1 "$1/data/postmaster.pid" 2>/dev/null) || return 0
+    echo "$pm" $(pgrep -P "$pm")
+}
+
+scenario_mcp() {
+    command -v wrk >/dev/null || { broken "mcp: wrk is not installed (Debian package wrk)"; return 1; }
+    local saved=("$PGHOST" "$PGPORT" "$PGUSER" "$PGDATABASE" "$DATABASE_URL") port url token mcp_pid relay_pid
+    say "mcp: PostgreSQL with stock settings in $B/pgmcp"
+    local settings=("${DEF_PG_SETTINGS[@]}")
+    # shellcheck disable=SC2054  # the comma belongs to the setting's value
+    [ -z "$PROFILE" ] || settings+=(shared_preload_libraries=pg_stat_statements pg_stat_statements.track=all)
+    if ! pgcluster_start "$B/pgmcp" "${settings[@]}"; then
+        broken "mcp: PostgreSQL did not start"
+        return 1
+    fi
+    port=$PGPORT
+    url="postgresql://postgres@127.0.0.1:$port/postgres"
+    export PGHOST=${saved[0]} PGPORT=${saved[1]} PGUSER=${saved[2]} PGDATABASE=${saved[3]} DATABASE_URL=${saved[4]}
+    token=$(head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n')
+    if ! "$RELAY" migrate --db "postgresql://outbox_owner@127.0.0.1:$port/postgres" \
+        --migrations-dir "$ROOT/migrations" >"$B/mcp-migrate.log" 2>&1 ||
+        ! PGPORT=$port q postgres "INSERT INTO outbox.targets (name, url) VALUES ('fast', 'http://127.0.0.1:$RECV_PORT_main/act')" \
+            "INSERT INTO outbox.mcp_tools (tool, target, description, input_schema) VALUES ('refund', 'fast', 'Refund',
+               '{\"type\": \"object\", \"properties\": {\"account\": {\"type\": \"integer\"}, \"amount_cents\": {\"type\": \"integer\", \"minimum\": 1}},
+                 \"required\": [\"account\", \"amount_cents\"]}')" \
+            "SELECT outbox.mcp_client('bench', '$token')" \
+            "CREATE ROLE bench_mcp LOGIN; GRANT outbox_mcp TO bench_mcp" >/dev/null; then
+        broken "mcp: setup failed (see $B/mcp-migrate.log)"
+        pgcluster_stop "$B/pgmcp"
+        return 1
+    fi
+    "$RELAY" run --db "$url" --admin-listen "" >"$B/relay-mcp.log" 2>&1 &
+    relay_pid=$!
+    PIDS+=("$relay_pid")
+    "$RELAY" mcp --db "postgresql://bench_mcp@127.0.0.1:$port/postgres" --mcp-listen 127.0.0.1:0 \
+        ${BENCH_MCP_OPTS:-} >"$B/mcp.log" 2>&1 &
+    mcp_pid=$!
+    PIDS+=("$mcp_pid")
+    local mport="" i
+    for i in $(seq 1 100); do
+        mport=$(sed -n 's/.*"event":"mcp_listening".*"port":\([0-9]*\).*/\1/p' "$B/mcp.log" | head -1)
+        [ -n "$mport" ] && curl -sf "http://127.0.0.1:$mport/readyz" -o /dev/null && break
+        sleep 0.1
+    done
+    if [ -z "$mport" ]; then
+        broken "mcp: the front door did not start"
+        pgcluster_stop "$B/pgmcp"
+        return 1
+    fi
+    cat >"$B/mcp-wrk.lua" <<LUA
+-- One tools/call per request, each with a key of its own.
+local counter, thread_id = 0, 0
+ok_n, other_n = 0, 0 -- globals: done() reads them from each thread
+local threads = {}
+function setup(thread)
+    thread_id = thread_id + 1
+    thread:set("tid", thread_id)
+    table.insert(threads, thread)
+end
+function init(args)
+    prefix = args[1] .. "-" .. tostring(tid) .. "-"
+end
+function request()
+    counter = counter + 1
+    local body = '{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"refund",' ..
+        '"arguments":{"account":42,"amount_cents":2500},"_meta":{"outbox-relay/idempotency-key":"' ..
+        prefix .. counter .. '"}}}'
+    return wrk.format("POST", "/mcp", {["Content-Type"] = "application/json",
+        ["Authorization"] = "Bearer $token", ["MCP-Protocol-Version"] = "2025-11-25"}, body)
+end
+function response(status, headers, body)
+    if status == 200 and string.find(body, '"status":"succeeded"', 1, true) then
+        ok_n = ok_n + 1
+    else
+        other_n = other_n + 1
+    end
+end
+function done(summary, latency, requests)
+    local ok_total, other_total = 0, 0
+    for _, t in ipairs(threads) do
+        ok_total = ok_total + t:get("ok_n")
+        other_total = other_total + t:get("other_n")
+    end
+    io.write(string.format("RESULT ok=%d other=%d p50_us=%d p99_us=%d requests=%d\n", ok_total, other_total,
+        latency:percentile(50), latency:percentile(99), summary.requests))
+end
+LUA
+    say "mcp: warm-up, then $MCP_BENCH_CONNS clients for ${MCP_BENCH_S}s"
+    wrk -t 2 -c "$MCP_BENCH_CONNS" -d 3s --timeout 30s -s "$B/mcp-wrk.lua" "http://127.0.0.1:$mport" -- warm \
+        >"$B/mcp-warm.out" 2>&1
+    local pg_pids fd0 rl0 pg0 fd1 rl1 pg1 t0 t1
+    [ -z "$PROFILE" ] || PGPORT=$port q postgres "CREATE EXTENSION IF NOT EXISTS pg_stat_statements" \
+        "SELECT pg_stat_statements_reset()" >/dev/null
+    pg_pids=$(cluster_pids "$B/pgmcp")
+    fd0=$(cpu_seconds_of "$mcp_pid")
+    rl0=$(cpu_seconds_of "$relay_pid")
+    pg0=$(cpu_seconds_of $pg_pids)
+    t0=$(date +%s.%N)
+    wrk -t 2 -c "$MCP_BENCH_CONNS" -d "${MCP_BENCH_S}s" --timeout 30s -s "$B/mcp-wrk.lua" \
+        "http://127.0.0.1:$mport" -- run >"$B/mcp-wrk.out" 2>&1
+    t1=$(date +%s.%N)
+    fd1=$(cpu_seconds_of "$mcp_pid")
+    rl1=$(cpu_seconds_of "$relay_pid")
+    pg1=$(cpu_seconds_of $(cluster_pids "$B/pgmcp"))
+    local line
+    line=$(grep '^RESULT' "$B/mcp-wrk.out")
+    if [ -z "$line" ]; then
+        broken "mcp: wrk printed no result (see $B/mcp-wrk.out)"
+    else
+        local okn other p50 p99
+        okn=$(sed -n 's/.* ok=\([0-9]*\).*/\1/p' <<<"$line")
+        other=$(sed -n 's/.* other=\([0-9]*\).*/\1/p' <<<"$line")
+        p50=$(sed -n 's/.* p50_us=\([0-9]*\).*/\1/p' <<<"$line")
+        p99=$(sed -n 's/.* p99_us=\([0-9]*\).*/\1/p' <<<"$line")
+        emit kind=mcp seconds="$(awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.3f", b - a }')" \
+            connections="$MCP_BENCH_CONNS" succeeded="$okn" other="$other" p50_us="$p50" p99_us="$p99" \
+            front_door_cpu_s="$(awk -v a="$fd0" -v b="$fd1" 'BEGIN { printf "%.3f", b - a }')" \
+            relay_cpu_s="$(awk -v a="$rl0" -v b="$rl1" 'BEGIN { printf "%.3f", b - a }')" \
+            postgres_cpu_s="$(awk -v a="$pg0" -v b="$pg1" 'BEGIN { printf "%.3f", b - a }')"
+    fi
+    [ -z "$PROFILE" ] || PGPORT=$port profile_dump postgres mcp
+    kill -TERM "$mcp_pid" "$relay_pid" 2>/dev/null
+    wait "$mcp_pid" "$relay_pid" 2>/dev/null
+    forget_pid "$mcp_pid"
+    forget_pid "$relay_pid"
+    pgcluster_stop "$B/pgmcp"
+}

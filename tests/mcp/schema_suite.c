@@ -1,0 +1,326 @@
+/*
+ * schema_suite.c — the official JSON Schema test suite against
+ * relay/mcp/json_schema.c (run by tests/mcp/schema_suite.sh).
+ *
+ *   build/schema-suite DIR...   every *.json under each DIR (optional/ too)
+ *
+ * Each file holds test groups: a schema and tests, each an instance and
+ * whether it is valid. This runner decides on its own, from the keywords
+ * alone, whether a group's schema stays within the subset of json_schema.h:
+ *   - within: json_schema_check must accept it and every test's verdict
+ *     (json_schema_validate() == 0) must equal its "valid", one TAP line
+ *     per test; or the check refuses it for its "pattern" (ECMA-262
+ *     syntax without a faithful POSIX translation), which json_schema.h
+ *     documents: one line, counted as refused;
+ *   - outside: json_schema_check must refuse it ("refused, as documented"),
+ *     one TAP line per group.
+ * Where the subset deliberately answers otherwise, the case is in skips[]
+ * below with its reason.
+ *
+ * TAP on stdout, a summary, then "schema-suite: N passed, N failed, N
+ * skipped"; the exit status is 0 only when nothing failed.
+ */
+#include "mcp/json_schema.h"
+
+#include <dirent.h>
+#include <jansson.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* ------------------------------------------------------------ skip list */
+
+/* file: the path below the suite's directory; test NULL: the whole group.
+ * Empty: in the draft7 folder of Debian's package and in draft2020-12 of
+ * the upstream suite, every group within the subset answers as the suite
+ * says (ECMA-262 regex classes, code point lengths, 1.0 as an integer and
+ * big numbers included). An entry goes here only with its reason. */
+static const struct skip {
+    const char *file;
+    const char *group;
+    const char *test;
+    const char *reason;
+} skips[] = {
+    {NULL, NULL, NULL, NULL},
+};
+
+static const struct skip *skip_find(const char *file, const char *group, const char *test)
+{
+    for (size_t k = 0; skips[k].file; k++) {
+        if (strcmp(skips[k].file, file) != 0 || strcmp(skips[k].group, group) != 0)
+            continue;
+        if (!skips[k].test || (test && strcmp(skips[k].test, test) == 0))
+            return &skips[k];
+    }
+    return NULL;
+}
+
+/* ------------------------------------------------------------ the subset, by keyword */
+
+/* An independent reading of json_schema.h's subset: the keywords, where a
+ * subschema may stand, and the draft forms it refuses. Values are not
+ * checked here (the suite's schemas are well-formed). */
+static const char *const subset_keywords[] = {
+    "type",
+    "properties",
+    "required",
+    "additionalProperties",
+    "enum",
+    "const",
+    "minimum",
+    "maximum",
+    "exclusiveMinimum",
+    "exclusiveMaximum",
+    "multipleOf",
+    "minLength",
+    "maxLength",
+    "pattern",
+    "items",
+    "minItems",
+    "maxItems",
+    "uniqueItems",
+    "$schema",
+    "$id",
+    "title",
+    "description",
+    "default",
+    "examples",
+    "$comment",
+    "deprecated",
+    "readOnly",
+    "writeOnly",
+};
+
+/* json_schema.h: the meta-schemas in which the subset means the same. */
+static bool known_dialect(const json_t *uri)
+{
+    static const char *const known[] = {
+        "https://json-schema.org/draft/2020-12/schema",
+        "https://json-schema.org/draft/2019-09/schema",
+        "http://json-schema.org/draft-07/schema#",
+        "http://json-schema.org/draft-06/schema#",
+    };
+    for (size_t k = 0; k < sizeof(known) / sizeof(known[0]); k++)
+        if (json_is_string(uri) && strcmp(json_string_value(uri), known[k]) == 0)
+            return true;
+    return false;
+}
+
+static bool within_subset(const json_t *schema, bool root)
+{
+    if (json_is_boolean(schema))
+        return true;
+    if (!json_is_object(schema))
+        return false;
+    const char *key;
+    json_t *value;
+    json_object_foreach((json_t *)schema, key, value)
+    {
+        bool known = false;
+        for (size_t k = 0; k < sizeof(subset_keywords) / sizeof(subset_keywords[0]); k++)
+            known = known || strcmp(key, subset_keywords[k]) == 0;
+        if (!known)
+            return false;
+        if ((strcmp(key, "$id") == 0 || strcmp(key, "$schema") == 0) && !root)
+            return false;
+        if (strcmp(key, "$schema") == 0 && !known_dialect(value))
+            return false;
+        if (strcmp(key, "exclusiveMinimum") == 0 || strcmp(key, "exclusiveMaximum") == 0) {
+            if (!json_is_number(value)) /* draft 4's boolean form */
+                return false;
+        }
+        if (strcmp(key, "items") == 0 || strcmp(key, "additionalProperties") == 0) {
+            if (!within_subset(value, false)) /* also: the array form of items */
+                return false;
+        }
+        if (strcmp(key, "properties") == 0) {
+            if (!json_is_object(value))
+                return false;
+            const char *name;
+            json_t *sub;
+            json_object_foreach(value, name, sub)
+            {
+                if (!within_subset(sub, false))
+                    return false;
+            }
+        }
+    }
+    return true;
+}
+
+/* ------------------------------------------------------------ TAP */
+
+struct tally {
+    int n; /* TAP test number */
+    int passed, failed, skipped;
+    int groups_validated, groups_refused, groups_refused_pattern, groups_skipped;
+    int tests_validated;
+};
+
+static void tap(struct tally *t, bool ok, const char *file, const char *group, const char *test,
+                const char *directive)
+{
+    t->n++;
+    if (ok)
+        t->passed++;
+    else
+        t->failed++;
+    printf("%s %d - %s: %s%s%s%s%s\n", ok ? "ok" : "not ok", t->n, file, group, test ? " / " : "",
+           test ? test : "", directive ? " # " : "", directive ? directive : "");
+}
+
+static void tap_skip(struct tally *t, const char *file, const char *group, const char *test,
+                     const char *reason)
+{
+    t->n++;
+    t->skipped++;
+    printf("ok %d - %s: %s%s%s # SKIP %s\n", t->n, file, group, test ? " / " : "", test ? test : "",
+           reason);
+}
+
+/* ------------------------------------------------------------ one file */
+
+static const char *str_or(const json_t *v, const char *fallback)
+{
+    return json_is_string(v) ? json_string_value(v) : fallback;
+}
+
+static void run_group(struct tally *t, const char *file, const json_t *group)
+{
+    const char *desc = str_or(json_object_get(group, "description"), "(no description)");
+    const json_t *schema = json_object_get(group, "schema");
+    const json_t *tests = json_object_get(group, "tests");
+    const struct skip *skip = skip_find(file, desc, NULL);
+    if (skip && !skip->test) {
+        t->groups_skipped++;
+        tap_skip(t, file, desc, NULL, skip->reason);
+        return;
+    }
+    char err[256];
+    bool accepted = json_schema_check(schema, err, sizeof(err));
+    bool within = within_subset(schema, true);
+    if (!within) {
+        if (accepted) {
+            tap(t, false, file, desc, NULL, "accepted, yet outside the subset");
+            return;
+        }
+        char directive[300];
+        snprintf(directive, sizeof(directive), "refused, as documented: %s", err);
+        t->groups_refused++;
+        tap(t, true, file, desc, NULL, directive);
+        return;
+    }
+    if (!accepted) {
+        bool pattern = strstr(err, "\"pattern\"") != NULL;
+        if (pattern) {
+            t->groups_refused++;
+            t->groups_refused_pattern++;
+        }
+        char directive[300];
+        snprintf(directive, sizeof(directive), "%s: %s",
+                 pattern ? "refused, as documented" : "refused, yet within the subset", err);
+        tap(t, pattern, file, desc, NULL, directive);
+        return;
+    }
+    t->groups_validated++;
+    for (size_t i = 0; i < json_array_size(tests); i++) {
+        const json_t *test = json_array_get(tests, i);
+        const char *tdesc = str_or(json_object_get(test, "description"), "(no description)");
+        skip = skip_find(file, desc, tdesc);
+        if (skip) {
+            tap_skip(t, file, desc, tdesc, skip->reason);
+            continue;
+        }
+        t->tests_validated++;
+        bool expected = json_is_true(json_object_get(test, "valid"));
+        struct json_schema_errors errors;
+        int count = json_schema_validate(schema, json_object_get(test, "data"), &errors);
+        bool ok = (count == 0) == expected;
+        tap(t, ok, file, desc, tdesc, NULL);
+        if (!ok) {
+            printf("#   expected %s, got %d violation(s)\n", expected ? "valid" : "invalid", count);
+            for (int k = 0; k < errors.kept; k++)
+                printf("#   %s\n", errors.msg[k]);
+        }
+    }
+}
+
+static void run_file(struct tally *t, const char *path, const char *file)
+{
+    json_error_t error;
+    json_t *root = json_load_file(path, JSON_ALLOW_NUL, &error);
+    if (!root) {
+        /* Integers past 64 bits (optional/bignum.json): read every integer
+         * as a real; numbers are compared by value, so nothing else changes. */
+        root = json_load_file(path, JSON_ALLOW_NUL | JSON_DECODE_INT_AS_REAL, &error);
+        if (root)
+            printf("# %s: read with integers as reals (%s)\n", file, "an integer past 64 bits");
+    }
+    if (!json_is_array(root)) {
+        tap(t, false, file, "cannot be read", NULL, root ? "not an array" : error.text);
+        json_decref(root);
+        return;
+    }
+    for (size_t i = 0; i < json_array_size(root); i++)
+        run_group(t, file, json_array_get(root, i));
+    json_decref(root);
+}
+
+static int json_file_filter(const struct dirent *e)
+{
+    return e->d_name[0] != '.';
+}
+
+/* Every *.json below dir, in name order, files of a folder before its
+ * subfolders. rel is the path below the suite's directory. */
+static void run_dir(struct tally *t, const char *dir, const char *rel)
+{
+    struct dirent **entries;
+    int n = scandir(dir, &entries, json_file_filter, alphasort);
+    if (n < 0) {
+        tap(t, false, dir, "cannot be listed", NULL, NULL);
+        return;
+    }
+    for (int pass = 0; pass < 2; pass++) {
+        for (int k = 0; k < n; k++) {
+            char path[4096], sub[4096];
+            snprintf(path, sizeof(path), "%s/%s", dir, entries[k]->d_name);
+            snprintf(sub, sizeof(sub), "%s%s%s", rel, rel[0] ? "/" : "", entries[k]->d_name);
+            size_t len = strlen(entries[k]->d_name);
+            bool is_json = len > 5 && strcmp(entries[k]->d_name + len - 5, ".json") == 0;
+            DIR *d = opendir(path);
+            bool is_dir = d != NULL;
+            if (d)
+                closedir(d);
+            if (pass == 0 && is_json && !is_dir)
+                run_file(t, path, sub);
+            else if (pass == 1 && is_dir)
+                run_dir(t, path, sub);
+        }
+    }
+    for (int k = 0; k < n; k++)
+        free(entries[k]);
+    free(entries);
+}
+
+int main(int argc, char **argv)
+{
+    if (argc < 2) {
+        fprintf(stderr, "usage: %s DIR...  (a draft folder of JSON-Schema-Test-Suite)\n", argv[0]);
+        return 2;
+    }
+    struct tally t;
+    memset(&t, 0, sizeof(t));
+    for (int i = 1; i < argc; i++) {
+        printf("# %s\n", argv[i]);
+        run_dir(&t, argv[i], "");
+    }
+    printf("# groups: %d validated (%d tests), %d refused as documented (%d of them for their "
+           "pattern), %d skipped\n",
+           t.groups_validated, t.tests_validated, t.groups_refused, t.groups_refused_pattern,
+           t.groups_skipped);
+    printf("1..%d\n", t.n);
+    printf("schema-suite: %d passed, %d failed, %d skipped\n", t.passed, t.failed, t.skipped);
+    return t.failed == 0 && t.n > 0 ? 0 : 1;
+}

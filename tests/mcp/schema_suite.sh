@@ -1,0 +1,44 @@
+#!/usr/bin/env bash
+# schema_suite.sh — the official JSON Schema test suite (Debian's
+# json-schema-test-suite) against the MCP front door's validator
+# (relay/mcp/json_schema.c), built with ASan+UBSan as build/schema-suite.
+#
+#   tests/mcp/schema_suite.sh         the newest draft the package ships
+#   tests/mcp/schema_suite.sh DIR...  those draft folders instead
+#
+# The package's draft2020-12 folder is used when it has one; Debian 12's
+# (2.0.0) stops at draft7, whose tests of the subset's keywords mean the same
+# (json_schema.h). TAP on stdout; the last line "schema-suite: N passed,
+# N failed, N skipped"; exit 0 only when nothing failed.
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+
+pkg=json-schema-test-suite
+if ! dpkg -s "$pkg" >/dev/null 2>&1; then
+    if [ "$(id -u)" = 0 ]; then
+        apt-get install -y "$pkg" >/dev/null 2>&1 ||
+            { apt-get update >/dev/null && apt-get install -y "$pkg" >/dev/null; }
+    else
+        echo "schema_suite: $pkg is missing: apt-get install -y $pkg" >&2
+        exit 1
+    fi
+fi
+
+if [ $# -gt 0 ]; then
+    dirs=("$@")
+else
+    tests=$(dpkg -L "$pkg" | grep -E '/tests/draft[^/]+$' || true)
+    dir=""
+    for draft in draft2020-12 draft2019-09 draft7; do
+        dir=$(printf '%s\n' "$tests" | grep -E "/$draft\$" | head -n 1 || true)
+        [ -n "$dir" ] && break
+    done
+    if [ -z "$dir" ]; then
+        echo "schema_suite: no draft2020-12, draft2019-09 or draft7 folder in $pkg" >&2
+        exit 1
+    fi
+    dirs=("$dir")
+fi
+
+make --no-print-directory build/schema-suite >&2
+exec build/schema-suite "${dirs[@]}"
