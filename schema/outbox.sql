@@ -1553,15 +1553,16 @@ BEGIN
         IF NOT k = ANY (allowed) THEN
             RETURN format('unsupported keyword "%s" at %s', k, coalesce(nullif(p_path, ''), '/'));
         END IF;
-        IF k = '$id' AND p_path <> '' THEN
-            RETURN format('unsupported keyword "$id" at %s (only at the root)', p_path);
+        IF k IN ('$id', '$schema') AND p_path <> '' THEN
+            RETURN format('unsupported keyword "%s" at %s (only at the root)', k, p_path);
         END IF;
         CASE k
             WHEN 'type' THEN
                 IF NOT ((jsonb_typeof(v) = 'string' AND v #>> '{}' = ANY (types))
                         OR (jsonb_typeof(v) = 'array' AND jsonb_array_length(v) > 0
                             AND NOT EXISTS (SELECT 1 FROM jsonb_array_elements(v) e
-                                             WHERE jsonb_typeof(e) <> 'string' OR NOT e #>> '{}' = ANY (types)))) THEN
+                                             WHERE jsonb_typeof(e) <> 'string' OR NOT e #>> '{}' = ANY (types))
+                            AND (SELECT count(DISTINCT e) = count(*) FROM jsonb_array_elements(v) e))) THEN
                     RETURN format('%s/type: must be one of %s, or an array of them', p_path, array_to_string(types, ', '));
                 END IF;
             WHEN 'properties' THEN
@@ -1577,8 +1578,19 @@ BEGIN
                 IF problem IS NOT NULL THEN RETURN problem; END IF;
             WHEN 'required' THEN
                 IF jsonb_typeof(v) <> 'array'
-                   OR EXISTS (SELECT 1 FROM jsonb_array_elements(v) e WHERE jsonb_typeof(e) <> 'string') THEN
-                    RETURN format('%s/required: must be an array of strings', p_path);
+                   OR EXISTS (SELECT 1 FROM jsonb_array_elements(v) e WHERE jsonb_typeof(e) <> 'string')
+                   OR (SELECT count(DISTINCT e) <> count(*) FROM jsonb_array_elements(v) e) THEN
+                    RETURN format('%s/required: must be an array of distinct strings', p_path);
+                END IF;
+            WHEN '$schema' THEN
+                IF v NOT IN ('"https://json-schema.org/draft/2020-12/schema"', '"https://json-schema.org/draft/2019-09/schema"',
+                             '"http://json-schema.org/draft-07/schema#"', '"http://json-schema.org/draft-07/schema"',
+                             '"http://json-schema.org/draft-06/schema#"', '"http://json-schema.org/draft-06/schema"') THEN
+                    RETURN format('/$schema: must name the 2020-12, 2019-09, draft-07 or draft-06 meta-schema');
+                END IF;
+            WHEN 'title', 'description', '$comment', '$id' THEN
+                IF jsonb_typeof(v) <> 'string' THEN
+                    RETURN format('%s/%s: must be a string', p_path, k);
                 END IF;
             WHEN 'enum' THEN
                 IF jsonb_typeof(v) <> 'array' THEN
@@ -1600,6 +1612,10 @@ BEGIN
             WHEN 'pattern' THEN
                 IF jsonb_typeof(v) <> 'string' THEN
                     RETURN format('%s/pattern: must be a string', p_path);
+                END IF;
+                -- ECMA-262 syntax that the front door's POSIX translation refuses too
+                IF v #>> '{}' ~ '\(\?<?[=!]|\\[1-9]|\\[pPk]\{|\\k<' THEN
+                    RETURN format('%s/pattern: lookaround, backreferences and \p{…} are not supported', p_path);
                 END IF;
                 BEGIN
                     PERFORM '' ~ (v #>> '{}');
