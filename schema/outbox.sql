@@ -1335,6 +1335,7 @@ BEGIN
         IF FOUND THEN
             a.task_id := tk.task_id;
             a.task_created_at := tk.created_at;
+            a.updated_at := greatest(a.updated_at, tk.created_at);   -- a task made after its intent's last change
             a.task_ttl_ms := tk.ttl_ms;
             a.tool := coalesce(a.tool, tk.tool);
         END IF;
@@ -1685,7 +1686,7 @@ BEGIN
                         outbox.visible_status(i.state, i.ambiguous)
             USING ERRCODE = 'OR007';
     ELSIF FOUND THEN
-        RAISE EXCEPTION 'the task is already %', i.state USING ERRCODE = 'OR007';
+        RAISE EXCEPTION 'Cannot cancel task: already in terminal status ''%''', i.state USING ERRCODE = 'OR025';
     END IF;
     RETURN outbox.mcp_answer_of(client_name, substr(tk.intent_key, length('mcp:' || client_name || ':') + 1),
                                 tk.tool, false);

@@ -380,13 +380,13 @@ json_t *mcp_discover_result(const char *server_version)
 static json_t *output_schema(void)
 {
     return json_pack(
-        "{s:s,s:{s:{s:s,s:[s,s,s,s,s,s,s,s]},s:{s:s},s:{s:s},s:{s:[s,s]},s:{},s:{s:[s,s]},"
+        "{s:s,s:{s:{s:s,s:[s,s,s,s,s,s,s,s,s,s]},s:{s:s},s:{s:s},s:{s:[s,s]},s:{},s:{s:[s,s]},"
         "s:{s:s}},s:[s,s,s]}",
         "type", "object", "properties", "status", "type", "string", "enum", "succeeded", "failed",
         "cancelled", "pending", "awaiting_approval", "delivering", "reconciling", "key_conflict",
-        "key", "type", "string", "target", "type", "string", "response_status", "type", "integer",
-        "null", "response", "attempts", "type", "integer", "null", "message", "type", "string",
-        "required", "status", "key", "message");
+        "invalid_arguments", "refused", "key", "type", "string", "target", "type", "string",
+        "response_status", "type", "integer", "null", "response", "attempts", "type", "integer",
+        "null", "message", "type", "string", "required", "status", "key", "message");
 }
 
 json_t *mcp_tool_json(const struct mcp_request *req, const char *name, const char *title,
@@ -471,9 +471,11 @@ json_t *mcp_call_result(const struct mcp_answer *a)
     return result;
 }
 
-json_t *mcp_tool_error_result(const char *status, const char *message, json_t *details)
+json_t *mcp_tool_error_result(const char *status, const char *key, const char *message,
+                              json_t *details)
 {
-    json_t *sc = json_pack("{s:s,s:s}", "status", status, "message", message);
+    json_t *sc =
+        json_pack("{s:s,s:s,s:s}", "status", status, "key", key ? key : "", "message", message);
     if (details)
         json_object_set_new(sc, "errors", details);
     json_t *result = json_pack("{s:[{s:s,s:s}],s:o,s:b}", "content", "type", "text", "text",

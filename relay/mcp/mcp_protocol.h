@@ -122,7 +122,8 @@ json_t *mcp_tool_json(const struct mcp_request *req, const char *name, const cha
  * isError for failed, cancelled and key_conflict. */
 json_t *mcp_call_result(const struct mcp_answer *answer);
 /* A CallToolResult with isError that names what is wrong (the model reads it). */
-json_t *mcp_tool_error_result(const char *status, const char *message, json_t *details);
+json_t *mcp_tool_error_result(const char *status, const char *key, const char *message,
+                              json_t *details);
 /* The Task object of an answer: taskId, status, statusMessage, createdAt,
  * lastUpdatedAt, and ttl / pollInterval (legacy) or ttlMs / pollIntervalMs
  * (modern). */

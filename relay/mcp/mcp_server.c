@@ -476,6 +476,76 @@ static void on_answer_row(struct mcp_call *call, PGresult *res)
     }
 }
 
+/* ---------------------------------------------------------------- the tool cache
+ *
+ * What outbox.mcp_tool answered for (token hash, tool), kept TOOL_CACHE_MS:
+ * a burst of calls to one tool reads it once. It can only be stale about the
+ * schema, for at most that long: who may call what is checked again by
+ * outbox.mcp_call, in the transaction that enqueues, on every call. Unknown
+ * tokens and tools are not cached (they are answered from the database).
+ */
+#define TOOL_CACHE_SIZE 64
+#define TOOL_CACHE_MS 1000
+
+struct tool_cache_entry {
+    char token_hash[68];
+    char tool[129];
+    char *client;
+    json_t *schema;
+    bool server_keys;
+    uint64_t expires_ms; /* 0: empty */
+};
+static struct tool_cache_entry tool_cache[TOOL_CACHE_SIZE];
+
+static struct tool_cache_entry *tool_cache_find(struct mcp_server *s, const char *token_hash,
+                                                const char *tool)
+{
+    uint64_t now = uv_now(&s->loop);
+    for (int i = 0; i < TOOL_CACHE_SIZE; i++) {
+        struct tool_cache_entry *e = &tool_cache[i];
+        if (e->expires_ms > now && !strcmp(e->tool, tool) && !strcmp(e->token_hash, token_hash))
+            return e;
+    }
+    return NULL;
+}
+
+static void tool_cache_clear_entry(struct tool_cache_entry *e)
+{
+    free(e->client);
+    json_decref(e->schema);
+    memset(e, 0, sizeof(*e));
+}
+
+static void tool_cache_put(struct mcp_server *s, const char *token_hash, const char *tool,
+                           const char *client, json_t *schema, bool server_keys)
+{
+    if (strlen(tool) >= sizeof(tool_cache[0].tool))
+        return;
+    uint64_t now = uv_now(&s->loop);
+    struct tool_cache_entry *slot = &tool_cache[0];
+    for (int i = 0; i < TOOL_CACHE_SIZE; i++) /* an empty or expired one, else the oldest */
+        if (tool_cache[i].expires_ms <= now || tool_cache[i].expires_ms < slot->expires_ms) {
+            slot = &tool_cache[i];
+            if (slot->expires_ms <= now)
+                break;
+        }
+    tool_cache_clear_entry(slot);
+    snprintf(slot->token_hash, sizeof(slot->token_hash), "%s", token_hash);
+    snprintf(slot->tool, sizeof(slot->tool), "%s", tool);
+    slot->client = xstrdup(client);
+    slot->schema = json_incref(schema);
+    slot->server_keys = server_keys;
+    slot->expires_ms = now + TOOL_CACHE_MS;
+}
+
+static void tool_cache_free(void)
+{
+    for (int i = 0; i < TOOL_CACHE_SIZE; i++)
+        tool_cache_clear_entry(&tool_cache[i]);
+}
+
+static void call_with_tool(struct mcp_call *call, json_t *schema, bool server_keys);
+
 static void on_tool_row(struct mcp_call *call, PGresult *res)
 {
     if (PQntuples(res) == 0) {
@@ -494,6 +564,16 @@ static void on_tool_row(struct mcp_call *call, PGresult *res)
     }
     bool server_keys = !strcmp(PQgetvalue(res, 0, 4), "t");
     json_t *schema = json_loads(PQgetvalue(res, 0, 3), 0, NULL);
+    if (schema)
+        tool_cache_put(call->s, call->token_hash, call->tool, call->client, schema, server_keys);
+    call_with_tool(call, schema, server_keys);
+    json_decref(schema);
+}
+
+/* The tool is known (schema NULL: it could not be read): check the
+ * arguments, then enqueue. */
+static void call_with_tool(struct mcp_call *call, json_t *schema, bool server_keys)
+{
     json_t *arguments = json_object_get(call->req.params, "arguments");
     json_t *empty = NULL;
     if (arguments == NULL)
@@ -501,7 +581,6 @@ static void on_tool_row(struct mcp_call *call, PGresult *res)
     struct json_schema_errors errors;
     memset(&errors, 0, sizeof(errors));
     int bad = schema ? json_schema_validate(schema, arguments, &errors) : 1;
-    json_decref(schema);
     if (bad > 0) {
         refuse_count(call->s, REFUSED_ARGUMENTS, call->tool);
         struct strbuf msg = {0};
@@ -518,7 +597,7 @@ static void on_tool_row(struct mcp_call *call, PGresult *res)
         strbuf_append_str(&msg, ". Nothing was sent.");
         json_decref(empty);
         log_call(call, "invalid_arguments");
-        respond_result(call, mcp_tool_error_result("invalid_arguments", msg.data, list));
+        respond_result(call, mcp_tool_error_result("invalid_arguments", call->key, msg.data, list));
         strbuf_free(&msg);
         return;
     }
@@ -638,8 +717,11 @@ static void on_call_error(struct mcp_call *call, const char *sqlstate, const cha
     } else if (!strcmp(sqlstate, "OR001")) {
         /* a concurrent call took the key with other arguments first */
         log_call(call, "key_conflict");
-        respond_result(call, mcp_tool_error_result("key_conflict", primary, NULL));
-    } else if (!strcmp(sqlstate, "OR007") || !strcmp(sqlstate, "OR024")) {
+        respond_result(call, mcp_tool_error_result("key_conflict", call->key, primary, NULL));
+    } else if (!strcmp(sqlstate, "OR025") && call->req.era == MCP_MODERN) {
+        respond_result(call, json_object()); /* 2026: cancelling a finished task is an ack */
+    } else if (!strcmp(sqlstate, "OR007") || !strcmp(sqlstate, "OR024") ||
+               !strcmp(sqlstate, "OR025")) {
         char msg[700];
         snprintf(msg, sizeof(msg), "Invalid params: %s", primary);
         respond_error_code(call, MCP_INVALID_PARAMS, 200, msg);
@@ -647,7 +729,7 @@ static void on_call_error(struct mcp_call *call, const char *sqlstate, const cha
         /* the arguments as a payload: too large, too deep, not accepted */
         refuse_count(call->s, REFUSED_ARGUMENTS, sqlstate);
         log_call(call, "refused");
-        respond_result(call, mcp_tool_error_result("refused", primary, NULL));
+        respond_result(call, mcp_tool_error_result("refused", call->key, primary, NULL));
     } else {
         log_event(LOG_WARN, "mcp_db_error", "step", json_integer(call->step), "error",
                   json_string(error), LOG_END);
@@ -896,6 +978,15 @@ static void start_tools_call(struct mcp_call *call, const struct httpd_request *
         json_t *ttl = json_object_get(task, "ttl");
         if (json_is_integer(ttl) && json_integer_value(ttl) >= 0)
             call->task_ttl_ms = (long long)json_integer_value(ttl);
+    }
+    struct tool_cache_entry *cached = tool_cache_find(call->s, call->token_hash, call->tool);
+    if (cached != NULL) {
+        free(call->client);
+        call->client = xstrdup(cached->client);
+        json_t *schema = json_incref(cached->schema); /* the entry may be replaced meanwhile */
+        call_with_tool(call, schema, cached->server_keys);
+        json_decref(schema);
+        return;
     }
     const char *params[2] = {call->token_hash, call->tool};
     call->step = STEP_TOOL;
@@ -1249,5 +1340,6 @@ int mcp_server_run(const struct config *cfg)
     free(s->pg);
     free(s->counts);
     free(s);
+    tool_cache_free();
     return exit_code;
 }
