@@ -7,6 +7,7 @@
 #                   header it includes changed (-MMD -MP)
 #   make test       install what is missing (as root), build with ASan+UBSan, run every suite
 #   make demo       throwaway PostgreSQL + receiver + relay delivering real intents
+#   make demo-mcp   the same behind the MCP front door, an official SDK client, lost answers
 #   make bench      throughput, latency and memory figures (build/bench.json)
 #   make lint       clang-format check, cppcheck, banned calls
 #   make clean
@@ -34,7 +35,7 @@ C_FILES   := $(foreach d,$(RELAY_DIRS),$(wildcard $(d)/*.[ch])) $(wildcard tests
 # The test receivers are built on the relay's HTTP server (relay/lib/http_server.c).
 HTTPD_SRC := relay/lib/http_server.c relay/lib/strbuf.c
 
-.PHONY: all deps build-deps unit-deps test unit demo bench lint cppcheck format format-check schema clean
+.PHONY: all deps build-deps unit-deps test unit demo demo-mcp bench lint cppcheck format format-check schema clean
 
 all: build/outbox-relay
 
@@ -116,6 +117,11 @@ unit: deps build/asan/unit-tests
 demo: deps
 	@$(MAKE) --no-print-directory build/outbox-relay build/test-receiver
 	@tests/demo.sh
+
+# The MCP front door: an SDK client through a network that loses answers.
+demo-mcp: deps
+	@$(MAKE) --no-print-directory build/outbox-relay build/test-receiver
+	@tests/demo_mcp.sh
 
 bench: deps
 	@$(MAKE) --no-print-directory build/outbox-relay build/test-receiver

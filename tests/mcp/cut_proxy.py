@@ -18,7 +18,8 @@ Prints "listening 127.0.0.1:PORT", then one line per request:
 "pass METHOD KEY STATUS" or "cut METHOD KEY STATUS BYTES". Exits by itself
 after LIFETIME_SECONDS (default 300), so it never outlives its scenario.
 
---no-cut passes every answer on. PROXY_HEADER="Name: value" in the
+CUT_EVERY=N in the environment loses the first answer of every Nth key only
+(make demo-mcp). --no-cut passes every answer on. PROXY_HEADER="Name: value" in the
 environment sets that header on every forwarded request (replacing one the
 client sent): tests/integration/44_mcp_conformance.sh gives the conformance
 suite, which cannot send an Authorization header, the bearer token this way.
@@ -37,6 +38,7 @@ CUT = "--no-cut" not in sys.argv[1:]
 UPSTREAM = ("127.0.0.1", int(ARGS[0]))
 LIFETIME = float(ARGS[1]) if len(ARGS) > 1 else 300.0
 EXTRA = os.environ.get("PROXY_HEADER", "")
+CUT_EVERY = max(1, int(os.environ.get("CUT_EVERY", "1")))
 MAX_MESSAGE = 16 * 1024 * 1024
 KEY_META = "outbox-relay/idempotency-key"
 
@@ -174,8 +176,10 @@ def serve(client):
             status = rfirst.split(" ")[1]
             with lock:
                 cut = CUT and key is not None and key not in seen_keys
-                if key is not None:
+                if key is not None and key not in seen_keys:
                     seen_keys.add(key)
+                    # CUT_EVERY=N: only the first answer of every Nth new key is lost
+                    cut = cut and len(seen_keys) % CUT_EVERY == 0
             if cut:
                 log("cut %s %s %s %d" % (method, key, status, len(rhead) + len(rraw)))
                 reset(client)

@@ -1,0 +1,23 @@
+#!/usr/bin/env bash
+# `make demo-mcp` (tests/demo_mcp.sh) with 60 calls: it exits 0, every call
+# ends succeeded, every 5th answer was lost and retried with its key, the
+# receiver acted once per key, and nothing is left running on its directory.
+. "$(dirname "$0")/../lib/itest.sh"
+T=$(mktemp -d /tmp/outbox-itest.XXXXXX)
+trap 'rm -rf "$T"' EXIT
+out=$T/demo.out
+(cd "$ITEST_ROOT" && DEMO_MCP_CALLS=60 timeout 600 tests/demo_mcp.sh) >"$out" 2>&1
+is "$?" 0 "the MCP demo exits 0"
+line() { sed -n "s/^   $1: *//p" "$out"; }
+is "$(line 'tool calls made by the host')" 60 "60 tool calls"
+is "$(line 'answers lost by the proxy')" 12 "the proxy lost 12 answers (every 5th call's first)"
+is "$(line 'retries by the host (same key)')" 12 "the host retried each of them once, with the same key"
+is "$(line 'told succeeded in the end')" 60 "every call was told succeeded in the end"
+is "$(line 'intents in the outbox')" 60 "one intent per call"
+is "$(line 'effects at the receiver')" "60 over 60 keys" "one effect per key"
+is "$(line 'keys with a duplicate effect')" 0 "no key with a duplicate effect"
+dir=$(sed -n 's/.*a throwaway PostgreSQL in \([^,]*\),.*/\1/p' "$out" | sed 's/\x1b\[[0-9;]*m//g')
+ok "the demo's directory is removed" test ! -e "$dir"
+is "$(pgrep -f -- "-D $dir/pg/data" || true)" "" "no PostgreSQL is left running on it"
+[ "$TAP_FAILED" = 0 ] || sed 's/^/# /' "$out"
+itest_done
