@@ -737,9 +737,14 @@ static void on_call_error(struct mcp_call *call, const char *sqlstate, const cha
             call_wait(call); /* a lookup failed: keep waiting, look again */
             return;
         }
-        respond_error_code(call, MCP_INTERNAL_ERROR, 503,
-                           "Internal error: the database did not answer; the call may have been "
-                           "recorded: calling again with the same key is safe");
+        if (*sqlstate) /* the statement failed: its transaction, the enqueue too, rolled back */
+            respond_error_code(call, MCP_INTERNAL_ERROR, 200,
+                               "Internal error: the database refused the call (logged as "
+                               "mcp_db_error); nothing was enqueued by this request");
+        else
+            respond_error_code(call, MCP_INTERNAL_ERROR, 200,
+                               "Internal error: the database did not answer; the call may have "
+                               "been recorded: calling again with the same key is safe");
     }
 }
 
@@ -790,7 +795,7 @@ static void call_query(struct mcp_call *call, const char *statement, int n, cons
             call_wait(call);
             return;
         }
-        respond_error_code(call, MCP_INTERNAL_ERROR, 503,
+        respond_error_code(call, MCP_INTERNAL_ERROR, 200,
                            "Internal error: the database is not reachable; calling again with the "
                            "same key is safe");
         return;

@@ -10,7 +10,7 @@ itest_setup
 
 receiver_start r --dedupe
 target_add refund "http://127.0.0.1:$RECV_PORT_r/refunds" timeout_ms=2000
-target_add note "http://127.0.0.1:$RECV_PORT_r/notes"
+target_add note "http://127.0.0.1:$RECV_PORT_r/notes" "volatile_paths=ARRAY['{sent_at}']"
 sql "INSERT INTO outbox.mcp_tools (tool, target, description, input_schema) VALUES
        ('refund', 'refund', 'Refund an amount to an account, once per key.',
         '{\"type\": \"object\", \"properties\": {\"account\": {\"type\": \"integer\"},

@@ -205,6 +205,16 @@ check(doc["result"]["structuredContent"]["status"] == "succeeded",
 check(effects("mcp:agent-b:run-1:step-1")[0] == 1 and effects("mcp:agent-a:run-1:step-1")[0] == 1,
       "the target received two namespaced keys, one effect each", None)
 
+# a retry whose arguments differ only in the target's volatile field is the same intent
+st, h, doc = call("run-3:note", {"text": "hello", "sent_at": "10:00"}, tool="note")
+first = (doc or {}).get("result", {}).get("structuredContent", doc)
+st, h, doc = call("run-3:note", {"text": "hello", "sent_at": "10:05"}, tool="note")
+again = (doc or {}).get("result", {}).get("structuredContent", doc)
+check(first.get("status") == "succeeded" and again.get("status") == "succeeded" and again.get("attempts") == 1 and
+      again.get("response") == first.get("response"),
+      "a retry whose arguments changed only in a volatile field (sent_at): the same intent and outcome", (first, again))
+check(effects("mcp:agent-a:run-3:note")[0] == 1, "one effect for it", None)
+
 # ---- the transport's refusals -------------------------------------------------------------
 st, h, doc = legacy("ping", token=None)
 check(st == 401 and "bearer" in h.get("www-authenticate", "").lower(), "no token: 401 with WWW-Authenticate", (st, h))
