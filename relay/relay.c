@@ -465,10 +465,37 @@ static void relay_maybe_claim(struct relay *r)
 
 /* ---------------------------------------------------------------- record */
 
+/* A refusal that says nothing about the outcomes themselves: the database
+ * was busy, slow or going away (a statement or lock timeout, a deadlock, a
+ * serialization failure, a cancel, an administrator's shutdown, no memory,
+ * no disk, too many connections). The same batch is written again later;
+ * nothing is halved or dropped, and the rows' leases keep being renewed
+ * (relay_held_ids counts outcomes not yet recorded). */
+static bool record_error_is_transient(const char *sqlstate)
+{
+    return !strncmp(sqlstate, "40", 2) || /* serialization failure, deadlock */
+           !strncmp(sqlstate, "53", 2) || /* insufficient resources */
+           !strncmp(sqlstate, "57", 2) || /* canceled (statement_timeout), shutdowns */
+           !strncmp(sqlstate, "08", 2) || /* connection exceptions */
+           !strcmp(sqlstate, "55P03") ||  /* lock_not_available (lock_timeout) */
+           !strcmp(sqlstate, "55006");    /* object_in_use */
+}
+
 static void on_recorded(void *data, PGresult *res, const char *error)
 {
     struct relay *r = data;
     struct outcome_list *batch = &r->records.recording;
+    if (error && pg_conn_ready(r->pg_rec) &&
+        record_error_is_transient(pg_error_sqlstate(r->pg_rec))) {
+        /* Kept whole and retried at the next maintenance tick (not at once:
+         * a lock held elsewhere is not gone yet). */
+        r->record_retries++;
+        log_event(LOG_WARN, "record_retry", "sqlstate", json_string(pg_error_sqlstate(r->pg_rec)),
+                  "error", json_string(error), "outcomes", json_integer((json_int_t)batch->count),
+                  LOG_END);
+        record_queue_unsend(&r->records);
+        return;
+    }
     if (error && pg_conn_ready(r->pg_rec)) {
         /* Refused, the connection is fine: halve, or drop the one that fails. */
         if (batch->count <= 1)

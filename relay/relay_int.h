@@ -130,6 +130,7 @@ struct relay {
     struct metrics_histogram claim_seconds;
 
     /* Counters for the closing log line and /metrics. */
+    uint64_t record_retries; /* record batches refused for a transient reason, kept and retried */
     uint64_t claimed, attempts_by_class[CLASS_COUNT], taken_over, recorded, fenced_out, released,
         claims_late;
 };

@@ -325,6 +325,10 @@ static void write_relay_counters(const struct relay *r, struct strbuf *out)
     metrics_counter(out, "outbox_fenced_out_total",
                     "Outcomes refused by the lease fence (a newer owner or attempt).",
                     METRICS_NO_LABELS, r->fenced_out);
+    metrics_counter(out, "outbox_record_retries_total",
+                    "Record batches refused for a transient reason (a timeout, a deadlock, a "
+                    "cancel): kept whole and written again.",
+                    METRICS_NO_LABELS, r->record_retries);
     metrics_gauge(out, "outbox_unrecorded_outcomes", "Outcomes waiting in memory for the database.",
                   METRICS_NO_LABELS, (double)record_queue_unrecorded(&r->records));
 }

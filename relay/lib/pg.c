@@ -95,6 +95,7 @@ static const char *pg_name(const pg_conn_t *pg)
     return pg->events.name ? pg->events.name : "main";
 }
 static void pg_connection_lost(pg_conn_t *pg, const char *reason);
+static void pg_set_setup_sql(pg_conn_t *pg);
 static void pg_send_next(pg_conn_t *pg);
 
 /* ---------------------------------------------------------------- queue */
@@ -561,6 +562,7 @@ pg_conn_t *pg_conn_new(uv_loop_t *loop, const char *conninfo, const struct pg_st
     pg->reconnect_max_ms = reconnect_max_ms;
     pg->backoff_ms = 100;
     pg->events = events;
+    pg_set_setup_sql(pg);
     pg->state = PG_IDLE;
     pg->poll_fd = -1;
     snprintf(pg->reason, sizeof(pg->reason), "not connected yet");
@@ -570,18 +572,32 @@ pg_conn_t *pg_conn_new(uv_loop_t *loop, const char *conninfo, const struct pg_st
     return pg;
 }
 
+/* Every session is pinned to READ COMMITTED: the statements of this project
+ * are written for it (a row locked by another transaction is waited for and
+ * then read as committed), and a database whose default_transaction_isolation
+ * is REPEATABLE READ or SERIALIZABLE must not turn a lock wait into a
+ * serialization failure. */
+#define PG_SESSION_SETUP "SET default_transaction_isolation = 'read committed'"
+
+static void pg_set_setup_sql(pg_conn_t *pg)
+{
+    free(pg->setup_sql);
+    size_t len = 160;
+    pg->setup_sql = xmalloc(len);
+    if (pg->query_timeout_ms > 0) {
+        /* The server gives up a second before we do (at least half the time). */
+        int t = pg->query_timeout_ms;
+        int server_ms = t > 2000 ? t - 1000 : t / 2;
+        snprintf(pg->setup_sql, len, "%s; SET statement_timeout = %d", PG_SESSION_SETUP, server_ms);
+    } else {
+        snprintf(pg->setup_sql, len, "%s", PG_SESSION_SETUP);
+    }
+}
+
 void pg_conn_set_query_timeout(pg_conn_t *pg, int timeout_ms)
 {
     pg->query_timeout_ms = timeout_ms;
-    free(pg->setup_sql);
-    pg->setup_sql = NULL;
-    if (timeout_ms > 0) {
-        /* The server gives up a second before we do (at least half the time). */
-        int server_ms = timeout_ms > 2000 ? timeout_ms - 1000 : timeout_ms / 2;
-        size_t len = 64;
-        pg->setup_sql = xmalloc(len);
-        snprintf(pg->setup_sql, len, "SET statement_timeout = %d", server_ms);
-    }
+    pg_set_setup_sql(pg);
 }
 
 void pg_conn_start(pg_conn_t *pg)
