@@ -1,5 +1,5 @@
 -- schema/outbox.sql — the net schema of outbox-relay: what a database looks
--- like after every migration up to and including 0022_mcp.sql.
+-- like after every migration up to and including 0024_retention_memory.sql.
 --
 -- Read it to learn the data model; build databases with migrations/
 -- (`outbox-relay migrate`), which also records what is applied. The file is
@@ -127,6 +127,7 @@ CREATE TABLE outbox.targets (
     circuit_probe_max_ms integer DEFAULT 30000 NOT NULL,
     retain_for interval DEFAULT '7 days'::interval NOT NULL,
     dedupe_window interval DEFAULT '30 days'::interval NOT NULL,
+    forget_pre_retention boolean DEFAULT false NOT NULL,
     CONSTRAINT targets_backoff_base_ms_check CHECK (((backoff_base_ms >= 1) AND (backoff_base_ms <= 3600000))),
     CONSTRAINT targets_backoff_cap_ms_check CHECK (((backoff_cap_ms >= 1) AND (backoff_cap_ms <= 86400000))),
     CONSTRAINT targets_check CHECK ((backoff_cap_ms >= backoff_base_ms)),
@@ -181,6 +182,8 @@ COMMENT ON COLUMN outbox.targets.circuit_probe_max_ms IS 'While the circuit is o
 COMMENT ON COLUMN outbox.targets.retain_for IS 'How long a final intent (succeeded, failed, cancelled) keeps its row, payload, response and history before outbox.prune removes them.';
 
 COMMENT ON COLUMN outbox.targets.dedupe_window IS 'How long a key is remembered after its intent settled (a tombstone once pruned): an enqueue of it within the window never delivers again. At least retain_for.';
+
+COMMENT ON COLUMN outbox.targets.forget_pre_retention IS 'false (default): keys of intents that settled before retention began (0012) are remembered for good once pruned; true: forgotten after dedupe_window like the others.';
 
 ALTER TABLE ONLY outbox.targets
     ADD CONSTRAINT targets_pkey PRIMARY KEY (name);
@@ -469,6 +472,20 @@ COMMENT ON TABLE outbox.ordering_groups IS 'One row per ordering group with live
 ALTER TABLE ONLY outbox.ordering_groups
     ADD CONSTRAINT ordering_groups_pkey PRIMARY KEY (ordering_key);
 
+-- ---------------------------------------------------------------------- retention_epoch
+-- When retention began (0012) on a database that already had intents: keys of
+-- intents settled before it are remembered for good.
+CREATE TABLE outbox.retention_epoch (
+    one boolean DEFAULT true NOT NULL,
+    began timestamp with time zone NOT NULL,
+    CONSTRAINT retention_epoch_one_check CHECK (one)
+);
+
+COMMENT ON TABLE outbox.retention_epoch IS 'When retention began (0012) on a database that already had intents: keys of intents settled before it are remembered for good.';
+
+ALTER TABLE ONLY outbox.retention_epoch
+    ADD CONSTRAINT retention_epoch_pkey PRIMARY KEY (one);
+
 ALTER TABLE ONLY outbox.mcp_tasks
     ADD CONSTRAINT mcp_tasks_client_fkey FOREIGN KEY (client) REFERENCES outbox.mcp_clients(name) ON DELETE CASCADE;
 
@@ -479,6 +496,131 @@ ALTER TABLE ONLY outbox.target_state
     ADD CONSTRAINT target_state_target_fkey FOREIGN KEY (target) REFERENCES outbox.targets(name) ON UPDATE CASCADE ON DELETE CASCADE;
 
 -- ====================================================================== 4. functions
+CREATE FUNCTION outbox.approval_reason(p_payload jsonb, p_rule jsonpath) RETURNS text
+    LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $_$
+DECLARE
+    step_re  constant text := '(?:\.[A-Za-z_][A-Za-z0-9_]*|\."(?:[^"\\]|\\.)*"|\[[^]]*\]|\.\*\*(?:\{[^}]*\})?|\.\*)';
+    lit_re   constant text := '(-?[0-9][0-9.eE+-]*|"(?:[^"\\]|\\.)*"|true|false|null)';
+    op_re    constant text := '(==|!=|<>|<=|>=|<|>)';
+    written  text;
+    body     text;
+    base     text;
+    m        text[];
+    seen     text[] := '{}';
+    reasons  text[] := '{}';
+    p        text;        -- the path as written
+    abs_path text;        -- the same from the root
+    quoted   text;        -- p as a regular expression
+    lit      text;
+    want     text;        -- the JSON type p is compared with, if the rule says
+    strict_v jsonb;
+    lax_v    jsonb;
+    v        jsonb;
+    is_pred  boolean;
+    answer   boolean;
+    failure  text;
+BEGIN
+    IF p_rule IS NULL THEN
+        RETURN 'the target has no approval rule now (it had one when the intent was enqueued)';
+    END IF;
+    IF p_payload IS NULL THEN
+        RETURN 'no payload';
+    END IF;
+    written := p_rule::text;
+    body := regexp_replace(written, '^(strict|lax) ', '');
+
+    BEGIN
+        -- as needs_approval tells a predicate ($.a > 1) from a path ($ ? (@.a > 1))
+        v := jsonb_path_query_array('{}', p_rule, '{}', true);
+        is_pred := jsonb_array_length(v) = 1 AND jsonb_typeof(v -> 0) IN ('boolean', 'null');
+        answer := CASE WHEN is_pred THEN jsonb_path_match(p_payload, p_rule, '{}', true)
+                       ELSE jsonb_path_exists(p_payload, p_rule, '{}', true) END;
+        IF answer THEN
+            RETURN 'the rule is true for this payload';
+        END IF;
+        -- Not silent: an error that only hid the answer says what it is.
+        PERFORM CASE WHEN is_pred THEN jsonb_path_match(p_payload, p_rule)
+                     ELSE jsonb_path_exists(p_payload, p_rule) END;
+    EXCEPTION WHEN OTHERS THEN
+        failure := SQLERRM;
+    END;
+
+    base := (regexp_match(body, '^\s*(\$' || step_re || '*)\s*\?\s*\('))[1];
+    FOR m IN SELECT regexp_matches(body, '([$@]' || step_re || '*)(\s*\()?', 'g') LOOP
+        p := m[1];
+        IF m[2] IS NOT NULL THEN   -- $.a.size(): the last step is a method
+            p := regexp_replace(p, '\.[A-Za-z_][A-Za-z0-9_]*$', '');
+        END IF;
+        CONTINUE WHEN length(p) < 2 OR p = ANY (seen);
+        seen := seen || p;
+        IF left(p, 1) = '@' THEN
+            CONTINUE WHEN base IS NULL;
+            abs_path := base || substr(p, 2);
+        ELSE
+            abs_path := p;
+        END IF;
+        BEGIN
+            strict_v := jsonb_path_query_array(p_payload, ('strict ' || abs_path)::jsonpath, '{}', true);
+            lax_v := jsonb_path_query_array(p_payload, ('lax ' || abs_path)::jsonpath, '{}', true);
+        EXCEPTION WHEN OTHERS THEN
+            CONTINUE;   -- not a path on its own
+        END;
+        -- as people write it: $.amount_cents, not the canonical $."amount_cents"
+        abs_path := regexp_replace(abs_path, '\."([A-Za-z_][A-Za-z0-9_]*)"', '.\1', 'g');
+        IF jsonb_array_length(lax_v) = 0 THEN
+            reasons := reasons || (abs_path || ' is missing');
+            CONTINUE;
+        END IF;
+        IF jsonb_array_length(strict_v) = 0 THEN
+            reasons := reasons || (abs_path || ' does not exist as written (strict): an array on the way without [*], or an item without it');
+            CONTINUE;
+        END IF;
+        -- $.items[*].price: fewer values than items
+        IF p ~ ('\[\*\]' || step_re || '$') AND jsonb_array_length(lax_v) <
+               jsonb_array_length(jsonb_path_query_array(p_payload, ('lax ' || regexp_replace(abs_path, step_re || '$', ''))::jsonpath,
+                                                         '{}', true)) THEN
+            reasons := reasons || (abs_path || ' is missing in some items');
+            CONTINUE;
+        END IF;
+        -- What the rule compares it with: p OP literal, or literal OP p.
+        quoted := regexp_replace(p, '([.^$*+?(){}|\\\[\]])', '\\\1', 'g');
+        lit := coalesce((regexp_match(body, quoted || '\s*' || op_re || '\s*' || lit_re))[2],
+                        (regexp_match(body, lit_re || '\s*' || op_re || '\s*' || quoted))[1]);
+        want := CASE WHEN lit IS NULL THEN
+                         CASE WHEN body ~ (quoted || '\s+(like_regex|starts\s+with)') THEN 'string' END
+                     WHEN lit ~ '^-?[0-9]' THEN 'number'
+                     WHEN lit ~ '^"' THEN 'string'
+                     WHEN lit IN ('true', 'false') THEN 'boolean' END;
+        FOR v IN SELECT jsonb_array_elements(strict_v) LOOP
+            IF jsonb_typeof(v) = 'null' THEN
+                reasons := reasons || (abs_path || ' is null');
+                EXIT;
+            ELSIF want IS NOT NULL AND jsonb_typeof(v) <> want THEN
+                reasons := reasons || format('%s is %s %s, compared with a %s', abs_path,
+                                             CASE WHEN jsonb_typeof(v) IN ('object', 'array') THEN 'an' ELSE 'a' END,
+                                             jsonb_typeof(v), want);
+                EXIT;
+            END IF;
+        END LOOP;
+    END LOOP;
+
+    IF cardinality(reasons) > 0 THEN
+        RETURN array_to_string(reasons, '; ');
+    END IF;
+    IF failure IS NOT NULL THEN
+        RETURN 'the rule cannot be evaluated on this payload: ' || failure;
+    END IF;
+    IF NOT outbox.needs_approval(p_payload, p_rule) THEN
+        RETURN 'the rule does not hold it now (it changed since the intent was enqueued)';
+    END IF;
+    RETURN 'the rule is neither true nor false for this payload (an unknown comparison or an error inside it), so it holds';
+EXCEPTION WHEN OTHERS THEN
+    RETURN 'the rule is neither true nor false for this payload, so it holds';
+END
+$_$;
+
 CREATE FUNCTION outbox.approve(p_key text, p_by text) RETURNS outbox.intent_state
     LANGUAGE plpgsql SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'pg_temp'
@@ -1831,6 +1973,46 @@ EXCEPTION WHEN OTHERS THEN
 END
 $_$;
 
+CREATE FUNCTION outbox.needs_person(p_intent bigint, p_target text, p_first_attempt_at timestamp with time zone) RETURNS text
+    LANGUAGE plpgsql STABLE
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+DECLARE
+    t outbox.targets;
+BEGIN
+    SELECT * INTO t FROM outbox.targets WHERE name = p_target;
+    IF NOT FOUND THEN
+        RETURN NULL;
+    END IF;
+    IF t.status_url IS NOT NULL THEN
+        IF t.enabled THEN
+            RETURN NULL;   -- the relay asks the status URL
+        END IF;
+        RETURN 'needs a person — the target is disabled, so its status URL is not asked: enable it, or resolve the key';
+    END IF;
+    IF t.key_header IS NULL THEN
+        RETURN 'needs a person — no status URL, no key';
+    END IF;
+    IF EXISTS (SELECT 1 FROM outbox.attempts a
+                WHERE a.intent_id = p_intent AND a.key_sent = false
+                  AND a.class = 'ambiguous' AND a.request_sent IS DISTINCT FROM false
+                  AND NOT EXISTS (SELECT 1 FROM outbox.attempts r
+                                   WHERE r.intent_id = p_intent AND r.id > a.id
+                                     AND r.class = 'reconciled_not_executed')) THEN
+        RETURN 'needs a person — no status URL, and an attempt that may have executed went without the key';
+    END IF;
+    IF p_first_attempt_at IS NULL THEN
+        RETURN 'needs a person — no status URL, and no first attempt is recorded to tell whether the target still remembers the key';
+    END IF;
+    IF now() - p_first_attempt_at >= t.key_ttl THEN
+        RETURN format('needs a person — no status URL, and the key is past the target''s key_ttl (%s): the target may have forgotten it',
+                      t.key_ttl);
+    END IF;
+    RETURN format('needs a person — no status URL; the target remembers the key until %s, so a retry with it is safe until then (outbox-relay retry KEY)',
+                  outbox.utc_text(p_first_attempt_at + t.key_ttl));
+END
+$$;
+
 -- Retired in 0009: counts rows the relay will not claim. Kept for relays of
 -- earlier releases.
 CREATE FUNCTION outbox.next_due_ms() RETURNS bigint
@@ -2117,7 +2299,9 @@ BEGIN
            -- A raw transport error is never the outcome: only final states carry a reason.
            CASE WHEN i.state IN ('failed', 'cancelled') THEN i.last_error END,
            CASE outbox.visible_status(i.state, i.ambiguous)
-               WHEN 'reconciling' THEN 'outcome unknown, reconciling'
+               WHEN 'reconciling' THEN coalesce(CASE WHEN i.state = 'unknown'   -- 0023
+                                                     THEN 'outcome unknown: ' || outbox.needs_person(i.id, i.target, i.first_attempt_at) END,
+                                                'outcome unknown, reconciling')
                WHEN 'awaiting_approval' THEN 'waiting for approval'
                WHEN 'pending' THEN CASE WHEN i.next_attempt_at = 'infinity' AND i.ordering_key IS NOT NULL
                                         THEN outbox.ordering_waits_for(i.ordering_key, i.id)   -- 0013
@@ -2172,11 +2356,8 @@ CREATE FUNCTION outbox.prunable() RETURNS TABLE(target text, state outbox.intent
                         WHERE c.compensates = i.key
                           AND NOT (c.state IN ('succeeded', 'failed', 'cancelled')
                                    AND c.updated_at < now() - ct.retain_for))
-       -- 0013: as in prune_target, a failed intent that blocks its ordering group stays
-       AND NOT (i.state = 'failed' AND i.ordering_key IS NOT NULL
-                AND EXISTS (SELECT 1 FROM outbox.intents l
-                             WHERE l.ordering_key = i.ordering_key AND l.id > i.id
-                               AND l.state NOT IN ('succeeded', 'cancelled')))
+       -- 0024: as in prune_target, a failed intent of an ordering group stays
+       AND NOT (i.state = 'failed' AND i.ordering_key IS NOT NULL)
      GROUP BY i.target, i.state, t.retain_for
      ORDER BY i.target, i.state
 $$;
@@ -2208,9 +2389,13 @@ BEGIN
                                    settled_at, forget_at)
     SELECT outbox.key_hash(g.key), g.id, g.target, substring(g.fingerprint FROM 1 FOR 16), g.state,
            g.response_status, g.updated_at,
-           g.updated_at + coalesce(p_dedupe_window,
-                                   (SELECT t.dedupe_window FROM outbox.targets t WHERE t.name = g.target))
-      FROM gone g;
+           -- 0024: a key that settled before retention began is remembered for good,
+           -- unless an admin lets the target forget such keys (forget_pre_retention)
+           CASE WHEN g.updated_at < (SELECT e.began FROM outbox.retention_epoch e) AND NOT t.forget_pre_retention
+                THEN 'infinity'::timestamptz
+                ELSE g.updated_at + coalesce(p_dedupe_window, t.dedupe_window) END
+      FROM gone g
+      JOIN outbox.targets t ON t.name = g.target;
     GET DIAGNOSTICS n = ROW_COUNT;
     RETURN n;
 END
@@ -2234,6 +2419,9 @@ BEGIN
              WHERE c.compensates IS NOT NULL
                AND c.state IN ('succeeded', 'failed', 'cancelled') AND c.updated_at < now() - tc.retain_for
                AND o.state IN ('succeeded', 'failed', 'cancelled') AND o.updated_at < now() - t_o.retain_for
+               -- 0024: a failed intent of an ordering group stays (it holds its group)
+               AND NOT (c.state = 'failed' AND c.ordering_key IS NOT NULL)
+               AND NOT (o.state = 'failed' AND o.ordering_key IS NOT NULL)
              LIMIT p_limit) pairs
       CROSS JOIN LATERAL (VALUES (pairs.id), (pairs.oid)) AS x(id);
     IF members IS NULL THEN
@@ -2318,15 +2506,40 @@ BEGIN
                AND i.updated_at < now() - p_retain_for
                AND i.compensates IS NULL
                AND NOT EXISTS (SELECT 1 FROM outbox.intents c WHERE c.compensates = i.key)
-               -- 0013: a failed intent that blocks later intents of its ordering group stays
-               AND NOT (i.state = 'failed' AND i.ordering_key IS NOT NULL
-                        AND EXISTS (SELECT 1 FROM outbox.intents l
-                                     WHERE l.ordering_key = i.ordering_key AND l.id > i.id
-                                       AND l.state NOT IN ('succeeded', 'cancelled')))
+               -- 0024: a failed intent of an ordering group stays, with or without later
+               -- steps: it holds its group until a person cancels it (then the group goes on)
+               AND NOT (i.state = 'failed' AND i.ordering_key IS NOT NULL)
              ORDER BY i.updated_at
              LIMIT p_limit
                FOR UPDATE SKIP LOCKED) d;
     RETURN outbox.prune_ids(doomed, p_dedupe_window);
+END
+$$;
+
+CREATE FUNCTION outbox.quote_key(p_key text) RETURNS text
+    LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+DECLARE
+    c   text;
+    out text := '';
+BEGIN
+    IF p_key IS NULL THEN
+        RETURN 'NULL';
+    END IF;
+    IF p_key !~ '[\u0001-\u001f\u007f-\u009f]' THEN
+        RETURN quote_literal(p_key);
+    END IF;
+    FOREACH c IN ARRAY regexp_split_to_array(p_key, '') LOOP
+        out := out || CASE WHEN c = '\' THEN '\\'
+                           WHEN c = '''' THEN '\'''
+                           WHEN c = E'\n' THEN '\n'
+                           WHEN c = E'\r' THEN '\r'
+                           WHEN c = E'\t' THEN '\t'
+                           WHEN c ~ '[\u0001-\u001f\u007f-\u009f]' THEN '\u' || lpad(upper(to_hex(ascii(c))), 4, '0')
+                           ELSE c END;
+    END LOOP;
+    RETURN 'E''' || out || '''';
 END
 $$;
 
@@ -2601,8 +2814,10 @@ BEGIN
         RAISE EXCEPTION 'outbox.%: key is % bytes long; the limit is 255', p_function, octet_length(p_key)
             USING ERRCODE = 'OR004';
     END IF;
-    IF p_key ~ '[\u0001-\u001f\u007f-\u009f]' THEN
-        RAISE EXCEPTION 'outbox.%: key % contains a control character', p_function, quote_literal(p_key)
+    bad := substring(p_key FROM '[\u0001-\u001f\u007f-\u009f]');   -- 0023: named, and the key escaped
+    IF bad IS NOT NULL THEN
+        RAISE EXCEPTION 'outbox.%: key % contains a control character (U+%)', p_function, outbox.quote_key(p_key),
+                        lpad(upper(to_hex(ascii(bad))), 4, '0')
             USING ERRCODE = 'OR004', HINT = 'Keys travel in HTTP headers; control characters are refused.';
     END IF;
     IF p_key IN ('.', '..') THEN
@@ -2760,6 +2975,24 @@ BEGIN
 END
 $$;
 
+CREATE FUNCTION outbox.retries_due_now(p_target text) RETURNS integer
+    LANGUAGE sql
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+    WITH waiting AS (
+        SELECT i.id FROM outbox.intents i   -- intents_due
+         WHERE i.state = 'pending' AND i.target = p_target
+           AND i.next_attempt_at > now() AND i.next_attempt_at < 'infinity' AND i.attempts > 0
+           FOR UPDATE SKIP LOCKED
+    ), moved AS (
+        UPDATE outbox.intents i SET next_attempt_at = now()
+          FROM waiting w
+         WHERE i.id = w.id
+        RETURNING 1
+    )
+    SELECT count(*)::integer FROM moved
+$$;
+
 CREATE FUNCTION outbox.retry_now(p_key text, p_by text DEFAULT NULL::text) RETURNS outbox.intent_state
     LANGUAGE plpgsql SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'pg_temp'
@@ -2859,6 +3092,33 @@ BEGIN
 END
 $$;
 
+CREATE FUNCTION outbox.rule_text(p_rule jsonpath) RETURNS text
+    LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $_$
+DECLARE
+    t     text := regexp_replace(p_rule::text, '\."([A-Za-z_][A-Za-z0-9_]*)"', '.\1', 'g');
+    body  text;
+    tok   text;
+    depth integer := 0;
+    n     integer := 0;
+BEGIN
+    body := regexp_replace(t, '^(strict |lax )', '');
+    IF body !~ '^\(.*\)$' THEN
+        RETURN t;
+    END IF;
+    -- Only when the first parenthesis closes at the very end.
+    FOR tok IN SELECT m[1] FROM regexp_matches(body, '("(?:[^"\\]|\\.)*"|[()]|[^"()]+)', 'g') AS m LOOP
+        n := n + length(tok);
+        depth := depth + CASE tok WHEN '(' THEN 1 WHEN ')' THEN -1 ELSE 0 END;
+        IF depth = 0 AND n < length(body) THEN
+            RETURN t;
+        END IF;
+    END LOOP;
+    RETURN substring(t FROM 1 FOR length(t) - length(body)) || substr(body, 2, length(body) - 2);
+END
+$_$;
+
 CREATE FUNCTION outbox.take_over_expired(p_relay text, p_limit integer, p_lease_ms integer) RETURNS TABLE(id bigint, key text, target text, attempt integer, ambiguous boolean, first_attempt_ms bigint, previous_owner text)
     LANGUAGE plpgsql SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'pg_temp'
@@ -2939,6 +3199,9 @@ BEGIN
            SET circuit = 'closed', circuit_since = now(), circuit_reason = NULL, probe_interval_ms = 0,
                probe_at = NULL, probe_owner = NULL, probe_expires_at = NULL
          WHERE s.target = p_target AND s.circuit = 'half_open' AND s.probe_owner = p_relay;
+        IF FOUND THEN
+            PERFORM outbox.retries_due_now(p_target);   -- 0023
+        END IF;
     ELSIF p_event = 'gone' THEN
         UPDATE outbox.target_state s
            SET circuit = 'open', circuit_since = CASE WHEN s.circuit = 'closed' THEN now() ELSE s.circuit_since END,
@@ -3026,6 +3289,7 @@ BEGIN
            SET circuit = 'closed', circuit_since = now(), circuit_reason = NULL, probe_interval_ms = 0,
                probe_at = NULL, probe_owner = NULL, probe_expires_at = NULL, paused_until = NULL
          WHERE target = NEW.name AND circuit <> 'closed';
+        PERFORM outbox.retries_due_now(NEW.name);   -- 0023
     END IF;
     RETURN NULL;
 END
@@ -3050,7 +3314,8 @@ $$;
 CREATE FUNCTION outbox.utc_text(p_at timestamp with time zone) RETURNS text
     LANGUAGE sql STABLE STRICT
     AS $$
-    SELECT to_char(p_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS"Z"')
+    SELECT CASE WHEN isfinite(p_at) THEN to_char(p_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS"Z"')
+                ELSE 'forever' END
 $$;
 
 CREATE FUNCTION outbox.visible_status(state outbox.intent_state, ambiguous boolean) RETURNS text
@@ -3067,11 +3332,26 @@ END
 $$;
 
 -- ====================================================================== 5. views
--- Keys that need a look: in flight past the lease, unknown, pending while the
--- target's circuit is open or over 5 minutes past due, awaiting approval over
--- 24 hours; the head of an ordering group that blocks later intents ("blocks
--- N later intents of group G"), and a held intent whose turn came but was not
--- released.
+-- Intents awaiting approval: key, target, age, the target's rule and why it
+-- holds the intent (outbox.approval_reason: never a payload value) (0023).
+CREATE VIEW outbox.approvals AS
+ SELECT i.key,
+    i.target,
+    (now() - i.created_at) AS age,
+    i.created_at,
+    i.run_id,
+    outbox.rule_text(t.approval_rule) AS rule,
+    outbox.approval_reason(i.payload, t.approval_rule) AS reason
+   FROM (outbox.intents i
+     LEFT JOIN outbox.targets t ON ((t.name = i.target)))
+  WHERE (i.state = 'awaiting_approval'::outbox.intent_state);
+COMMENT ON VIEW outbox.approvals IS 'Intents awaiting approval: key, target, age, the target''s rule and why it holds the intent (outbox.approval_reason: never a payload value) (0023).';
+
+-- Keys that need a look: in flight past the lease, unknown (saying when it
+-- needs a person), pending while the target's circuit is open or over 5
+-- minutes past due, awaiting approval over 24 hours; the head of an ordering
+-- group that blocks later intents ("blocks N later intents of group G"), and
+-- a held intent whose turn came but was not released.
 CREATE VIEW outbox.stuck AS
  SELECT i.key,
     i.target,
@@ -3112,15 +3392,19 @@ CREATE VIEW outbox.stuck AS
      CROSS JOIN LATERAL ( SELECT
                 CASE
                     WHEN ((i.state = 'in_flight'::outbox.intent_state) AND (i.lease_expires_at < now())) THEN 'in flight past its lease'::text
-                    WHEN (i.state = 'unknown'::outbox.intent_state) THEN 'outcome unknown'::text
+                    WHEN (i.state = 'unknown'::outbox.intent_state) THEN ('outcome unknown'::text || COALESCE((': '::text || outbox.needs_person(i.id, i.target, i.first_attempt_at)), ''::text))
                     WHEN ((i.state = 'pending'::outbox.intent_state) AND (i.next_attempt_at = 'infinity'::timestamp with time zone)) THEN (('its turn in group '::text || i.ordering_key) || ' came but it was not released: outbox.retry_now releases it'::text)
-                    WHEN ((i.state = 'pending'::outbox.intent_state) AND (ts.target IS NOT NULL)) THEN ((((('target unavailable since '::text || to_char((ts.circuit_since AT TIME ZONE 'UTC'::text), 'YYYY-MM-DD HH24:MI:SS'::text)) || ' UTC (circuit '::text) || ts.circuit) || COALESCE((': '::text || ts.circuit_reason), ''::text)) || ')'::text)
+                    WHEN ((i.state = 'pending'::outbox.intent_state) AND (ts.target IS NOT NULL)) THEN ((((('target unavailable since '::text || to_char((ts.circuit_since AT TIME ZONE 'UTC'::text), 'YYYY-MM-DD HH24:MI:SS'::text)) || ' UTC (circuit '::text) || ts.circuit) || COALESCE((': '::text ||
+                    CASE
+                        WHEN ((i.last_error <> ''::text) AND ("right"(ts.circuit_reason, (length(i.last_error) + 8)) = ('; last: '::text || i.last_error))) THEN "left"(ts.circuit_reason, (- (length(i.last_error) + 8)))
+                        ELSE ts.circuit_reason
+                    END), ''::text)) || ')'::text)
                     WHEN (i.state = 'pending'::outbox.intent_state) THEN 'pending for over 5 minutes'::text
                     WHEN ((i.state = 'awaiting_approval'::outbox.intent_state) AND (i.created_at < (now() - '24:00:00'::interval))) THEN 'awaiting approval for over 24 hours'::text
                     ELSE NULL::text
                 END AS reason) s)
   WHERE ((NOT c.head) OR (g.later > 0) OR (i.state = 'pending'::outbox.intent_state));
-COMMENT ON VIEW outbox.stuck IS 'Keys that need a look: in flight past the lease, unknown, pending while the target''s circuit is open or over 5 minutes past due, awaiting approval over 24 hours; the head of an ordering group that blocks later intents ("blocks N later intents of group G"), and a held intent whose turn came but was not released.';
+COMMENT ON VIEW outbox.stuck IS 'Keys that need a look: in flight past the lease, unknown (saying when it needs a person), pending while the target''s circuit is open or over 5 minutes past due, awaiting approval over 24 hours; the head of an ordering group that blocks later intents ("blocks N later intents of group G"), and a held intent whose turn came but was not released.';
 
 -- Per target: live rows by state; rows settled, delivery attempts, success
 -- ratio and p95 latency over the last 5 minutes; the age of the oldest due
@@ -3282,6 +3566,10 @@ GRANT USAGE ON SCHEMA outbox TO outbox_operator;
 GRANT USAGE ON SCHEMA outbox TO outbox_admin;
 GRANT USAGE ON SCHEMA outbox TO outbox_mcp;
 
+REVOKE ALL ON FUNCTION outbox.approval_reason(p_payload jsonb, p_rule jsonpath) FROM PUBLIC;
+GRANT ALL ON FUNCTION outbox.approval_reason(p_payload jsonb, p_rule jsonpath) TO outbox_operator;
+GRANT ALL ON FUNCTION outbox.approval_reason(p_payload jsonb, p_rule jsonpath) TO outbox_admin;
+
 REVOKE ALL ON FUNCTION outbox.approve(p_key text, p_by text) FROM PUBLIC;
 GRANT ALL ON FUNCTION outbox.approve(p_key text, p_by text) TO outbox_admin;
 
@@ -3407,6 +3695,10 @@ GRANT ALL ON FUNCTION outbox.needs_approval(payload jsonb, rule jsonpath) TO out
 GRANT ALL ON FUNCTION outbox.needs_approval(payload jsonb, rule jsonpath) TO outbox_operator;
 GRANT ALL ON FUNCTION outbox.needs_approval(payload jsonb, rule jsonpath) TO outbox_admin;
 
+REVOKE ALL ON FUNCTION outbox.needs_person(p_intent bigint, p_target text, p_first_attempt_at timestamp with time zone) FROM PUBLIC;
+GRANT ALL ON FUNCTION outbox.needs_person(p_intent bigint, p_target text, p_first_attempt_at timestamp with time zone) TO outbox_operator;
+GRANT ALL ON FUNCTION outbox.needs_person(p_intent bigint, p_target text, p_first_attempt_at timestamp with time zone) TO outbox_admin;
+
 REVOKE ALL ON FUNCTION outbox.next_due_ms() FROM PUBLIC;
 GRANT ALL ON FUNCTION outbox.next_due_ms() TO outbox_relay;
 
@@ -3459,6 +3751,8 @@ GRANT ALL ON FUNCTION outbox.prune_step(p_limit integer) TO outbox_admin;
 
 REVOKE ALL ON FUNCTION outbox.prune_target(p_target text, p_retain_for interval, p_dedupe_window interval, p_limit integer) FROM PUBLIC;
 
+REVOKE ALL ON FUNCTION outbox.quote_key(p_key text) FROM PUBLIC;
+
 REVOKE ALL ON FUNCTION outbox.rate_burst(p_rate real) FROM PUBLIC;
 
 REVOKE ALL ON FUNCTION outbox.rate_claim_at_least(p_rate real) FROM PUBLIC;
@@ -3496,8 +3790,14 @@ GRANT ALL ON FUNCTION outbox.renew_leases(p_relay text, p_ids bigint[], p_lease_
 REVOKE ALL ON FUNCTION outbox.resolve(p_key text, p_outcome text, p_note text) FROM PUBLIC;
 GRANT ALL ON FUNCTION outbox.resolve(p_key text, p_outcome text, p_note text) TO outbox_admin;
 
+REVOKE ALL ON FUNCTION outbox.retries_due_now(p_target text) FROM PUBLIC;
+
 REVOKE ALL ON FUNCTION outbox.retry_now(p_key text, p_by text) FROM PUBLIC;
 GRANT ALL ON FUNCTION outbox.retry_now(p_key text, p_by text) TO outbox_admin;
+
+REVOKE ALL ON FUNCTION outbox.rule_text(p_rule jsonpath) FROM PUBLIC;
+GRANT ALL ON FUNCTION outbox.rule_text(p_rule jsonpath) TO outbox_operator;
+GRANT ALL ON FUNCTION outbox.rule_text(p_rule jsonpath) TO outbox_admin;
 
 REVOKE ALL ON FUNCTION outbox.take_over_expired(p_relay text, p_limit integer, p_lease_ms integer) FROM PUBLIC;
 GRANT ALL ON FUNCTION outbox.take_over_expired(p_relay text, p_limit integer, p_lease_ms integer) TO outbox_relay;
@@ -3531,6 +3831,13 @@ GRANT ALL ON FUNCTION outbox.visible_status(state outbox.intent_state, ambiguous
 GRANT ALL ON FUNCTION outbox.visible_status(state outbox.intent_state, ambiguous boolean) TO outbox_operator;
 GRANT ALL ON FUNCTION outbox.visible_status(state outbox.intent_state, ambiguous boolean) TO outbox_admin;
 
+GRANT SELECT ON TABLE outbox.targets TO outbox_relay;
+GRANT SELECT ON TABLE outbox.targets TO outbox_operator;
+GRANT INSERT,DELETE,UPDATE ON TABLE outbox.targets TO outbox_admin;
+
+GRANT SELECT ON TABLE outbox.approvals TO outbox_operator;
+GRANT SELECT ON TABLE outbox.approvals TO outbox_admin;
+
 GRANT SELECT ON TABLE outbox.attempts TO outbox_operator;
 
 GRANT DELETE ON TABLE outbox.mcp_clients TO outbox_admin;
@@ -3554,14 +3861,12 @@ GRANT SELECT ON TABLE outbox.relays TO outbox_operator;
 
 GRANT SELECT ON TABLE outbox.stuck TO outbox_operator;
 
-GRANT SELECT ON TABLE outbox.targets TO outbox_relay;
-GRANT SELECT ON TABLE outbox.targets TO outbox_operator;
-GRANT INSERT,DELETE,UPDATE ON TABLE outbox.targets TO outbox_admin;
-
 GRANT SELECT ON TABLE outbox.target_health TO outbox_operator;
 
 
 --
+
+COMMENT ON FUNCTION outbox.approval_reason(p_payload jsonb, p_rule jsonpath) IS 'Why an approval rule holds a payload (true, a missing, null or mistyped field, a lax step, an error): paths and types only, never a value (0023).';
 
 COMMENT ON FUNCTION outbox.attempt_may_have_executed(p_class outbox.attempt_class, p_request_sent boolean, p_http_status integer) IS 'Whether an attempts row leaves open that the target acted: true unless it is not_sent with nothing sent, a 4xx answer (retry_later, key_conflict, permanent_failure) or a decision that sent nothing.';
 
@@ -3594,17 +3899,23 @@ COMMENT ON FUNCTION outbox.mcp_schema_problem(p_schema jsonb, p_path text) IS 'N
 
 COMMENT ON FUNCTION outbox.needs_approval(payload jsonb, rule jsonpath) IS 'Whether a payload is held for approval: unless the rule is definitely false (as written, and in strict mode with null members as missing; filters widened to let unknown through), it holds.';
 
+COMMENT ON FUNCTION outbox.needs_person(p_intent bigint, p_target text, p_first_attempt_at timestamp with time zone) IS 'Why only a person can settle an unknown intent ("needs a person — no status URL, no key", …), or NULL when the relay asks the target''s status URL (0023).';
+
 COMMENT ON FUNCTION outbox.outcome(p_key text) IS 'The agent-visible outcome of a key, also of a pruned one while its tombstone lasts: no row for an unknown (or forgotten) key.';
 
 COMMENT ON FUNCTION outbox.prune(p_limit integer) IS 'Prunes at most p_limit final intents past their target''s retain_for (tombstones keep their keys); returns how many. One short transaction: call again while it returns p_limit.';
 
 COMMENT ON FUNCTION outbox.prune_step(p_limit integer) IS 'One bounded step of retention (pruned intents, forgotten tombstones); call again while pruned = the limit.';
 
+COMMENT ON FUNCTION outbox.quote_key(p_key text) IS 'A key quoted for a message; with a control character, as an escape string (E''a\nb''), never raw (0023).';
+
 COMMENT ON FUNCTION outbox.record(p_relay text, p_ids bigint[], p_attempts integer[], p_states outbox.intent_state[], p_delay_ms integer[], p_ambiguous boolean[], p_classes outbox.attempt_class[], p_sent boolean[], p_http integer[], p_errors text[], p_latency_ms integer[], p_bodies text[], p_key_sent boolean[]) IS 'Apply a batch of attempt outcomes, fenced by (lease owner, attempt); at most one per row; every attempt in the history. Returns rows updated.';
 
 COMMENT ON FUNCTION outbox.redrive(p_target text, p_since timestamp with time zone, p_until timestamp with time zone, p_dry_run boolean, p_limit integer, p_by text) IS 'Puts back to pending (a fresh delivery) the failed intents of a target settled in [since, until) with no attempt that may have executed; at most p_limit, oldest first; one history row each. The dry run lists them and changes nothing.';
 
 COMMENT ON FUNCTION outbox.refuse_key(p_function text, p_key text) IS 'Raises OR004 or OR009 with the reason when a key is outside the key alphabet (see migration 0010); returns otherwise.';
+
+COMMENT ON FUNCTION outbox.retries_due_now(p_target text) IS 'After a target''s circuit closed or it was enabled again: its pending retries waiting on their back-off are due now (0023).';
 
 COMMENT ON FUNCTION outbox.retry_now(p_key text, p_by text) IS 'Send an intent now where that is safe: pending (due now), unknown on a key-honouring target within key_ttl, failed with no ambiguous attempt. Otherwise OR007.';
 
