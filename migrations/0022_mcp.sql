@@ -513,6 +513,26 @@ BEGIN
 END
 $$;
 
+-- The answers for many waiting calls at once, by the keys of their intents
+-- ('mcp:<client>:<key>'): the front door's batched look-up after NOTIFYs.
+-- No token here: the front door authorized each of these keys when its
+-- call enqueued it, and it is the only caller (outbox_mcp).
+CREATE FUNCTION outbox.mcp_outcomes(p_intent_keys text[])
+RETURNS SETOF outbox.mcp_answer
+LANGUAGE plpgsql STABLE SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+    k      text;
+    client text;
+BEGIN
+    FOREACH k IN ARRAY coalesce(p_intent_keys, '{}') LOOP
+        CONTINUE WHEN NOT starts_with(k, 'mcp:');
+        client := split_part(k, ':', 2);
+        RETURN NEXT outbox.mcp_answer_of(client, substr(k, length('mcp:' || client || ':') + 1), NULL, false,
+                                         false);
+    END LOOP;
+END
+$$;
+
 -- A task of the client's: its answer, or a row with status 'not_found'.
 CREATE FUNCTION outbox.mcp_task(p_token_hash bytea, p_task_id text)
 RETURNS outbox.mcp_answer
@@ -629,14 +649,14 @@ REVOKE ALL ON FUNCTION outbox.mcp_schema_problem(jsonb, text), outbox.mcp_tools_
                        outbox.mcp_list_tools(bytea), outbox.mcp_tool(bytea, text), outbox.mcp_message(text, text, boolean),
                        outbox.mcp_answer_of(text, text, text, boolean, boolean),
                        outbox.mcp_call(bytea, text, text, jsonb, text, text, text, boolean, bigint),
-                       outbox.mcp_outcome(bytea, text), outbox.mcp_task(bytea, text),
+                       outbox.mcp_outcome(bytea, text), outbox.mcp_outcomes(text[]), outbox.mcp_task(bytea, text),
                        outbox.mcp_tasks_list(bytea, timestamptz, text, integer), outbox.mcp_task_cancel(bytea, text),
                        outbox.mcp_notify_settled()
     FROM PUBLIC;
 GRANT USAGE ON SCHEMA outbox TO outbox_mcp;
 GRANT EXECUTE ON FUNCTION outbox.mcp_list_tools(bytea), outbox.mcp_tool(bytea, text),
                           outbox.mcp_call(bytea, text, text, jsonb, text, text, text, boolean, bigint),
-                          outbox.mcp_outcome(bytea, text), outbox.mcp_task(bytea, text),
+                          outbox.mcp_outcome(bytea, text), outbox.mcp_outcomes(text[]), outbox.mcp_task(bytea, text),
                           outbox.mcp_tasks_list(bytea, timestamptz, text, integer), outbox.mcp_task_cancel(bytea, text),
                           outbox.enqueue(text, text, jsonb, text, timestamptz, text, text), outbox.outcome(text)
     TO outbox_mcp;

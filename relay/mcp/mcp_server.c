@@ -83,6 +83,7 @@ static const struct pg_statement statements[] = {
     {"mcp_tasks_list", "SELECT " ANSWER_COLUMNS ", task_created_at::text "
                        "FROM outbox.mcp_tasks_list($1::bytea, $2::timestamptz, $3, $4::integer)"},
     {"mcp_task_cancel", "SELECT " ANSWER_COLUMNS " FROM outbox.mcp_task_cancel($1::bytea, $2)"},
+    {"mcp_outcomes", "SELECT " ANSWER_COLUMNS " FROM outbox.mcp_outcomes($1::text[])"},
 };
 
 /* What a call is doing; one query of it is on the wire at most. */
@@ -108,6 +109,8 @@ struct mcp_call {
     struct mcp_request req;
     enum call_step step;
     bool querying, waiting, answered;
+    bool due;            /* waiting, and a wake-up asked for a look at its outcome */
+    bool in_batch;       /* its intent is in the batched look-up on the wire */
     char token_hash[68]; /* "\x" + 64 hex digits */
     char *client, *tool, *key, *intent_key, *arguments_json, *traceparent, *run_id, *ordering_key,
         *task_id;
@@ -132,6 +135,9 @@ struct mcp_server {
     uv_signal_t sigterm, sigint;
     uv_timer_t recheck, stop_timer;
     struct mcp_call *waiting;
+    uv_timer_t batch_timer; /* runs the batched look-up of the calls woken in this loop turn */
+    bool batch_scheduled, batch_running;
+    struct strbuf batch_keys;
     int calls; /* alive, orphaned ones too */
     bool stopping, closing;
     int open_handles;
@@ -413,10 +419,18 @@ static void make_task_now(struct mcp_call *call)
     call_query(call, "mcp_call", 9, params);
 }
 
+static void on_answer(struct mcp_call *call, const struct mcp_answer *answer);
+
 static void on_answer_row(struct mcp_call *call, PGresult *res)
 {
     struct mcp_answer a;
     answer_from_row(res, 0, &a);
+    on_answer(call, &a);
+}
+
+static void on_answer(struct mcp_call *call, const struct mcp_answer *answer)
+{
+    struct mcp_answer a = *answer;
     const char *method = call->req.method;
     bool not_found = !strcmp(a.status, "not_found");
     switch (call->step) {
@@ -1169,14 +1183,90 @@ static void on_close(void *data, httpd_conn_t *conn)
 
 /* ---------------------------------------------------------------- wake-ups */
 
+/* Wake-ups are batched: every call woken in one turn of the loop (a record
+ * of many outcomes NOTIFYs once per intent, all read in one go) is looked up
+ * with one statement, outbox.mcp_outcomes, by the intents' keys. One batch
+ * is on the wire at a time; calls woken meanwhile go with the next. */
+#define MCP_BATCH_MAX 256
+
+static void run_batch(struct mcp_server *s);
+
+static void on_batch_done(void *data, PGresult *res, const char *error)
+{
+    struct mcp_server *s = data;
+    s->batch_running = false;
+    if (error) {
+        log_event(LOG_WARN, "mcp_db_error", "step", json_string("batched lookup"), "error",
+                  json_string(error), LOG_END);
+    } else {
+        for (int i = 0; i < PQntuples(res); i++) {
+            struct mcp_answer a;
+            answer_from_row(res, i, &a);
+            if (a.intent_key == NULL)
+                continue;
+            for (struct mcp_call *c = s->waiting, *next; c; c = next) {
+                next = c->next; /* on_answer may answer c and take it out */
+                if (!c->in_batch || c->intent_key == NULL || strcmp(c->intent_key, a.intent_key))
+                    continue;
+                c->in_batch = false;
+                c->step = STEP_LOOKUP;
+                on_answer(c, &a);
+            }
+        }
+    }
+    for (struct mcp_call *c = s->waiting; c; c = c->next)
+        c->in_batch = false; /* no row for it: it waits on */
+    run_batch(s);
+}
+
+static void run_batch(struct mcp_server *s)
+{
+    if (s->batch_running || s->closing)
+        return;
+    strbuf_reset(&s->batch_keys);
+    pgarray_begin(&s->batch_keys);
+    int n = 0;
+    for (struct mcp_call *c = s->waiting; c && n < MCP_BATCH_MAX; c = c->next) {
+        if (!c->due || c->querying || c->intent_key == NULL)
+            continue;
+        c->due = false;
+        c->in_batch = true;
+        pgarray_item_text(&s->batch_keys, c->intent_key, strlen(c->intent_key));
+        n++;
+    }
+    pgarray_end(&s->batch_keys);
+    if (n == 0)
+        return;
+    const char *params[1] = {s->batch_keys.data};
+    pg_conn_t *pg = next_connection(s);
+    if (pg != NULL && pg_query(pg, "mcp_outcomes", 1, params, on_batch_done, s)) {
+        s->batch_running = true;
+        return;
+    }
+    for (struct mcp_call *c = s->waiting; c; c = c->next)
+        c->in_batch = false; /* the recheck timer tries again */
+}
+
+static void on_batch_timer(uv_timer_t *timer)
+{
+    struct mcp_server *s = timer->data;
+    s->batch_scheduled = false;
+    run_batch(s);
+}
+
 static void wake(struct mcp_server *s, const char *intent_key)
 {
-    for (struct mcp_call *c = s->waiting, *next; c; c = next) {
-        next = c->next;
-        if (c->querying ||
+    bool any = false;
+    for (struct mcp_call *c = s->waiting; c; c = c->next) {
+        if (c->querying || c->in_batch ||
             (intent_key && (c->intent_key == NULL || strcmp(c->intent_key, intent_key))))
             continue;
-        lookup(c);
+        c->due = true;
+        any = true;
+    }
+    if (any && !s->batch_scheduled && !s->closing) {
+        s->batch_scheduled = true;
+        uv_timer_start(&s->batch_timer, on_batch_timer, 0, 0);
     }
 }
 
@@ -1221,6 +1311,7 @@ static void server_close(struct mcp_server *s)
     uv_timer_stop(&s->stop_timer);
     uv_close((uv_handle_t *)&s->stop_timer, on_handle_closed);
     uv_close((uv_handle_t *)&s->recheck, on_handle_closed);
+    uv_close((uv_handle_t *)&s->batch_timer, on_handle_closed);
     uv_close((uv_handle_t *)&s->sigterm, on_handle_closed);
     uv_close((uv_handle_t *)&s->sigint, on_handle_closed);
     if (s->httpd)
@@ -1297,10 +1388,12 @@ int mcp_server_run(const struct config *cfg)
     s->httpd = httpd_start(&s->loop, (const struct sockaddr *)&addr, &hc, &hooks, &uv_error);
     uv_timer_init(&s->loop, &s->recheck);
     uv_timer_init(&s->loop, &s->stop_timer);
+    uv_timer_init(&s->loop, &s->batch_timer);
+    s->batch_timer.data = s;
     uv_signal_init(&s->loop, &s->sigterm);
     uv_signal_init(&s->loop, &s->sigint);
     s->recheck.data = s->stop_timer.data = s->sigterm.data = s->sigint.data = s;
-    s->open_handles = 4;
+    s->open_handles = 5;
     s->pg_count = cfg->mcp_db_connections;
     s->pg = xcalloc((size_t)s->pg_count, sizeof(*s->pg));
     for (int i = 0; i < s->pg_count; i++) {
@@ -1344,6 +1437,7 @@ int mcp_server_run(const struct config *cfg)
     int exit_code = s->exit_code;
     free(s->pg);
     free(s->counts);
+    strbuf_free(&s->batch_keys);
     free(s);
     tool_cache_free();
     return exit_code;
