@@ -580,6 +580,8 @@ for path in sorted(glob.glob("deploy/**", recursive=True)):
         continue
     with open(path, errors="replace") as f:
         for lineno, line in enumerate(f, 1):
+            # deploy/docker-compose.yml: a local-only default, overridden from the environment
+            line = re.sub(r"\$\{\w+:-local-only-[\w-]*\}", "${LOCAL_ONLY}", line)
             for what, rx in patterns:
                 for value in rx.findall(line):
                     if value and not PLACEHOLDER.match(value) and not value.startswith(("$", "'$", "\"$")):

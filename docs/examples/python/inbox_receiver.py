@@ -234,7 +234,11 @@ def main():
     if not host or not port.isdigit():
         parser.error("--listen wants HOST:PORT")
     if OPTIONS.install:
-        install(OPTIONS.db, OPTIONS.install)
+        try:
+            install(OPTIONS.db, OPTIONS.install)
+        except (OSError, psycopg.Error) as err:
+            print("inbox-receiver: --install %s: %s" % (OPTIONS.install, str(err).strip()), file=sys.stderr)
+            return 1
     server = ThreadingHTTPServer((host, int(port)), Handler)
     server.daemon_threads = True
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))   # PID 1 in a container too
