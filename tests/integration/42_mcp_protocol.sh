@@ -17,6 +17,8 @@ sql "INSERT INTO outbox.mcp_tools (tool, target, description, input_schema) VALU
           \"amount_cents\": {\"type\": \"integer\", \"minimum\": 1}}, \"required\": [\"account\", \"amount_cents\"],
           \"additionalProperties\": false}'),
        ('note', 'note', 'Write a note.', '{\"type\": \"object\", \"properties\": {\"text\": {\"type\": \"string\", \"maxLength\": 200}}}')" >/dev/null
+sql "INSERT INTO outbox.mcp_tools (tool, target, description, server_keys) VALUES
+       ('ping_note', 'note', 'A tool whose host cannot set _meta: the front door mints keys.', true)" >/dev/null
 TOKEN_A=$(head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n')
 TOKEN_B=$(head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n')
 TOKEN_C=$(head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n')

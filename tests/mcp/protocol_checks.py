@@ -126,7 +126,7 @@ check(st == 400, "a legacy request with an unsupported MCP-Protocol-Version: 400
 # ---- tools/list ---------------------------------------------------------------------------
 st, h, doc = legacy("tools/list")
 tools = {t["name"]: t for t in doc["result"]["tools"]}
-check(sorted(tools) == ["note", "refund"], "client A sees its tools, in order", sorted(tools))
+check(sorted(tools) == ["note", "ping_note", "refund"], "client A sees its tools, in order", sorted(tools))
 refund = tools.get("refund", {})
 check(refund.get("inputSchema", {}).get("required") == ["account", "amount_cents"],
       "the tool's inputSchema is the registered one", refund.get("inputSchema"))
@@ -214,6 +214,14 @@ check(first.get("status") == "succeeded" and again.get("status") == "succeeded" 
       again.get("response") == first.get("response"),
       "a retry whose arguments changed only in a volatile field (sent_at): the same intent and outcome", (first, again))
 check(effects("mcp:agent-a:run-3:note")[0] == 1, "one effect for it", None)
+
+# a tool that opted in to server-minted keys: a call without a key is a new action each time
+st, h, doc = call(None, {"text": "a"}, tool="ping_note")
+m1 = (doc or {}).get("result", {}).get("structuredContent", doc)
+st, h, doc = call(None, {"text": "a"}, tool="ping_note")
+m2 = (doc or {}).get("result", {}).get("structuredContent", doc)
+check(m1.get("status") == "succeeded" and m1.get("key", "").startswith("minted-") and m2.get("key") != m1.get("key"),
+      "server_keys: a call without a key gets a minted one, and a repeat is a new action (no dedupe)", (m1, m2))
 
 # ---- the transport's refusals -------------------------------------------------------------
 st, h, doc = legacy("ping", token=None)
