@@ -47,7 +47,7 @@ static const struct option_def options[] = {
     OPT("admin-listen", OPT_STRING, admin_listen, "127.0.0.1:9464", 0, 0,
         "host:port of the admin HTTP port (health, readiness, metrics, status API); empty = off"),
     OPT("admin-token-file", OPT_STRING, admin_token_file, "", 0, 0,
-        "file holding a bearer token that /metrics and /v1/ of the admin port then require "
+        "file holding a bearer token that /metrics, /v1/ and /ui of the admin port then require "
         "(read at start; /healthz and /readyz stay open); empty = no token"),
     OPT("log-level", OPT_STRING, log_level, "info", 0, 0, "debug, info, warn or error"),
     OPT("batch-size", OPT_INT, batch_size, "256", 1, 10000, "rows claimed per claim statement"),
@@ -174,10 +174,16 @@ void config_print_help(FILE *out)
         "commands:\n"
         "  run       run the relay: claim due intents, deliver them, record outcomes\n"
         "  migrate   apply pending files of migrations/ (advisory lock, checksums)\n"
+        "  mcp       the MCP front door: agents' tools/call become keyed intents (POST /mcp\n"
+        "            on --mcp-listen); it enqueues and waits, relays deliver\n"
         "  version   print the version\n\n"
         "operator commands (aligned text; --json prints one JSON document on stdout):\n"
-        "  status KEY                          the outcome of a key (outbox.outcome)\n"
+        "  status KEY                          the outcome of a key (outbox.outcome), and why it\n"
+        "                                      is not succeeding: the row's last error, the next\n"
+        "                                      attempt, the last one's class, HTTP status, error\n"
         "  stuck                               keys that need a look (outbox.stuck)\n"
+        "  approvals                           intents awaiting approval: target, age, the rule\n"
+        "                                      and why it holds each (outbox.approvals)\n"
         "  resolve KEY succeeded|failed --note TEXT\n"
         "                                      settle an unknown outcome, with the evidence\n"
         "  approve KEY --by NAME               release an intent awaiting approval\n"

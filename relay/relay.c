@@ -146,11 +146,35 @@ static struct decision relay_decide(struct relay *r, const struct delivery *d,
     return outcome_decide(*cls, &policy, &progress, relay_random(r));
 }
 
+/* libcurl 7.82 and later end the error buffer with the text of the code,
+ * which delivery_report() puts first as well: "Couldn't connect to server:
+ * Failed to connect to 127.0.0.1 port 1 after 0 ms: Couldn't connect to
+ * server". The detail alone then says it all, once: in the attempt, the
+ * row's last_error, the circuit's reason, outbox.stuck and the log. */
+static void relay_error_once(char *error, CURLcode result)
+{
+    const char *code = curl_easy_strerror(result);
+    size_t code_len = strlen(code), len = strlen(error);
+    if (len < code_len + 2 || strncmp(error, code, code_len) != 0 ||
+        strncmp(error + code_len, ": ", 2) != 0)
+        return; /* not "<code>: <detail>" */
+    const char *detail = error + code_len + 2;
+    size_t detail_len = len - code_len - 2;
+    bool repeats =
+        strcmp(detail, code) == 0 ||
+        (detail_len > code_len + 2 && strcmp(detail + detail_len - code_len, code) == 0 &&
+         strncmp(detail + detail_len - code_len - 2, ": ", 2) == 0);
+    if (repeats)
+        memmove(error, detail, detail_len + 1);
+}
+
 /* Decide and buffer the outcome of a finished (or aborted) delivery. */
 static void relay_conclude(struct relay *r, struct delivery *d, CURLcode result, bool aborted)
 {
     struct delivery_report report;
     delivery_report(d, result, aborted, &report);
+    if (!aborted && result != CURLE_OK)
+        relay_error_once(report.error, result);
     relay_detach(r, d);
     if (aborted && !report.sent) {
         /* Never left this host: give the row back untouched. */

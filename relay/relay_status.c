@@ -414,12 +414,16 @@ bool relay_start_admin(struct relay *r)
 
 /* ---------------------------------------------------------------- log lines */
 
+/* One line per attempt and status check, successes included, at info: the
+ * line is where a key meets its trace_id (README, "Trace context"), and a
+ * delivery that worked is the one most often looked for. --log-level warn
+ * leaves them all out (and builds no fields). */
 void relay_log_attempt(const struct delivery *d, enum attempt_class cls, const struct decision *dec,
                        const struct delivery_report *report)
 {
-    log_level_t level = cls == CLASS_SUCCEEDED ? LOG_DEBUG : LOG_INFO;
+    log_level_t level = LOG_INFO;
     if (!log_enabled(level))
-        return; /* a success at the default level: no fields built and freed */
+        return;
     log_event(level, d->kind == DELIVERY_STATUS_CHECK ? "status_check" : "attempt", "key",
               json_string(d->key), "target", json_string(d->target->name), "attempt",
               json_integer(d->attempt), "class", json_string(outcome_class_name(cls)),

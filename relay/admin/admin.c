@@ -97,6 +97,7 @@
 #include <errno.h>
 #include <http_parser.h>
 #include <jansson.h>
+#include <limits.h>
 #include <openssl/crypto.h>
 #include <openssl/evp.h>
 #include <stdbool.h>
@@ -179,7 +180,9 @@ struct admin_conn {
      * counted in server->waiting while not 0). */
     char wait_key[ADMIN_KEY_MAX_BYTES + 1];
     uint64_t wait_until_ms;
-    bool parked; /* between lookups; counted in server->parked */
+    bool parked;      /* between lookups; counted in server->parked */
+    bool waited;      /* this request asked to wait: its 200 says how the wait ended */
+    bool wait_capped; /* ... for longer than ADMIN_WAIT_MAX_MS */
 };
 
 /* What lookup_intent holds for one connection; conn is NULL once it is gone. */
@@ -417,14 +420,37 @@ static bool outcome_is_final(const char *json_body)
     return final;
 }
 
+/* The headers of a 200 to a request that asked to wait: whether the wait
+ * ended on a final outcome or ran out first (the body alone does not say
+ * that a wait ended early: a "pending" is a "pending"), and that it was cut
+ * to ADMIN_WAIT_MAX_MS when it asked for more. */
+static void wait_headers(const struct admin_conn *conn, const char *json_body, char *out,
+                         size_t size)
+{
+    int n = snprintf(out, size, "Outbox-Wait: %s\r\n",
+                     outcome_is_final(json_body) ? "final" : "timed-out");
+    if (conn->wait_capped && n > 0 && (size_t)n < size) {
+        if (ADMIN_WAIT_MAX_MS % 1000 == 0)
+            snprintf(out + n, size - (size_t)n, "Outbox-Wait-Capped: %ds\r\n",
+                     ADMIN_WAIT_MAX_MS / 1000);
+        else
+            snprintf(out + n, size - (size_t)n, "Outbox-Wait-Capped: %dms\r\n", ADMIN_WAIT_MAX_MS);
+    }
+}
+
 /* The answer to a lookup: the wait (if any) is over. */
 static void conn_answer_lookup(struct admin_conn *conn, int status, const char *json_body)
 {
     conn_end_wait(conn);
+    bool waited = conn->waited;
+    conn->waited = false;
     if (status < 100 || status > 599)
         status = 500;
     if (json_body) {
-        conn_respond_json(conn, status, NULL, json_body);
+        char headers[96] = "";
+        if (waited && status == 200)
+            wait_headers(conn, json_body, headers, sizeof(headers));
+        conn_respond_json(conn, status, headers[0] ? headers : NULL, json_body);
         return;
     }
     const char *message = status == 404   ? "no intent with this key"
@@ -592,9 +618,10 @@ void admin_outcomes_changed(admin_server_t *s)
     server_recheck_waits(s, true);
 }
 
-/* "?wait=30s", "wait=500ms", "wait=2" (seconds): the wait in ms, capped at
- * ADMIN_WAIT_MAX_MS; 0 without a wait; -1 when malformed. */
-long admin_parse_wait(const char *query, size_t n)
+/* "?wait=30s", "wait=500ms", "wait=2" (seconds): the wait asked for, in ms
+ * (LONG_MAX / 1000 at most, so never an overflow); 0 without a wait; -1 when
+ * malformed. */
+static long parse_wait_asked(const char *query, size_t n)
 {
     const char *p = query, *end = query + n;
     while (p < end) {
@@ -611,18 +638,27 @@ long admin_parse_wait(const char *query, size_t n)
             long value = strtol(text, &unit, 10);
             if (unit == text || value < 0)
                 return -1;
-            long ms;
             if (*unit == '\0' || !strcmp(unit, "s"))
-                ms = value > ADMIN_WAIT_MAX_MS / 1000 ? ADMIN_WAIT_MAX_MS : value * 1000;
-            else if (!strcmp(unit, "ms"))
-                ms = value;
-            else
-                return -1;
-            return ms > ADMIN_WAIT_MAX_MS ? ADMIN_WAIT_MAX_MS : ms;
+                return value > LONG_MAX / 1000 ? LONG_MAX / 1000 * 1000 : value * 1000;
+            if (!strcmp(unit, "ms"))
+                return value;
+            return -1;
         }
         p = field_end + (amp ? 1 : 0);
     }
     return 0;
+}
+
+/* The wait in ms, capped at ADMIN_WAIT_MAX_MS; 0 without; -1 malformed. */
+long admin_parse_wait(const char *query, size_t n)
+{
+    long ms = parse_wait_asked(query, n);
+    return ms > ADMIN_WAIT_MAX_MS ? ADMIN_WAIT_MAX_MS : ms;
+}
+
+bool admin_wait_capped(const char *query, size_t n)
+{
+    return parse_wait_asked(query, n) > ADMIN_WAIT_MAX_MS;
 }
 /* ---------------------------------------------------------------- endpoints */
 
@@ -702,6 +738,8 @@ static void handle_intent(struct admin_conn *conn, const char *encoded_key, size
         conn_respond_error(conn, 429, "Retry-After: 1\r\n", message);
         return;
     }
+    conn->waited = wait_ms > 0;
+    conn->wait_capped = wait_ms > 0 && admin_wait_capped(query, query_len);
     if (wait_ms > 0) {
         conn->wait_until_ms = uv_now(s->loop) + (uint64_t)wait_ms;
         s->waiting++;

@@ -15,12 +15,17 @@
  *                          relay recorded something. The key is percent-decoded, 1..255
  *                          bytes of UTF-8 without control characters, else 400
  *                          {"error":"..."}. More than max_waits held at once: 429 with
- *                          Retry-After: 1.
+ *                          Retry-After: 1. A 200 to a request with wait says how the
+ *                          wait ended: "Outbox-Wait: final" (the outcome is final) or
+ *                          "Outbox-Wait: timed-out" (the wait ended first: the body is
+ *                          the status as it is); a wait asked for longer than 60 s
+ *                          gets "Outbox-Wait-Capped: 60s" too.
  *   GET /ui                the status page (relay/admin/ui.c, relay/admin/ui_html.c), when
  *                          hooks.ui_config is set: HTML, per target live states,
  *                          circuit, oldest pending age, 5-minute success ratio and
- *                          p95; stuck keys; recent failures; a search box. 503 with
- *                          an HTML message while the database is away.
+ *                          p95; stuck keys; intents awaiting approval, with why; recent
+ *                          failures; a search box. 503 with an HTML message while the
+ *                          database is away.
  *   GET /ui/intents?key=K  the search box: 303 to /ui/intents/{K percent-encoded}
  *   GET /ui/intents/{key}  the whole life of one key (200, 404, 400, 503)
  *                          Every /ui answer is text/html with a Content-Security-
@@ -118,5 +123,7 @@ void admin_close(admin_server_t *s, void (*on_closed)(void *data), void *data);
 const char *admin_decode_key(const char *encoded, size_t n, char *out);
 /* The query of /v1/intents/{key}: the ?wait= in ms (capped), 0 without, -1 malformed. */
 long admin_parse_wait(const char *query, size_t n);
+/* Whether the ?wait= asked for more than the cap (and admin_parse_wait cut it). */
+bool admin_wait_capped(const char *query, size_t n);
 
 #endif

@@ -60,6 +60,7 @@
 
 #define STMT_UI_TARGETS "ui_targets"
 #define STMT_UI_STUCK "ui_stuck"
+#define STMT_UI_APPROVALS "ui_approvals"
 #define STMT_UI_FAILURES "ui_failures"
 #define STMT_UI_OUTCOME "ui_outcome"
 #define STMT_UI_DETAILS "ui_details"
@@ -83,6 +84,9 @@ static const struct pg_statement ui_statements[] = {
      " left(last_error, 256), " UTC_TEXT(
          "updated_at") ", count(*) OVER ()"
                        " FROM outbox.stuck ORDER BY age, key LIMIT 50"},
+    {STMT_UI_APPROVALS,
+     "SELECT key, target, extract(epoch FROM age), left(rule, 256), left(reason, 256),"
+     " count(*) OVER () FROM outbox.approvals ORDER BY created_at, key LIMIT 50"},
     {STMT_UI_FAILURES,
      "SELECT " UTC_TEXT_MS(
          "a.at") ", i.key, i.target, a.attempt, a.class, a.http_status,"
@@ -238,6 +242,9 @@ static const char *ui_query_problem(const char *error)
     if (strstr(error, "permission denied"))
         return "The relay's database login may not read this: grant it the outbox_operator role "
                "(read only) to see this section.";
+    if (strstr(error, "does not exist"))
+        return "The database's schema is older than this relay: run outbox-relay migrate to see "
+               "this section.";
     if (strstr(error, "statement timeout"))
         return "The query took longer than its statement_timeout (2 s) and was cancelled; "
                "the next refresh tries again.";
@@ -321,6 +328,12 @@ static bool render_stuck(struct ui_page *page, const struct ui_rows *rows)
     return true;
 }
 
+static bool render_approvals(struct ui_page *page, const struct ui_rows *rows)
+{
+    ui_render_approvals(&page->sections, rows);
+    return true;
+}
+
 static bool render_failures(struct ui_page *page, const struct ui_rows *rows)
 {
     ui_render_failures(&page->sections, rows, UI_FAILURE_WINDOW_MINUTES);
@@ -350,6 +363,7 @@ static bool render_attempts(struct ui_page *page, const struct ui_rows *rows)
 static const struct ui_step overview_steps[] = {
     {STMT_UI_TARGETS, false, "targets", "Targets", render_targets},
     {STMT_UI_STUCK, false, "stuck", "Stuck keys", render_stuck},
+    {STMT_UI_APPROVALS, false, "approvals", "Awaiting approval", render_approvals},
     {STMT_UI_FAILURES, false, "failures", "Recent failures", render_failures},
 };
 

@@ -13,8 +13,9 @@
  * page that says so.
  *
  * The database login needs SELECT on outbox.target_health, outbox.stuck,
- * outbox.intents and outbox.attempts (the outbox_operator role); a section
- * it may not read says which grant is missing, the others still show.
+ * outbox.approvals, outbox.intents and outbox.attempts (the outbox_operator
+ * role); a section it may not read says which grant is missing, the others
+ * still show.
  */
 #ifndef OUTBOX_UI_H
 #define OUTBOX_UI_H
@@ -37,7 +38,7 @@ typedef void (*ui_done_cb)(void *req, int status, const char *html, size_t len);
 /* Nothing is opened yet. cfg (the database, its timeouts, the relay's id)
  * must outlive the ui. */
 struct ui *ui_new(uv_loop_t *loop, const struct config *cfg);
-/* The overview: targets, stuck keys, recent failures. */
+/* The overview: targets, stuck keys, intents awaiting approval, recent failures. */
 void ui_overview(struct ui *ui, void *req, ui_done_cb done);
 /* The whole life of one key (already checked: 1..255 bytes, no control
  * characters): its outcome, its row, its attempts in order; 404 unknown. */

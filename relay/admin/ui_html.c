@@ -421,7 +421,8 @@ void ui_page_end(struct strbuf *out)
 {
     strbuf_printf(out,
                   "</main>\n<footer>Read only: outbox.target_health, outbox.stuck, "
-                  "outbox.outcome and outbox.attempts. Payloads, target URLs, headers and "
+                  "outbox.approvals, outbox.outcome and outbox.attempts. Payloads, target URLs, "
+                  "headers and "
                   "secrets are never shown; texts are cut at %d bytes.</footer>\n"
                   "</body>\n</html>\n",
                   UI_TEXT_MAX_BYTES);
@@ -601,6 +602,44 @@ void ui_render_stuck(struct strbuf *out, const struct ui_rows *rows)
                   "<th class=\"n\">attempts</th><th>last error</th>",
         .row = stuck_row,
         .more = "stuck keys, the newest first (outbox.stuck has them all)",
+    };
+    render_table_section(out, &section, rows, NULL);
+}
+
+static void approval_row(struct strbuf *out, const struct ui_rows *rows, size_t i)
+{
+    strbuf_append_str(out, "<tr><td>");
+    key_link(out, cell(rows, i, UI_APPROVAL_KEY));
+    strbuf_append_str(out, "</td>");
+    text_cell(out, cell(rows, i, UI_APPROVAL_TARGET), NULL);
+    const char *age = cell(rows, i, UI_APPROVAL_AGE_S);
+    strbuf_append_str(out, "<td class=\"n\">");
+    ui_format_age(out, age ? strtod(age, NULL) : 0);
+    strbuf_append_str(out, "</td><td><code>");
+    const char *rule = cell(rows, i, UI_APPROVAL_RULE);
+    if (rule)
+        ui_html_escape_cut(out, rule, UI_TEXT_MAX_BYTES, -1);
+    else
+        strbuf_append_str(out, DASH);
+    strbuf_append_str(out, "</code></td>");
+    text_cell(out, cell(rows, i, UI_APPROVAL_REASON), "text");
+    strbuf_append_str(out, "</tr>\n");
+}
+
+void ui_render_approvals(struct strbuf *out, const struct ui_rows *rows)
+{
+    static const struct table_section section = {
+        .id = "approvals",
+        .title = "Awaiting approval",
+        .columns = UI_APPROVAL_COLUMNS,
+        .total_col = UI_APPROVAL_TOTAL,
+        .total_in_title = true,
+        .empty_note = "Nothing awaits approval.",
+        .header = "<th>key</th><th>target</th><th class=\"n\">age</th><th>rule</th>"
+                  "<th>why it is held</th>",
+        .row = approval_row,
+        .more = "intents awaiting approval, the oldest first (outbox.approvals has them all; "
+                "outbox-relay approve or reject decides)",
     };
     render_table_section(out, &section, rows, NULL);
 }

@@ -72,6 +72,17 @@ enum ui_stuck_column {
     UI_STUCK_COLUMNS,
 };
 
+/* outbox.approvals (0023): the reason names fields and types, never a value. */
+enum ui_approval_column {
+    UI_APPROVAL_KEY,
+    UI_APPROVAL_TARGET,
+    UI_APPROVAL_AGE_S, /* seconds */
+    UI_APPROVAL_RULE,
+    UI_APPROVAL_REASON,
+    UI_APPROVAL_TOTAL, /* intents awaiting approval in all */
+    UI_APPROVAL_COLUMNS,
+};
+
 enum ui_failure_column {
     UI_FAILURE_AT,
     UI_FAILURE_KEY,
@@ -175,6 +186,7 @@ void ui_error_page(struct strbuf *out, const struct ui_page_info *info, const ch
  * instead (ui_render_section_error). */
 void ui_render_targets(struct strbuf *out, const struct ui_rows *rows);
 void ui_render_stuck(struct strbuf *out, const struct ui_rows *rows);
+void ui_render_approvals(struct strbuf *out, const struct ui_rows *rows);
 void ui_render_failures(struct strbuf *out, const struct ui_rows *rows, int window_minutes);
 /* Sections of the key page: the key's heading, the intent (one row of
  * outbox.outcome), its details (the intent's row; none when pruned), its

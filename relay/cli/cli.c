@@ -1,5 +1,5 @@
 /*
- * cli.c — the operator commands (status, stuck, resolve, approve, reject,
+ * cli.c — the operator commands (status, stuck, approvals, resolve, approve, reject,
  * cancel, retry, targets, prune, redrive).
  *
  * Shape: each command is a short-lived process that runs one statement, so
@@ -22,7 +22,17 @@
  *
  * Text output never carries control characters (a last_error or a response
  * body may hold newlines): they become spaces, so a table row is one line.
- * The connection asks for UTF-8, which the JSON output needs.
+ * A key or a database message on stderr is escaped instead (\n, \u0001),
+ * so that what the caller enqueued can be read back exactly. The connection
+ * asks for UTF-8, which the JSON output needs.
+ *
+ * Two views of one key: outbox.outcome is the caller's (terse: a reason only
+ * once final, never a transport error); `status` adds what an operator needs
+ * to see why a key is not succeeding: the row's last_error, when it is tried
+ * next, and its last attempt in outbox.attempts (class, HTTP status, error).
+ * Those need outbox_operator; without it, status still answers the outcome.
+ * A statement refused for a missing grant is followed by a hint naming the
+ * role that the command needs (required_role).
  */
 #include "cli/cli.h"
 
@@ -132,38 +142,102 @@ static int exit_code_for_sqlstate(const char *sqlstate)
     return CLI_EXIT_DATABASE;
 }
 
-/* A libpq message without its trailing newline(s). */
-static void print_trimmed(const char *command, const char *prefix, const char *message)
+/* n bytes of text for stderr: control characters (C0, DEL, C1 as UTF-8)
+ * escaped as \n, \r, \t or \u00XX, so that a message stays one line and a
+ * key with a newline reads back exactly. */
+static void put_escaped(FILE *out, const char *text, size_t n)
+{
+    const unsigned char *p = (const unsigned char *)text;
+    for (size_t i = 0; i < n; i++) {
+        unsigned code = p[i];
+        if (code == 0xC2 && i + 1 < n && p[i + 1] >= 0x80 && p[i + 1] <= 0x9F)
+            code = p[++i]; /* U+0080..U+009F */
+        else if (code >= 0x20 && code != 0x7F)
+            code = 0;
+        if (code == 0)
+            fputc(p[i], out);
+        else if (code == '\n')
+            fputs("\\n", out);
+        else if (code == '\r')
+            fputs("\\r", out);
+        else if (code == '\t')
+            fputs("\\t", out);
+        else
+            fprintf(out, "\\u%04X", code);
+    }
+}
+
+static bool has_control_character(const char *text)
+{
+    for (const unsigned char *p = (const unsigned char *)text; *p; p++)
+        if (*p < 0x20 || *p == 0x7F || (p[0] == 0xC2 && p[1] >= 0x80 && p[1] <= 0x9F))
+            return true;
+    return false;
+}
+
+/* A key in a message on stderr: 'key', or E'key' with its control
+ * characters escaped (the form outbox.quote_key gives in SQL). */
+static void put_key(FILE *out, const char *key)
+{
+    bool escaped = has_control_character(key);
+    fputs(escaped ? "E'" : "'", out);
+    put_escaped(out, key, strlen(key));
+    fputc('\'', out);
+}
+
+/* A libpq message without its trailing newline(s). A statement's error is
+ * escaped (it may quote a key); libpq's own connection message is not (its
+ * lines, "Is the server running...", are meant as lines). */
+static void print_trimmed(const char *command, const char *prefix, const char *message, bool escape)
 {
     size_t len = strlen(message);
     while (len > 0 && (message[len - 1] == '\n' || message[len - 1] == '\r'))
         len--;
-    fprintf(stderr, "outbox-relay %s: %s%.*s\n", command, prefix, (int)len, message);
+    fprintf(stderr, "outbox-relay %s: %s", command, prefix);
+    if (escape)
+        put_escaped(stderr, message, len);
+    else
+        fwrite(message, 1, len, stderr);
+    fputc('\n', stderr);
 }
 
-/* Prints the error of a failed statement; returns the exit code it maps to. */
-static int report_failure(const char *command, PGconn *conn, const PGresult *res)
+/* The role a command needs (migrations/0005): reading is outbox_operator's,
+ * deciding and sending again outbox_admin's. */
+static const char *required_role(const struct cli_args *args);
+
+/* Prints the error of a failed statement; returns the exit code it maps to.
+ * A missing grant is followed by the role to grant. */
+static int report_failure(const struct cli_args *args, PGconn *conn, const PGresult *res)
 {
+    const char *command = args->command;
     const char *primary = res ? PQresultErrorField(res, PG_DIAG_MESSAGE_PRIMARY) : NULL;
     if (primary != NULL)
-        print_trimmed(command, "", primary);
+        print_trimmed(command, "", primary, true);
     else
-        print_trimmed(command, "", PQerrorMessage(conn));
+        print_trimmed(command, "", PQerrorMessage(conn), false);
     const char *hint = res ? PQresultErrorField(res, PG_DIAG_MESSAGE_HINT) : NULL;
     if (hint != NULL)
-        print_trimmed(command, "hint: ", hint);
-    return exit_code_for_sqlstate(res ? PQresultErrorField(res, PG_DIAG_SQLSTATE) : NULL);
+        print_trimmed(command, "hint: ", hint, true);
+    const char *sqlstate = res ? PQresultErrorField(res, PG_DIAG_SQLSTATE) : NULL;
+    if (hint == NULL && sqlstate != NULL && !strcmp(sqlstate, "42501")) {
+        const char *role = required_role(args);
+        fprintf(stderr,
+                "outbox-relay %s: hint: %s needs the %s role; an admin grants it: GRANT %s TO "
+                "%s;\n",
+                command, command, role, role, PQuser(conn));
+    }
+    return exit_code_for_sqlstate(sqlstate);
 }
 
 /* Runs one statement; on success returns its rows, else prints the error,
  * stores the exit code and returns NULL. */
-static PGresult *run_query(PGconn *conn, const char *command, const char *sql, int nparams,
+static PGresult *run_query(PGconn *conn, const struct cli_args *args, const char *sql, int nparams,
                            const char *const *params, int *exit_code)
 {
     PGresult *res = PQexecParams(conn, sql, nparams, NULL, params, NULL, NULL, 0);
     if (PQresultStatus(res) == PGRES_TUPLES_OK)
         return res;
-    *exit_code = report_failure(command, conn, res);
+    *exit_code = report_failure(args, conn, res);
     PQclear(res);
     return NULL;
 }
@@ -411,16 +485,87 @@ static void print_rows_table(const PGresult *res, int rows, const struct column 
 #define UTC_TIME(column)                                                                           \
     "to_char(" column " AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.MS\"Z\"')"
 
+/* status, the operator's part: the row's last error and when it is tried
+ * next, and its last delivery or status check (decisions and releases left
+ * out). Reads outbox.intents and outbox.attempts: outbox_operator. */
+static const char status_detail_sql[] =
+    "SELECT i.last_error,"
+    /* when it is tried next: a retry, or an unknown outcome's next status check */
+    " CASE WHEN isfinite(i.next_attempt_at) AND (i.state = 'pending' OR (i.state = 'unknown'"
+    " AND EXISTS (SELECT 1 FROM outbox.targets t WHERE t.name = i.target"
+    " AND t.status_url IS NOT NULL))) THEN " UTC_TIME(
+        "i.next_attempt_at") " END,"
+                             " a.attempt, " UTC_TIME(
+                                 "a.at") ", a.relay, a.class::text, a.request_sent, a.http_status, "
+                                         "a.error"
+                                         " FROM outbox.intents i LEFT JOIN LATERAL ("
+                                         "SELECT * FROM outbox.attempts x WHERE x.intent_id = i.id"
+                                         " AND x.class NOT IN ('resolved', 'released') ORDER BY "
+                                         "x.id DESC LIMIT 1) a ON true"
+                                         " WHERE i.key = $1";
+
+enum status_detail_column {
+    DETAIL_LAST_ERROR,
+    DETAIL_NEXT_ATTEMPT_AT,
+    DETAIL_ATTEMPT,
+    DETAIL_AT,
+    DETAIL_RELAY,
+    DETAIL_CLASS,
+    DETAIL_REQUEST_SENT,
+    DETAIL_HTTP_STATUS,
+    DETAIL_ERROR,
+};
+
+#define STATUS_FIELDS 11 /* the outcome's, as labelled below */
+
+/* The detail of status: its rows (one, or none once pruned), or NULL when
+ * the login may not read them (*denied) or the statement failed (*exit_code
+ * set, the error printed). */
+static PGresult *status_detail(PGconn *conn, const struct cli_args *args, bool *denied,
+                               int *exit_code)
+{
+    const char *key = args->positional[0];
+    PGresult *res = PQexecParams(conn, status_detail_sql, 1, NULL, &key, NULL, NULL, 0);
+    if (PQresultStatus(res) == PGRES_TUPLES_OK)
+        return res;
+    const char *sqlstate = PQresultErrorField(res, PG_DIAG_SQLSTATE);
+    if (sqlstate && !strcmp(sqlstate, "42501"))
+        *denied = true;
+    else
+        *exit_code = report_failure(args, conn, res);
+    PQclear(res);
+    return NULL;
+}
+
+static json_t *status_last_attempt_json(const PGresult *detail)
+{
+    if (detail == NULL || PQntuples(detail) == 0 || PQgetisnull(detail, 0, DETAIL_ATTEMPT))
+        return json_null();
+    json_t *a = json_object();
+    json_object_set_new(a, "attempt", json_int_or_null(detail, 0, DETAIL_ATTEMPT));
+    json_object_set_new(a, "at", json_text_or_null(cell(detail, 0, DETAIL_AT)));
+    json_object_set_new(a, "relay", json_text_or_null(cell(detail, 0, DETAIL_RELAY)));
+    json_object_set_new(a, "class", json_text_or_null(cell(detail, 0, DETAIL_CLASS)));
+    json_object_set_new(a, "request_sent",
+                        PQgetisnull(detail, 0, DETAIL_REQUEST_SENT)
+                            ? json_null()
+                            : json_bool_of(detail, 0, DETAIL_REQUEST_SENT));
+    json_object_set_new(a, "http_status", json_int_or_null(detail, 0, DETAIL_HTTP_STATUS));
+    json_object_set_new(a, "error", json_text_or_null(cell(detail, 0, DETAIL_ERROR)));
+    return a;
+}
+
 static int command_status(PGconn *conn, const struct cli_args *args)
 {
     static const char *const labels[] = {
-        "key",        "status",     "message",         "state",
-        "target",     "attempts",   "response_status", "response_body",
-        "last_error", "updated_at", "traceparent"};
+        "key",          "status",     "message",         "state",
+        "target",       "attempts",   "response_status", "response_body",
+        "last_error",   "updated_at", "traceparent",     "next_attempt_at",
+        "last_attempt", "  class",    "  http_status",   "  error"};
     const char *key = args->positional[0];
     int exit_code = CLI_EXIT_OK;
     PGresult *res =
-        run_query(conn, args->command,
+        run_query(conn, args,
                   "SELECT $1::text, status, message, state::text, target, attempts, "
                   "response_status, response_body, last_error, " UTC_TIME(
                       "updated_at") ", outbox.traceparent_of($1) FROM outbox.outcome($1)",
@@ -428,27 +573,85 @@ static int command_status(PGconn *conn, const struct cli_args *args)
     if (res == NULL)
         return exit_code;
     if (PQntuples(res) == 0) {
-        fprintf(stderr, "outbox-relay %s: no intent with key '%s'\n", args->command, key);
+        fprintf(stderr, "outbox-relay %s: no intent with key ", args->command);
+        put_key(stderr, key);
+        fputc('\n', stderr);
         PQclear(res);
         return CLI_EXIT_NO_SUCH_KEY;
     }
+    bool denied = false;
+    PGresult *detail = status_detail(conn, args, &denied, &exit_code);
+    if (detail == NULL && !denied) {
+        PQclear(res);
+        return exit_code;
+    }
+    bool has_row = detail && PQntuples(detail) > 0; /* none once pruned */
+    /* The row's last error, whatever the state (the outcome's is only for
+     * final states); the outcome's when the row cannot be read. */
+    const char *last_error = has_row ? cell(detail, 0, DETAIL_LAST_ERROR) : cell(res, 0, 8);
+    const char *next_at = has_row ? cell(detail, 0, DETAIL_NEXT_ATTEMPT_AT) : NULL;
+    bool has_attempt = has_row && !PQgetisnull(detail, 0, DETAIL_ATTEMPT);
     if (args->json) {
         json_t *doc = json_object();
-        for (int col = 0; col < 11; col++) {
+        for (int col = 0; col < STATUS_FIELDS; col++) {
             bool numeric = col == 5 || col == 6;
+            const char *value = col == 8 ? last_error : cell(res, 0, col);
             json_object_set_new(doc, labels[col],
-                                numeric ? json_int_or_null(res, 0, col)
-                                        : json_text_or_null(cell(res, 0, col)));
+                                numeric ? json_int_or_null(res, 0, col) : json_text_or_null(value));
         }
+        json_object_set_new(doc, "next_attempt_at", json_text_or_null(next_at));
+        json_object_set_new(doc, "last_attempt", status_last_attempt_json(detail));
+        if (denied)
+            json_object_set_new(doc, "detail_unreadable",
+                                json_string("reading the intent's row and attempts needs the "
+                                            "outbox_operator role"));
         print_json(doc);
     } else {
-        const char *values[11];
-        for (int col = 0; col < 11; col++)
-            values[col] = cell(res, 0, col);
-        print_fields(labels, values, 11);
+        const char *values[STATUS_FIELDS + 5];
+        for (int col = 0; col < STATUS_FIELDS; col++)
+            values[col] = col == 8 ? last_error : cell(res, 0, col);
+        values[STATUS_FIELDS] = next_at;
+        char last[160], sent[96];
+        if (denied)
+            snprintf(last, sizeof(last),
+                     "not shown: reading attempts needs the outbox_operator "
+                     "role");
+        else if (has_attempt)
+            snprintf(last, sizeof(last), "%s at %s by %s", cell(detail, 0, DETAIL_ATTEMPT),
+                     cell(detail, 0, DETAIL_AT), cell(detail, 0, DETAIL_RELAY));
+        else
+            snprintf(last, sizeof(last), "-");
+        values[STATUS_FIELDS + 1] = last;
+        size_t count = STATUS_FIELDS + 2;
+        if (has_attempt) {
+            const char *was_sent = cell(detail, 0, DETAIL_REQUEST_SENT);
+            snprintf(sent, sizeof(sent), "%s%s", cell(detail, 0, DETAIL_CLASS),
+                     was_sent == NULL     ? ""
+                     : was_sent[0] == 't' ? " (request sent)"
+                                          : " (nothing sent)");
+            values[count++] = sent;
+            values[count++] = cell(detail, 0, DETAIL_HTTP_STATUS);
+            values[count++] = cell(detail, 0, DETAIL_ERROR);
+        }
+        print_fields(labels, values, count);
     }
+    PQclear(detail);
     PQclear(res);
     return CLI_EXIT_OK;
+}
+
+/* After stuck's text: intents awaiting approval are listed there only after
+ * 24 hours, so say how many wait and where they are. Nothing when none do,
+ * or when they cannot be counted. */
+static void print_awaiting_note(PGconn *conn)
+{
+    PGresult *res =
+        PQexec(conn, "SELECT count(*) FROM outbox.intents WHERE state = 'awaiting_approval'");
+    long long n = PQresultStatus(res) == PGRES_TUPLES_OK ? cell_int(res, 0, 0) : 0;
+    PQclear(res);
+    if (n > 0)
+        printf("%lld intent%s await%s approval: outbox-relay approvals\n", n, n == 1 ? "" : "s",
+               n == 1 ? "s" : "");
 }
 
 static int command_stuck(PGconn *conn, const struct cli_args *args)
@@ -465,7 +668,7 @@ static int command_stuck(PGconn *conn, const struct cli_args *args)
     };
     int exit_code = CLI_EXIT_OK;
     PGresult *res =
-        run_query(conn, args->command,
+        run_query(conn, args,
                   "SELECT key, target, state::text, reason, "
                   "floor(extract(epoch FROM age))::bigint, attempts, last_error, " UTC_TIME(
                       "updated_at") " FROM outbox.stuck ORDER BY age DESC, key",
@@ -480,6 +683,42 @@ static int command_stuck(PGconn *conn, const struct cli_args *args)
     else
         print_rows_table(res, rows, table_columns, LENGTH(table_columns));
     PQclear(res);
+    if (!args->json)
+        print_awaiting_note(conn);
+    return CLI_EXIT_OK;
+}
+
+/* approvals: what waits for a person's approve or reject, oldest first,
+ * with the target's rule and why it holds each intent (outbox.approvals,
+ * 0023: names fields and types, never a value of the payload). */
+static int command_approvals(PGconn *conn, const struct cli_args *args)
+{
+    static const struct column json_columns[] = {
+        {"key", 0, COL_TEXT},    {"target", 1, COL_TEXT}, {"age_s", 2, COL_INT},
+        {"rule", 3, COL_TEXT},   {"reason", 4, COL_TEXT}, {"created_at", 5, COL_TEXT},
+        {"run_id", 6, COL_TEXT},
+    };
+    static const struct column table_columns[] = {
+        {"KEY", 0, COL_TEXT},  {"TARGET", 1, COL_TEXT}, {"AGE", 2, COL_DURATION},
+        {"RULE", 3, COL_TEXT}, {"WHY", 4, COL_TEXT},
+    };
+    int exit_code = CLI_EXIT_OK;
+    PGresult *res = run_query(conn, args,
+                              "SELECT key, target, floor(extract(epoch FROM age))::bigint, rule, "
+                              "reason, " UTC_TIME("created_at") ", run_id"
+                                                                " FROM outbox.approvals"
+                                                                " ORDER BY created_at, key",
+                              0, NULL, &exit_code);
+    if (res == NULL)
+        return exit_code;
+    int rows = PQntuples(res);
+    if (args->json)
+        print_json_list("approvals", rows_json(res, rows, json_columns, LENGTH(json_columns)));
+    else if (rows == 0)
+        printf("nothing awaits approval\n");
+    else
+        print_rows_table(res, rows, table_columns, LENGTH(table_columns));
+    PQclear(res);
     return CLI_EXIT_OK;
 }
 
@@ -491,7 +730,7 @@ static int command_targets(PGconn *conn, const struct cli_args *args)
     int exit_code = CLI_EXIT_OK;
     /* secret_env is the name of a variable in the relay's environment; its
      * value is never read here. */
-    PGresult *res = run_query(conn, args->command,
+    PGresult *res = run_query(conn, args,
                               "SELECT t.name, url, method, key_header, "
                               "floor(extract(epoch FROM key_ttl))::bigint, status_url, timeout_ms, "
                               "max_attempts, enabled, secret_env, "
@@ -561,7 +800,7 @@ static int run_decision(PGconn *conn, const struct cli_args *args, const char *s
                         const char *const *params, const char *done)
 {
     int exit_code = CLI_EXIT_OK;
-    PGresult *res = run_query(conn, args->command, sql, nparams, params, &exit_code);
+    PGresult *res = run_query(conn, args, sql, nparams, params, &exit_code);
     if (res == NULL)
         return exit_code;
     const char *key = args->positional[0];
@@ -617,7 +856,7 @@ static int command_retry(PGconn *conn, const struct cli_args *args)
 static int command_prune_dry_run(PGconn *conn, const struct cli_args *args)
 {
     int exit_code = CLI_EXIT_OK;
-    PGresult *res = run_query(conn, args->command,
+    PGresult *res = run_query(conn, args,
                               "SELECT target, state, intents, "
                               "to_char(oldest_settled AT TIME ZONE 'UTC', "
                               "'YYYY-MM-DD\"T\"HH24:MI:SS\"Z\"'), "
@@ -672,9 +911,9 @@ static int command_prune(PGconn *conn, const struct cli_args *args)
     bool locked_out = false;
     for (;;) {
         int exit_code = CLI_EXIT_OK;
-        PGresult *res = run_query(conn, args->command,
-                                  "SELECT pruned, forgotten, locked FROM outbox.prune_step($1)", 1,
-                                  params, &exit_code);
+        PGresult *res =
+            run_query(conn, args, "SELECT pruned, forgotten, locked FROM outbox.prune_step($1)", 1,
+                      params, &exit_code);
         if (res == NULL)
             return exit_code;
         long long step_pruned = cell_int(res, 0, 0), step_forgotten = cell_int(res, 0, 1);
@@ -740,7 +979,7 @@ static int command_redrive(PGconn *conn, const struct cli_args *args)
     const char *params[6] = {
         args->target, args->since, args->until, args->dry_run ? "true" : "false", limit, args->by};
     int exit_code = CLI_EXIT_OK;
-    PGresult *res = run_query(conn, args->command, redrive_sql, 6, params, &exit_code);
+    PGresult *res = run_query(conn, args, redrive_sql, 6, params, &exit_code);
     if (res == NULL)
         return exit_code;
     int rows = PQntuples(res) - 1; /* the last row only carries the window */
@@ -797,6 +1036,7 @@ static int command_redrive(PGconn *conn, const struct cli_args *args)
 static const struct command_def commands[] = {
     {"status", "status KEY [--json]", 1, 1, FLAG_JSON, 0, command_status},
     {"stuck", "stuck [--json]", 0, 0, FLAG_JSON, 0, command_stuck},
+    {"approvals", "approvals [--json]", 0, 0, FLAG_JSON, 0, command_approvals},
     {"resolve", "resolve KEY succeeded|failed --note TEXT [--json]", 2, 2, FLAG_JSON | FLAG_NOTE,
      FLAG_NOTE, command_resolve},
     {"approve", "approve KEY --by NAME [--json]", 1, 1, FLAG_JSON | FLAG_BY, FLAG_BY,
@@ -815,6 +1055,17 @@ static const struct command_def commands[] = {
 };
 
 #define COMMAND_COUNT (sizeof(commands) / sizeof(commands[0]))
+
+static const char *required_role(const struct cli_args *args)
+{
+    static const char *const readers[] = {"status", "stuck", "approvals", "targets"};
+    for (size_t i = 0; i < LENGTH(readers); i++)
+        if (!strcmp(args->command, readers[i]))
+            return "outbox_operator";
+    if (!strcmp(args->command, "prune") && args->dry_run)
+        return "outbox_operator";
+    return "outbox_admin";
+}
 
 /* ------------------------------------------------------------- parsing */
 
@@ -963,7 +1214,7 @@ static PGconn *connect_database(const struct config *cfg, const char *command)
     const char *const values[] = {timeout, application, cfg->db ? cfg->db : "", "UTF8", NULL};
     PGconn *conn = PQconnectdbParams(keywords, values, 1);
     if (PQstatus(conn) != CONNECTION_OK) {
-        print_trimmed(command, "cannot connect to the database: ", PQerrorMessage(conn));
+        print_trimmed(command, "cannot connect to the database: ", PQerrorMessage(conn), false);
         PQfinish(conn);
         return NULL;
     }

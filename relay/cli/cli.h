@@ -1,5 +1,5 @@
 /*
- * cli.h — the operator commands: status, stuck, resolve, approve, reject,
+ * cli.h — the operator commands: status, stuck, approvals, resolve, approve, reject,
  * cancel, retry, targets. Thin over the SQL functions of migrations/0004 and
  * 0006; the database decides, the CLI shows and maps the answer to an exit
  * code.

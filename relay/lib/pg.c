@@ -525,8 +525,8 @@ static void pg_connection_lost(pg_conn_t *pg, const char *reason)
 {
     bool was_ready = pg->state == PG_READY || pg->state == PG_SETUP;
     set_reason(pg, reason && *reason ? reason : "connection lost");
-    log_event(was_ready ? LOG_WARN : LOG_INFO, was_ready ? "db_lost" : "db_connect_failed",
-              "connection", json_string(pg_name(pg)), "reason", json_string(pg->reason), "retry_ms",
+    log_event(LOG_WARN, was_ready ? "db_lost" : "db_connect_failed", "connection",
+              json_string(pg_name(pg)), "reason", json_string(pg->reason), "retry_ms",
               json_integer(pg->backoff_ms), LOG_END);
     uv_timer_stop(&pg->timer);
     pg_drop_connection(pg);

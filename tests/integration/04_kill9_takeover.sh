@@ -34,8 +34,9 @@ is "$(receiver_stat keyed keys_with_duplicate_effects)" 0 "no key acted on twice
 is "$(sql "SELECT count(*) FROM outbox.intents WHERE target = 'plain' AND state = 'unknown' AND ambiguous")" 40 \
     "legacy target: rows wait in unknown, not re-sent"
 is "$(receiver_stat plain deliveries_total)" 40 "legacy receiver got each intent once"
-is "$(sql "SELECT count(*) FROM outbox.stuck WHERE target = 'plain' AND reason = 'outcome unknown'")" 40 \
-    "unknown rows are listed in outbox.stuck"
+is "$(sql "SELECT count(*) FROM outbox.stuck WHERE target = 'plain'
+             AND reason = 'outcome unknown: needs a person — no status URL, no key'")" 40 \
+    "unknown rows are listed in outbox.stuck, as needing a person"
 is "$(sql "SELECT status FROM outbox.outcome('p:1')")" reconciling "the agent sees reconciling"
 is "$(sql "SELECT count(*) FROM outbox.attempts WHERE class = 'ambiguous' AND request_sent IS NULL AND error LIKE 'lease of relay relay-victim expired%'")" \
     80 "each take-over is an ambiguous attempt naming the dead relay"

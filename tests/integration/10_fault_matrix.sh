@@ -88,8 +88,9 @@ cell refused      legacy  failed     failed       0       f
 is "$(receiver_stat status keys_with_duplicate_effects)$(receiver_stat legacy keys_with_duplicate_effects)" 00 \
     "no key acted on twice at the receivers that cannot deduplicate"
 is "$(receiver_stat dedupe effects_total)" 5 "deduplicating receiver: one effect per key"
-is "$(sql "SELECT count(*) FROM outbox.stuck WHERE target = 'legacy' AND reason = 'outcome unknown'")" 4 \
-    "the four unknown legacy rows are listed in outbox.stuck"
+is "$(sql "SELECT count(*) FROM outbox.stuck WHERE target = 'legacy'
+             AND reason = 'outcome unknown: needs a person — no status URL, no key'")" 4 \
+    "the four unknown legacy rows are listed in outbox.stuck, as needing a person"
 is "$(sql "SELECT count(*) FROM outbox.attempts a JOIN outbox.intents i ON i.id = a.intent_id
            WHERE i.target = 'legacy' AND a.class = 'ambiguous'")" 4 \
     "legacy: exactly one ambiguous attempt each, never re-sent"
@@ -106,7 +107,8 @@ is "$(sql "SELECT count(*) FROM outbox.attempts a JOIN outbox.intents i ON i.id 
     "refused: four attempts each, all known not sent"
 is "$(sql "SELECT last_error FROM outbox.outcome('refused/legacy')" | cut -c1-60)" \
     "not delivered after 4 attempt(s), none reached the target; l" "failed carries the reason"
-is "$(sql "SELECT count(*) FROM outbox.outcome('late/legacy') WHERE last_error IS NULL AND message = 'outcome unknown, reconciling'")" 1 \
-    "the agent sees no raw transport error, only 'outcome unknown, reconciling'"
+is "$(sql "SELECT count(*) FROM outbox.outcome('late/legacy')
+             WHERE last_error IS NULL AND message = 'outcome unknown: needs a person — no status URL, no key'")" 1 \
+    "the agent sees no raw transport error, only 'outcome unknown: needs a person — no status URL, no key'"
 ok "no sanitizer report" relay_logs_clean
 itest_done

@@ -92,8 +92,11 @@ is "$(jfield .response_body | od -An -c | tr -s ' ')" "$(printf '\033[31mred\302
 enqueue 'st:2' keyed
 set_state 'st:2' "state = 'unknown', ambiguous = true, attempts = 1, first_attempt_at = now()"
 cli status 'st:2'
-is "$(sed -n 2,3p <<<"$OUT" | tr -s ' ')" $'status: reconciling\nmessage: outcome unknown, reconciling' \
-    "an unknown outcome reads 'outcome unknown, reconciling'"
+is "$(sed -n 2p <<<"$OUT" | tr -s ' ')" 'status: reconciling' "an unknown outcome: status reconciling"
+# keyed, no status URL: nothing settles it but a person, who may retry while the key is remembered (0023)
+ok "... and the message says it needs a person" \
+    grep -q '^message: outcome unknown: needs a person — no status URL; the target remembers the key until ' \
+    <<<"$(sed -n 3p <<<"$OUT" | tr -s ' ')"
 
 # ---------------------------------------------------------------- stuck
 set_state 'st:2' "state = 'succeeded'"
@@ -256,7 +259,9 @@ cli targets --db "$OPERATOR_DB"
 is "$RC" 0 "an operator login can list targets"
 cli resolve 'rt:legacy' failed --note 'x' --db "$OPERATOR_DB"
 is "$RC" 1 "an operator login cannot resolve: 1"
-is "$ERR" "outbox-relay resolve: permission denied for function resolve" "permission denied, said plainly"
+is "$(sed -n 1p <<<"$ERR")" "outbox-relay resolve: permission denied for function resolve" "permission denied, said plainly"
+is "$(sed -n 2p <<<"$ERR")" "outbox-relay resolve: hint: resolve needs the outbox_admin role; an admin grants it: GRANT outbox_admin TO cli_operator;" \
+    "with the role to grant"
 cli retry 'rt:legacy' --db "$OPERATOR_DB"
 is "$RC" 1 "an operator login cannot retry: 1"
 

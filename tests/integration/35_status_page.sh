@@ -278,7 +278,7 @@ relay_start limited --admin-listen "127.0.0.1:0" --poll-interval-ms 1000 \
 LIMITED="http://127.0.0.1:$(relay_admin_port limited)"
 status=$(curl -s -m 10 -o "$T/limited.html" -w '%{http_code}' "$LIMITED/ui")
 is "$status" 200 "outbox_relay only: the page still answers"
-is "$(grep -c 'grant it the outbox_operator role' "$T/limited.html")" 3 \
+is "$(grep -c 'grant it the outbox_operator role' "$T/limited.html")" 4 \
     "outbox_relay only: each overview section names the missing grant"
 curl -s -m 10 -o "$T/limited-key.html" "$LIMITED/ui/intents/ui:refused"
 ok "outbox_relay only: the key's outcome shows" grep -q '<span class="badge bad">failed</span>' "$T/limited-key.html"

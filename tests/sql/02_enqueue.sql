@@ -142,7 +142,7 @@ SELECT throws_ok(format('SELECT outbox.enqueue(%L, ''t1'', ''{}'')', repeat('é'
                  'the limit counts bytes, not characters (128 x é = 256 bytes)');
 SELECT is((SELECT inserted FROM outbox.enqueue(repeat('k', 255), 't1', '{}')), true, 'key of 255 bytes is fine');
 SELECT throws_ok($$SELECT outbox.enqueue(E'run-1:\nstep-2', 't1', '{}')$$,
-                 'OR004', E'outbox.enqueue: key ''run-1:\nstep-2'' contains a control character',
+                 'OR004', 'outbox.enqueue: key E''run-1:\nstep-2'' contains a control character (U+000A)',
                  'key with a newline: OR004');
 SELECT throws_ok(format('SELECT outbox.enqueue(%L, ''t1'', ''{}'')', k), 'OR004', NULL,
                  format('key with control character U+%s: OR004', to_hex(ascii(c))))

@@ -48,8 +48,8 @@ SELECT pg_temp.mk('o-unknown') \g /dev/null
 UPDATE outbox.intents SET state = 'unknown', ambiguous = true, attempts = 1, last_error = 'timeout after send'
  WHERE key = 'o-unknown';
 SELECT results_eq($$SELECT status, response_status, last_error, message FROM outbox.outcome('o-unknown')$$,
-                  $$VALUES ('reconciling'::text, NULL::int, NULL::text, 'outcome unknown, reconciling'::text)$$,
-                  'outcome unknown: reconciling, "outcome unknown, reconciling", never failed');
+                  $$VALUES ('reconciling'::text, NULL::int, NULL::text, 'outcome unknown: needs a person — no status URL, and no first attempt is recorded to tell whether the target still remembers the key'::text)$$,
+                  'outcome unknown: reconciling, "outcome unknown: needs a person" (no status URL: 0023), never failed');
 
 SELECT pg_temp.mk('o-ok') \g /dev/null
 UPDATE outbox.intents SET state = 'succeeded', attempts = 2, response_status = 200, response_body = '{"id": "r-1"}'
@@ -178,7 +178,7 @@ UPDATE outbox.intents SET state = 'failed', created_at = now() - interval '2 day
 UPDATE outbox.intents SET state = 'cancelled', created_at = now() - interval '2 days' WHERE key = 's-cancelled';
 UPDATE outbox.intents SET created_at = now() - interval '25 hours' WHERE key = 's-await-old';
 SELECT set_eq($$SELECT key, reason FROM outbox.stuck$$,
-              $$VALUES ('s-unknown'::text, 'outcome unknown'::text),
+              $$VALUES ('s-unknown'::text, 'outcome unknown: needs a person — no status URL, and no first attempt is recorded to tell whether the target still remembers the key'::text),
                        ('s-lease-gone', 'in flight past its lease'),
                        ('s-old', 'pending for over 5 minutes'),
                        ('s-await-old', 'awaiting approval for over 24 hours')$$,

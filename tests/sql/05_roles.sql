@@ -172,7 +172,10 @@ SELECT set_eq(
              ('outbox_admin', 'prune_step'), ('outbox_operator', 'prunable'), ('outbox_admin', 'prunable'),
              ('outbox_admin', 'redrive'),
              ('outbox_app', 'traceparent_of'), ('outbox_operator', 'traceparent_of'), ('outbox_admin', 'traceparent_of'),
-             ('outbox_admin', 'mcp_client'), ('outbox_admin', 'mcp_schema_problem')$$,
+             ('outbox_admin', 'mcp_client'), ('outbox_admin', 'mcp_schema_problem'),
+             ('outbox_operator', 'needs_person'), ('outbox_admin', 'needs_person'),
+             ('outbox_operator', 'approval_reason'), ('outbox_admin', 'approval_reason'),
+             ('outbox_operator', 'rule_text'), ('outbox_admin', 'rule_text')$$,
     'EXECUTE matrix: each role reaches exactly its functions (SECURITY DEFINER internals reach nobody)');
 SELECT set_eq(
     $$SELECT r.rolname::text, c.relname::text, priv
@@ -197,7 +200,8 @@ SELECT set_eq(
              ('outbox_operator', 'mcp_tools', 'SELECT'), ('outbox_operator', 'mcp_tasks', 'SELECT'),
              ('outbox_admin', 'mcp_tools', 'SELECT'), ('outbox_admin', 'mcp_tasks', 'SELECT'),
              ('outbox_admin', 'mcp_tools', 'INSERT'), ('outbox_admin', 'mcp_tools', 'UPDATE'),
-             ('outbox_admin', 'mcp_tools', 'DELETE'), ('outbox_admin', 'mcp_clients', 'DELETE')$$,
+             ('outbox_admin', 'mcp_tools', 'DELETE'), ('outbox_admin', 'mcp_clients', 'DELETE'),
+             ('outbox_operator', 'approvals', 'SELECT'), ('outbox_admin', 'approvals', 'SELECT')$$,
     'table matrix: the app has no table rights; relay reads targets and target_state; operator reads; admin also edits targets');
 SELECT set_eq(
     $$SELECT r.rolname::text FROM pg_roles r

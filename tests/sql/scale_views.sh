@@ -174,7 +174,7 @@ mismatch=$(sql -c "
     SELECT CASE WHEN (v.*)::text = (d.*)::text THEN 'same' ELSE 'view ' || (v.*)::text || ' direct ' || (d.*)::text END FROM v, d")
 is "$mismatch" same "target_health agrees with direct counts over the whole table"
 is "$(sql -c "SELECT count(*) FILTER (WHERE reason = 'in flight past its lease') || ' ' ||
-                     count(*) FILTER (WHERE reason = 'outcome unknown') || ' ' ||
+                     count(*) FILTER (WHERE reason LIKE 'outcome unknown%') || ' ' ||
                      count(*) FILTER (WHERE reason = 'pending for over 5 minutes') || ' ' ||
                      count(*) FILTER (WHERE reason = 'awaiting approval for over 24 hours') FROM outbox.stuck")" \
    "10 200 100 5" "stuck lists the crafted live rows: 10 past lease, 200 unknown, 100 overdue pending, 5 old approvals"

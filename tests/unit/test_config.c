@@ -239,6 +239,10 @@ START_TEST(help_lists_every_option)
     for (size_t i = 0; i < sizeof(expected) / sizeof(expected[0]); i++)
         ck_assert_msg(strstr(text, expected[i]) != NULL, "--help lacks %s", expected[i]);
     ck_assert(strstr(text, "--exit-when-idle=VALUE") == NULL);
+    /* issue 22: the token guards the status page too; approvals is listed */
+    ck_assert_msg(strstr(text, "/metrics, /v1/ and /ui of the admin port") != NULL,
+                  "--admin-token-file's help names /ui");
+    ck_assert_msg(strstr(text, "\n  approvals ") != NULL, "--help lists approvals");
     free(text);
 }
 END_TEST

@@ -146,6 +146,15 @@ START_TEST(wait_parsing)
     ck_assert_int_eq(admin_parse_wait("wait=-1", 7), -1);
     ck_assert_int_eq(admin_parse_wait("wait=1h", 7), -1);
     ck_assert_int_eq(admin_parse_wait("wait=", 5), 0); /* no value: no wait field */
+    /* a wait over the cap is cut, and says so (Outbox-Wait-Capped) */
+    ck_assert(admin_wait_capped("wait=90s", 8));
+    ck_assert(admin_wait_capped("wait=60001ms", 12));
+    ck_assert(admin_wait_capped("wait=99999999999999999s", 23));
+    ck_assert_int_eq(admin_parse_wait("wait=99999999999999999s", 23), 60000);
+    ck_assert(!admin_wait_capped("wait=60s", 8));
+    ck_assert(!admin_wait_capped("wait=60000ms", 12));
+    ck_assert(!admin_wait_capped("x=1", 3));
+    ck_assert(!admin_wait_capped("wait=1h", 7));
 }
 END_TEST
 

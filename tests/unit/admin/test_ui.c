@@ -335,6 +335,45 @@ START_TEST(stuck_section)
 }
 END_TEST
 
+START_TEST(approvals_section)
+{
+    const char *cells[] = {
+        "run-7:step-2",
+        "payments.refund",
+        "10800.4",
+        "$.amount_cents > 100000",
+        "$.amount_cents is a string, compared with a number",
+        "3",
+        "run-7:<b>",
+        "payments.refund",
+        "30",
+        "$.amount_cents > 100000",
+        "$.amount_cents is missing",
+        "3",
+    };
+    struct ui_rows rows = ROWS(cells, UI_APPROVAL_COLUMNS);
+    char *html = rendered(ui_render_approvals, &rows);
+    ck_assert_contains(html, "<section id=\"approvals\"><h2>Awaiting approval (3)</h2>");
+    ck_assert_contains(html, "<th>rule</th><th>why it is held</th>");
+    ck_assert_contains(html,
+                       "<a class=\"key\" href=\"/ui/intents/run-7%3Astep-2\">run-7:step-2</a>");
+    ck_assert_contains(html, "<td class=\"n\">3 h 0 min</td><td><code>$.amount_cents &gt; "
+                             "100000</code></td>");
+    ck_assert_contains(html, "<td class=\"text\">$.amount_cents is a string, compared with a "
+                             "number</td>");
+    ck_assert_contains(html, "&lt;b&gt;</a>");
+    ck_assert_lacks(html, "<b>");
+    ck_assert_contains(html, "Showing 2 of 3 intents awaiting approval");
+    free(html);
+
+    struct ui_rows none = {.count = 0, .columns = UI_APPROVAL_COLUMNS, .cells = cells};
+    html = rendered(ui_render_approvals, &none);
+    ck_assert_contains(html, "<h2>Awaiting approval (0)</h2>");
+    ck_assert_contains(html, "Nothing awaits approval.");
+    free(html);
+}
+END_TEST
+
 START_TEST(failures_section)
 {
     const char *cells[] = {
@@ -464,9 +503,10 @@ START_TEST(markup_in_every_cell_stays_text)
         render_fn fn;
         size_t columns;
     } sections[] = {
-        {ui_render_targets, UI_TARGET_COLUMNS},   {ui_render_stuck, UI_STUCK_COLUMNS},
-        {render_failures_60, UI_FAILURE_COLUMNS}, {render_intent_of_key, UI_INTENT_COLUMNS},
-        {ui_render_details, UI_DETAIL_COLUMNS},   {ui_render_attempts, UI_ATTEMPT_COLUMNS},
+        {ui_render_targets, UI_TARGET_COLUMNS},     {ui_render_stuck, UI_STUCK_COLUMNS},
+        {ui_render_approvals, UI_APPROVAL_COLUMNS}, {render_failures_60, UI_FAILURE_COLUMNS},
+        {render_intent_of_key, UI_INTENT_COLUMNS},  {ui_render_details, UI_DETAIL_COLUMNS},
+        {ui_render_attempts, UI_ATTEMPT_COLUMNS},
     };
     for (size_t p = 0; p < sizeof(payloads) / sizeof(payloads[0]); p++) {
         const char *cells[2 * UI_TARGET_COLUMNS];
@@ -554,6 +594,7 @@ Suite *ui_suite(void)
     tcase_add_test(tc, targets_section);
     tcase_add_test(tc, targets_section_bounded_empty_or_wrong);
     tcase_add_test(tc, stuck_section);
+    tcase_add_test(tc, approvals_section);
     tcase_add_test(tc, failures_section);
     tcase_add_test(tc, key_sections);
     tcase_add_test(tc, markup_in_every_cell_stays_text);
