@@ -22,9 +22,10 @@
 -- host's code puts it in _meta (or the Idempotency-Key header).
 --
 -- The front door logs in as a member of outbox_mcp: it may call the mcp_*
--- functions below (each authenticates the token hash first), enqueue and
--- outcome as outbox_app may, and nothing else. Each call is its own short
--- transaction.
+-- functions below (each authenticates the token hash first, and enqueues
+-- and reads outcomes as the owner) and nothing else: not enqueue or outcome
+-- directly, so that it can reach no target but through a tool. Each call is
+-- its own short transaction.
 --
 -- A settled MCP intent NOTIFYs outbox_mcp with its key (a row trigger whose
 -- WHEN is false for every other intent), so that a waiting call is answered
@@ -303,7 +304,7 @@ CREATE TYPE outbox.mcp_answer AS (
 -- what it may do.
 -- (No SET clause: a sql function with one cannot be inlined and is planned
 -- on every call; this one names nothing outside pg_catalog.)
-CREATE FUNCTION outbox.mcp_message(p_status text, p_outcome_message text, p_needs_person boolean)
+CREATE FUNCTION outbox.mcp_message(p_status text, p_outcome_message text, p_person_reason text)
 RETURNS text
 LANGUAGE sql IMMUTABLE AS $$
     SELECT CASE p_status
@@ -311,8 +312,8 @@ LANGUAGE sql IMMUTABLE AS $$
         WHEN 'failed' THEN 'failed: the target did not act and will not: ' || coalesce(p_outcome_message, 'no reason recorded')
         WHEN 'cancelled' THEN 'cancelled: it was not sent and will not be: ' || coalesce(p_outcome_message, 'no reason recorded')
         WHEN 'reconciling' THEN
-            CASE WHEN p_needs_person
-                 THEN 'outcome unknown: needs a person (no status URL, no key): do not retry with a new key; calling again with the same key is safe'
+            CASE WHEN p_person_reason IS NOT NULL
+                 THEN 'outcome unknown: ' || p_person_reason || ': do not retry with a new key; calling again with the same key is safe'
                  ELSE 'outcome unknown, reconciling: do not retry with a new key; calling again with the same key is safe' END
         WHEN 'delivering' THEN 'not yet confirmed: being delivered; calling again with the same key is safe'
         WHEN 'pending' THEN 'not yet confirmed: ' || coalesce(p_outcome_message, 'waiting for delivery')
@@ -338,7 +339,7 @@ DECLARE
     o    record;
     tk   outbox.mcp_tasks;
     note text;
-    needs_person boolean := false;
+    person text;   -- why only a person can settle it (outbox.needs_person, 0023), or NULL
 BEGIN
     a.client := p_client;
     a.key := p_key;
@@ -377,10 +378,11 @@ BEGIN
         note := coalesce(o.last_error, o.message);
     END IF;
     a.final := a.status IN ('succeeded', 'failed', 'cancelled');
-    IF a.state = 'unknown' THEN   -- no status URL: nothing will reconcile it but a person
-        SELECT t.status_url IS NULL INTO needs_person FROM outbox.targets t WHERE t.name = a.target;
+    IF a.state = 'unknown' THEN   -- the same reason as outcome and stuck give
+        person := outbox.needs_person((SELECT x.id FROM outbox.intents x WHERE x.key = a.intent_key), a.target,
+                                      (SELECT x.first_attempt_at FROM outbox.intents x WHERE x.key = a.intent_key));
     END IF;
-    a.message := outbox.mcp_message(a.status, note, coalesce(needs_person, false));
+    a.message := outbox.mcp_message(a.status, note, person);
     IF p_task THEN
         SELECT * INTO tk FROM outbox.mcp_tasks WHERE client = p_client AND intent_key = a.intent_key;
         IF FOUND THEN
@@ -415,6 +417,10 @@ DECLARE
     a      outbox.mcp_answer;
     ikey   text;
     existing_payload jsonb;
+    existing_target  text;
+    existing_group   text;
+    grp    text;
+    run    text;
     msg    text;
 BEGIN
     SELECT * INTO c FROM outbox.mcp_clients WHERE token_hash = p_token_hash;
@@ -431,6 +437,10 @@ BEGIN
         RAISE EXCEPTION 'outbox.mcp_call: no idempotency key' USING ERRCODE = 'OR004';
     END IF;
     ikey := 'mcp:' || c.name || ':' || p_key;
+    -- A client's ordering groups and runs are its own, like its keys: another
+    -- client naming the same group neither waits behind it nor holds it.
+    grp := 'mcp:' || c.name || ':' || p_ordering_key;
+    run := 'mcp:' || c.name || ':' || p_run_id;
     IF octet_length(ikey) > 255 THEN
         RAISE EXCEPTION 'the idempotency key is % bytes long; the limit for client % is % bytes',
                         octet_length(p_key), quote_literal(c.name), 255 - octet_length(ikey) + octet_length(p_key)
@@ -442,16 +452,16 @@ BEGIN
     -- which answers key_conflict). Other arguments for a known key: enqueue
     -- decides (volatile fields, keep_original), and OR001 is caught here to
     -- name the fields that differ.
-    SELECT i.payload INTO existing_payload FROM outbox.intents i WHERE i.key = ikey;
-    IF FOUND AND existing_payload = coalesce(p_arguments, '{}'::jsonb) AND NOT p_task THEN
+    SELECT i.payload, i.target, i.ordering_key INTO existing_payload, existing_target, existing_group
+      FROM outbox.intents i WHERE i.key = ikey;
+    IF FOUND AND existing_payload = coalesce(p_arguments, '{}'::jsonb) AND existing_target = m.target
+       AND existing_group IS NOT DISTINCT FROM grp AND NOT p_task THEN
         RETURN outbox.mcp_answer_of(c.name, p_key, p_tool, false, false);
     END IF;
     IF existing_payload IS NULL THEN
-        r := outbox.enqueue(ikey, m.target, coalesce(p_arguments, '{}'::jsonb), p_run_id, NULL, p_ordering_key,
-                            p_traceparent);
+        r := outbox.enqueue(ikey, m.target, coalesce(p_arguments, '{}'::jsonb), run, NULL, grp, p_traceparent);
     ELSE BEGIN
-        r := outbox.enqueue(ikey, m.target, coalesce(p_arguments, '{}'::jsonb), p_run_id, NULL, p_ordering_key,
-                            p_traceparent);
+        r := outbox.enqueue(ikey, m.target, coalesce(p_arguments, '{}'::jsonb), run, NULL, grp, p_traceparent);
     EXCEPTION WHEN SQLSTATE 'OR001' THEN
         GET STACKED DIAGNOSTICS msg = MESSAGE_TEXT;
         a.client := c.name;
@@ -490,7 +500,7 @@ BEGIN
         a.final := false;
         a.inserted := true;
         a.attempts := 0;
-        a.message := outbox.mcp_message(r.status, CASE WHEN r.status = 'pending' THEN 'waiting for delivery' END, false);
+        a.message := outbox.mcp_message(r.status, CASE WHEN r.status = 'pending' THEN 'waiting for delivery' END, NULL);
         a.updated_at := now();
         RETURN a;
     END IF;
@@ -602,7 +612,10 @@ BEGIN
     IF NOT FOUND THEN
         RAISE EXCEPTION 'no such task' USING ERRCODE = 'OR024';
     END IF;
-    SELECT * INTO i FROM outbox.intents WHERE key = tk.intent_key FOR UPDATE;
+    -- No row lock here: outbox.cancel takes the group's lock before the row's
+    -- (ordering_locked_intent), as every settle does; taking the row's first
+    -- would deadlock with a relay settling the group's head.
+    SELECT * INTO i FROM outbox.intents WHERE key = tk.intent_key;
     IF FOUND AND i.state IN ('pending', 'awaiting_approval') AND i.attempts = 0 AND NOT i.ambiguous THEN
         PERFORM outbox.cancel(tk.intent_key, 'cancelled by MCP client ' || client_name);
     ELSIF FOUND AND i.state NOT IN ('succeeded', 'failed', 'cancelled') THEN
@@ -646,7 +659,7 @@ $$;
 
 REVOKE ALL ON outbox.mcp_tools, outbox.mcp_clients, outbox.mcp_tasks FROM PUBLIC;
 REVOKE ALL ON FUNCTION outbox.mcp_schema_problem(jsonb, text), outbox.mcp_tools_check(), outbox.mcp_client(text, text, text[]),
-                       outbox.mcp_list_tools(bytea), outbox.mcp_tool(bytea, text), outbox.mcp_message(text, text, boolean),
+                       outbox.mcp_list_tools(bytea), outbox.mcp_tool(bytea, text), outbox.mcp_message(text, text, text),
                        outbox.mcp_answer_of(text, text, text, boolean, boolean),
                        outbox.mcp_call(bytea, text, text, jsonb, text, text, text, boolean, bigint),
                        outbox.mcp_outcome(bytea, text), outbox.mcp_outcomes(text[]), outbox.mcp_task(bytea, text),
@@ -657,8 +670,7 @@ GRANT USAGE ON SCHEMA outbox TO outbox_mcp;
 GRANT EXECUTE ON FUNCTION outbox.mcp_list_tools(bytea), outbox.mcp_tool(bytea, text),
                           outbox.mcp_call(bytea, text, text, jsonb, text, text, text, boolean, bigint),
                           outbox.mcp_outcome(bytea, text), outbox.mcp_outcomes(text[]), outbox.mcp_task(bytea, text),
-                          outbox.mcp_tasks_list(bytea, timestamptz, text, integer), outbox.mcp_task_cancel(bytea, text),
-                          outbox.enqueue(text, text, jsonb, text, timestamptz, text, text), outbox.outcome(text)
+                          outbox.mcp_tasks_list(bytea, timestamptz, text, integer), outbox.mcp_task_cancel(bytea, text)
     TO outbox_mcp;
 GRANT SELECT ON outbox.mcp_tools, outbox.mcp_tasks TO outbox_operator;
 GRANT SELECT (name, tools, created_at, rotated_at) ON outbox.mcp_clients TO outbox_operator;   -- not the hashes

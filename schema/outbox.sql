@@ -1429,7 +1429,7 @@ DECLARE
     o    record;
     tk   outbox.mcp_tasks;
     note text;
-    needs_person boolean := false;
+    person text;   -- why only a person can settle it (outbox.needs_person, 0023), or NULL
 BEGIN
     a.client := p_client;
     a.key := p_key;
@@ -1468,10 +1468,11 @@ BEGIN
         note := coalesce(o.last_error, o.message);
     END IF;
     a.final := a.status IN ('succeeded', 'failed', 'cancelled');
-    IF a.state = 'unknown' THEN   -- no status URL: nothing will reconcile it but a person
-        SELECT t.status_url IS NULL INTO needs_person FROM outbox.targets t WHERE t.name = a.target;
+    IF a.state = 'unknown' THEN   -- the same reason as outcome and stuck give
+        person := outbox.needs_person((SELECT x.id FROM outbox.intents x WHERE x.key = a.intent_key), a.target,
+                                      (SELECT x.first_attempt_at FROM outbox.intents x WHERE x.key = a.intent_key));
     END IF;
-    a.message := outbox.mcp_message(a.status, note, coalesce(needs_person, false));
+    a.message := outbox.mcp_message(a.status, note, person);
     IF p_task THEN
         SELECT * INTO tk FROM outbox.mcp_tasks WHERE client = p_client AND intent_key = a.intent_key;
         IF FOUND THEN
@@ -1497,6 +1498,10 @@ DECLARE
     a      outbox.mcp_answer;
     ikey   text;
     existing_payload jsonb;
+    existing_target  text;
+    existing_group   text;
+    grp    text;
+    run    text;
     msg    text;
 BEGIN
     SELECT * INTO c FROM outbox.mcp_clients WHERE token_hash = p_token_hash;
@@ -1513,6 +1518,10 @@ BEGIN
         RAISE EXCEPTION 'outbox.mcp_call: no idempotency key' USING ERRCODE = 'OR004';
     END IF;
     ikey := 'mcp:' || c.name || ':' || p_key;
+    -- A client's ordering groups and runs are its own, like its keys: another
+    -- client naming the same group neither waits behind it nor holds it.
+    grp := 'mcp:' || c.name || ':' || p_ordering_key;
+    run := 'mcp:' || c.name || ':' || p_run_id;
     IF octet_length(ikey) > 255 THEN
         RAISE EXCEPTION 'the idempotency key is % bytes long; the limit for client % is % bytes',
                         octet_length(p_key), quote_literal(c.name), 255 - octet_length(ikey) + octet_length(p_key)
@@ -1524,16 +1533,16 @@ BEGIN
     -- which answers key_conflict). Other arguments for a known key: enqueue
     -- decides (volatile fields, keep_original), and OR001 is caught here to
     -- name the fields that differ.
-    SELECT i.payload INTO existing_payload FROM outbox.intents i WHERE i.key = ikey;
-    IF FOUND AND existing_payload = coalesce(p_arguments, '{}'::jsonb) AND NOT p_task THEN
+    SELECT i.payload, i.target, i.ordering_key INTO existing_payload, existing_target, existing_group
+      FROM outbox.intents i WHERE i.key = ikey;
+    IF FOUND AND existing_payload = coalesce(p_arguments, '{}'::jsonb) AND existing_target = m.target
+       AND existing_group IS NOT DISTINCT FROM grp AND NOT p_task THEN
         RETURN outbox.mcp_answer_of(c.name, p_key, p_tool, false, false);
     END IF;
     IF existing_payload IS NULL THEN
-        r := outbox.enqueue(ikey, m.target, coalesce(p_arguments, '{}'::jsonb), p_run_id, NULL, p_ordering_key,
-                            p_traceparent);
+        r := outbox.enqueue(ikey, m.target, coalesce(p_arguments, '{}'::jsonb), run, NULL, grp, p_traceparent);
     ELSE BEGIN
-        r := outbox.enqueue(ikey, m.target, coalesce(p_arguments, '{}'::jsonb), p_run_id, NULL, p_ordering_key,
-                            p_traceparent);
+        r := outbox.enqueue(ikey, m.target, coalesce(p_arguments, '{}'::jsonb), run, NULL, grp, p_traceparent);
     EXCEPTION WHEN SQLSTATE 'OR001' THEN
         GET STACKED DIAGNOSTICS msg = MESSAGE_TEXT;
         a.client := c.name;
@@ -1572,7 +1581,7 @@ BEGIN
         a.final := false;
         a.inserted := true;
         a.attempts := 0;
-        a.message := outbox.mcp_message(r.status, CASE WHEN r.status = 'pending' THEN 'waiting for delivery' END, false);
+        a.message := outbox.mcp_message(r.status, CASE WHEN r.status = 'pending' THEN 'waiting for delivery' END, NULL);
         a.updated_at := now();
         RETURN a;
     END IF;
@@ -1625,7 +1634,7 @@ BEGIN
 END
 $$;
 
-CREATE FUNCTION outbox.mcp_message(p_status text, p_outcome_message text, p_needs_person boolean) RETURNS text
+CREATE FUNCTION outbox.mcp_message(p_status text, p_outcome_message text, p_person_reason text) RETURNS text
     LANGUAGE sql IMMUTABLE
     AS $$
     SELECT CASE p_status
@@ -1633,8 +1642,8 @@ CREATE FUNCTION outbox.mcp_message(p_status text, p_outcome_message text, p_need
         WHEN 'failed' THEN 'failed: the target did not act and will not: ' || coalesce(p_outcome_message, 'no reason recorded')
         WHEN 'cancelled' THEN 'cancelled: it was not sent and will not be: ' || coalesce(p_outcome_message, 'no reason recorded')
         WHEN 'reconciling' THEN
-            CASE WHEN p_needs_person
-                 THEN 'outcome unknown: needs a person (no status URL, no key): do not retry with a new key; calling again with the same key is safe'
+            CASE WHEN p_person_reason IS NOT NULL
+                 THEN 'outcome unknown: ' || p_person_reason || ': do not retry with a new key; calling again with the same key is safe'
                  ELSE 'outcome unknown, reconciling: do not retry with a new key; calling again with the same key is safe' END
         WHEN 'delivering' THEN 'not yet confirmed: being delivered; calling again with the same key is safe'
         WHEN 'pending' THEN 'not yet confirmed: ' || coalesce(p_outcome_message, 'waiting for delivery')
@@ -1837,7 +1846,10 @@ BEGIN
     IF NOT FOUND THEN
         RAISE EXCEPTION 'no such task' USING ERRCODE = 'OR024';
     END IF;
-    SELECT * INTO i FROM outbox.intents WHERE key = tk.intent_key FOR UPDATE;
+    -- No row lock here: outbox.cancel takes the group's lock before the row's
+    -- (ordering_locked_intent), as every settle does; taking the row's first
+    -- would deadlock with a relay settling the group's head.
+    SELECT * INTO i FROM outbox.intents WHERE key = tk.intent_key;
     IF FOUND AND i.state IN ('pending', 'awaiting_approval') AND i.attempts = 0 AND NOT i.ambiguous THEN
         PERFORM outbox.cancel(tk.intent_key, 'cancelled by MCP client ' || client_name);
     ELSIF FOUND AND i.state NOT IN ('succeeded', 'failed', 'cancelled') THEN
@@ -3634,7 +3646,6 @@ GRANT ALL ON FUNCTION outbox.differing_fields(a jsonb, b jsonb) TO outbox_admin;
 REVOKE ALL ON FUNCTION outbox.enqueue(p_key text, p_target text, p_payload jsonb, p_run_id text, p_not_before timestamp with time zone, p_ordering_key text, p_traceparent text) FROM PUBLIC;
 GRANT ALL ON FUNCTION outbox.enqueue(p_key text, p_target text, p_payload jsonb, p_run_id text, p_not_before timestamp with time zone, p_ordering_key text, p_traceparent text) TO outbox_app;
 GRANT ALL ON FUNCTION outbox.enqueue(p_key text, p_target text, p_payload jsonb, p_run_id text, p_not_before timestamp with time zone, p_ordering_key text, p_traceparent text) TO outbox_admin;
-GRANT ALL ON FUNCTION outbox.enqueue(p_key text, p_target text, p_payload jsonb, p_run_id text, p_not_before timestamp with time zone, p_ordering_key text, p_traceparent text) TO outbox_mcp;
 
 GRANT SELECT ON TABLE outbox.tombstones TO outbox_operator;
 
@@ -3682,7 +3693,7 @@ GRANT ALL ON FUNCTION outbox.mcp_client(p_name text, p_token text, p_tools text[
 REVOKE ALL ON FUNCTION outbox.mcp_list_tools(p_token_hash bytea) FROM PUBLIC;
 GRANT ALL ON FUNCTION outbox.mcp_list_tools(p_token_hash bytea) TO outbox_mcp;
 
-REVOKE ALL ON FUNCTION outbox.mcp_message(p_status text, p_outcome_message text, p_needs_person boolean) FROM PUBLIC;
+REVOKE ALL ON FUNCTION outbox.mcp_message(p_status text, p_outcome_message text, p_person_reason text) FROM PUBLIC;
 
 REVOKE ALL ON FUNCTION outbox.mcp_notify_settled() FROM PUBLIC;
 
@@ -3752,7 +3763,6 @@ GRANT ALL ON FUNCTION outbox.outcome(p_key text) TO outbox_app;
 GRANT ALL ON FUNCTION outbox.outcome(p_key text) TO outbox_admin;
 GRANT ALL ON FUNCTION outbox.outcome(p_key text) TO outbox_relay;
 GRANT ALL ON FUNCTION outbox.outcome(p_key text) TO outbox_operator;
-GRANT ALL ON FUNCTION outbox.outcome(p_key text) TO outbox_mcp;
 
 REVOKE ALL ON FUNCTION outbox.prunable() FROM PUBLIC;
 GRANT ALL ON FUNCTION outbox.prunable() TO outbox_operator;

@@ -380,22 +380,24 @@ json_t *mcp_discover_result(const char *server_version)
 static json_t *output_schema(void)
 {
     return json_pack(
-        "{s:s,s:{s:{s:s,s:[s,s,s,s,s,s,s,s,s,s]},s:{s:s},s:{s:s},s:{s:[s,s]},s:{},s:{s:[s,s]},"
+        "{s:s,s:{s:{s:s,s:[s,s,s,s,s,s,s,s,s,s,s]},s:{s:s},s:{s:s},s:{s:[s,s]},s:{},s:{s:[s,s]},"
         "s:{s:s}},s:[s,s,s]}",
         "type", "object", "properties", "status", "type", "string", "enum", "succeeded", "failed",
         "cancelled", "pending", "awaiting_approval", "delivering", "reconciling", "key_conflict",
-        "invalid_arguments", "refused", "key", "type", "string", "target", "type", "string",
-        "response_status", "type", "integer", "null", "response", "attempts", "type", "integer",
-        "null", "message", "type", "string", "required", "status", "key", "message");
+        "invalid_arguments", "refused", "not_found", "key", "type", "string", "target", "type",
+        "string", "response_status", "type", "integer", "null", "response", "attempts", "type",
+        "integer", "null", "message", "type", "string", "required", "status", "key", "message");
 }
 
 json_t *mcp_tool_json(const struct mcp_request *req, const char *name, const char *title,
-                      const char *description, const json_t *input_schema, bool destructive)
+                      const char *description, const json_t *input_schema, bool destructive,
+                      bool idempotent)
 {
-    json_t *tool = json_pack("{s:s,s:s,s:O,s:o,s:{s:b,s:b,s:b,s:b}}", "name", name, "description",
-                             description ? description : "", "inputSchema", input_schema,
-                             "outputSchema", output_schema(), "annotations", "idempotentHint", 1,
-                             "destructiveHint", destructive, "readOnlyHint", 0, "openWorldHint", 1);
+    json_t *tool =
+        json_pack("{s:s,s:s,s:O,s:o,s:{s:b,s:b,s:b,s:b}}", "name", name, "description",
+                  description ? description : "", "inputSchema", input_schema, "outputSchema",
+                  output_schema(), "annotations", "idempotentHint", idempotent, "destructiveHint",
+                  destructive, "readOnlyHint", 0, "openWorldHint", 1);
     if (title && *title)
         json_object_set_new(tool, "title", json_string(title));
     if (req->era == MCP_LEGACY && !strcmp(req->version, "2025-11-25"))

@@ -114,9 +114,11 @@ char *mcp_error_json(const json_t *id, const struct mcp_error *err);
 
 json_t *mcp_initialize_result(const struct mcp_request *req, const char *server_version);
 json_t *mcp_discover_result(const char *server_version);
-/* One entry of tools/list. input_schema is borrowed (copied in). */
+/* One entry of tools/list. input_schema is borrowed (copied in). idempotent:
+ * annotations.idempotentHint (false for a tool whose keys the server mints). */
 json_t *mcp_tool_json(const struct mcp_request *req, const char *name, const char *title,
-                      const char *description, const json_t *input_schema, bool destructive);
+                      const char *description, const json_t *input_schema, bool destructive,
+                      bool idempotent);
 /* The CallToolResult of an answer: structuredContent {status, key, target,
  * response_status, response, attempts, message}, the same as a text block,
  * isError for failed, cancelled and key_conflict. */

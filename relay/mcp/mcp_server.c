@@ -49,7 +49,9 @@
 #include "lib/xalloc.h"
 #include "mcp/json_schema.h"
 #include "mcp/mcp_protocol.h"
+#include "version.h"
 
+#include <arpa/inet.h>
 #include <http_parser.h>
 #include <openssl/evp.h>
 #include <openssl/rand.h>
@@ -72,8 +74,8 @@
     "to_char(task_created_at AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.MS\"Z\"'), "           \
     "task_ttl_ms, to_char(updated_at AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.MS\"Z\"')"
 static const struct pg_statement statements[] = {
-    {"mcp_list_tools", "SELECT client, tool, title, description, input_schema::text, destructive "
-                       "FROM outbox.mcp_list_tools($1::bytea)"},
+    {"mcp_list_tools", "SELECT client, tool, title, description, input_schema::text, destructive, "
+                       "server_keys FROM outbox.mcp_list_tools($1::bytea)"},
     {"mcp_tool", "SELECT client, tool, target, input_schema::text, server_keys "
                  "FROM outbox.mcp_tool($1::bytea, $2)"},
     {"mcp_call", "SELECT " ANSWER_COLUMNS " FROM outbox.mcp_call($1::bytea, $2, $3, $4::jsonb, $5, "
@@ -233,7 +235,8 @@ static void call_free(struct mcp_call *call)
 /* The call is done with its connection: answered, or the connection went. */
 static void call_detach(struct mcp_call *call)
 {
-    if (call->conn)
+    /* The slot may already hold the connection's next (pipelined) call. */
+    if (call->conn && *(struct mcp_call **)httpd_conn_data(call->conn) == call)
         *(struct mcp_call **)httpd_conn_data(call->conn) = NULL;
     call->conn = NULL;
     if (call->waiting) {
@@ -244,17 +247,22 @@ static void call_detach(struct mcp_call *call)
         call_free(call);
 }
 
+/* Detaches the call first, then answers: an answer written at once lets the
+ * server hand the connection's next pipelined request to handle_mcp (a new
+ * call in the connection's slot), or closes the connection (on_close): the
+ * call must not be the connection's by then. */
 static void respond_text(struct mcp_call *call, int status, const char *headers, char *json)
 {
-    if (call->conn) {
+    httpd_conn_t *conn = call->conn;
+    call->answered = true;
+    call_detach(call); /* may free call */
+    if (conn) {
         if (json)
-            httpd_respond_json(call->conn, status, headers, json);
+            httpd_respond_json(conn, status, headers, json);
         else
-            httpd_respond(call->conn, &(struct httpd_response){.status = status, .body = ""});
+            httpd_respond(conn, &(struct httpd_response){.status = status, .body = ""});
     }
     free(json);
-    call->answered = true;
-    call_detach(call);
 }
 
 static void respond_result(struct mcp_call *call, json_t *result)
@@ -572,6 +580,8 @@ static void on_tool_row(struct mcp_call *call, PGresult *res)
         refuse_count(call->s, REFUSED_TOOL, call->tool);
         struct mcp_error err = {0};
         mcp_error_set(&err, MCP_INVALID_PARAMS, 200, "Unknown tool: %s", call->tool);
+        free(call->tool); /* any name a caller sends must not become a metric label */
+        call->tool = xstrdup("(unknown)");
         log_call(call, "unknown_tool");
         respond_error(call, &err);
         return;
@@ -661,7 +671,7 @@ static void on_list_rows(struct mcp_call *call, PGresult *res)
     if (call->step == STEP_AUTH) {
         json_t *result = NULL;
         if (!strcmp(call->req.method, "initialize"))
-            result = mcp_initialize_result(&call->req, NULL);
+            result = mcp_initialize_result(&call->req, OUTBOX_RELAY_VERSION);
         else if (!strcmp(call->req.method, "server/discover"))
             result = mcp_discover_result(NULL);
         else
@@ -683,7 +693,8 @@ static void on_list_rows(struct mcp_call *call, PGresult *res)
         }
         json_array_append_new(tools, mcp_tool_json(&call->req, PQgetvalue(res, i, 1),
                                                    value_or_null(res, i, 2), PQgetvalue(res, i, 3),
-                                                   schema, !strcmp(PQgetvalue(res, i, 5), "t")));
+                                                   schema, !strcmp(PQgetvalue(res, i, 5), "t"),
+                                                   strcmp(PQgetvalue(res, i, 6), "t") != 0));
         json_decref(schema);
     }
     json_t *result = json_pack("{s:o}", "tools", tools);
@@ -751,7 +762,14 @@ static void on_call_error(struct mcp_call *call, const char *sqlstate, const cha
             call_wait(call); /* a lookup failed: keep waiting, look again */
             return;
         }
-        if (*sqlstate) /* the statement failed: its transaction, the enqueue too, rolled back */
+        if (call->step == STEP_TASKS && !strncmp(sqlstate, "22", 2)) {
+            respond_error_code(call, MCP_INVALID_PARAMS, 200, "Invalid params: bad cursor");
+            return;
+        }
+        bool enqueued_before = call->step == STEP_LOOKUP || call->step == STEP_TASK_NOW ||
+                               call->step == STEP_TASK || call->step == STEP_CANCEL ||
+                               call->step == STEP_TASKS;
+        if (*sqlstate && !enqueued_before) /* mcp_call failed: its transaction rolled back */
             respond_error_code(call, MCP_INTERNAL_ERROR, 200,
                                "Internal error: the database refused the call (logged as "
                                "mcp_db_error); nothing was enqueued by this request");
@@ -804,7 +822,11 @@ static void on_query_done(void *data, PGresult *res, const char *error)
 static void call_query(struct mcp_call *call, const char *statement, int n, const char *const *v)
 {
     pg_conn_t *pg = next_connection(call->s);
+    /* Set before pg_query: a send that fails there runs the callback at once. */
+    call->querying = pg != NULL;
+    call->pg = pg;
     if (pg == NULL || !pg_query(pg, statement, n, v, on_query_done, call)) {
+        call->querying = false;
         if (call->step == STEP_LOOKUP && call->deadline_ms != 0) {
             call_wait(call);
             return;
@@ -814,8 +836,6 @@ static void call_query(struct mcp_call *call, const char *statement, int n, cons
                            "same key is safe");
         return;
     }
-    call->querying = true;
-    call->pg = pg;
 }
 
 /* ---------------------------------------------------------------- requests */
@@ -826,13 +846,21 @@ static char *header_copy(const struct httpd_request *request, const char *name)
     return h ? xstrndup(h->value, h->value_len) : NULL;
 }
 
+/* localhost, ::1, or an IPv4 address in 127.0.0.0/8 (parsed, not a
+ * prefix: 127.evil.example is a name). */
 static bool host_is_loopback(const char *host, size_t n)
 {
-    static const char *const names[] = {"localhost", "127.0.0.1", "[::1]", "::1"};
+    static const char *const names[] = {"localhost", "[::1]", "::1"};
     for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++)
         if (strlen(names[i]) == n && !strncasecmp(host, names[i], n))
             return true;
-    return n > 4 && !strncmp(host, "127.", 4);
+    char text[INET_ADDRSTRLEN];
+    struct in_addr addr;
+    if (n == 0 || n >= sizeof(text))
+        return false;
+    memcpy(text, host, n);
+    text[n] = '\0';
+    return inet_pton(AF_INET, text, &addr) == 1 && (ntohl(addr.s_addr) >> 24) == 127;
 }
 
 /* Is name (n bytes) in the comma-separated list? */
@@ -1075,11 +1103,11 @@ static void handle_mcp(struct mcp_server *s, httpd_conn_t *conn,
         return;
     }
     if (request->method != HTTP_POST) {
+        call->answered = true;
+        call_detach(call);
         httpd_respond_error(conn, 405, "Allow: POST\r\n",
                             "the MCP endpoint takes POST only (no SSE stream, no session to "
                             "delete)");
-        call->answered = true;
-        call_detach(call);
         return;
     }
     struct mcp_headers headers = {0};
@@ -1239,10 +1267,10 @@ static void run_batch(struct mcp_server *s)
         return;
     const char *params[1] = {s->batch_keys.data};
     pg_conn_t *pg = next_connection(s);
-    if (pg != NULL && pg_query(pg, "mcp_outcomes", 1, params, on_batch_done, s)) {
-        s->batch_running = true;
+    s->batch_running = pg != NULL; /* before pg_query: a failed send calls back at once */
+    if (pg != NULL && pg_query(pg, "mcp_outcomes", 1, params, on_batch_done, s))
         return;
-    }
+    s->batch_running = false;
     for (struct mcp_call *c = s->waiting; c; c = c->next)
         c->in_batch = false; /* the recheck timer tries again */
 }
@@ -1258,10 +1286,11 @@ static void wake(struct mcp_server *s, const char *intent_key)
 {
     bool any = false;
     for (struct mcp_call *c = s->waiting; c; c = c->next) {
-        if (c->querying || c->in_batch ||
+        if (c->querying ||
             (intent_key && (c->intent_key == NULL || strcmp(c->intent_key, intent_key))))
             continue;
-        c->due = true;
+        c->due =
+            true; /* in a batch already: looked up again after it (its snapshot may be older) */
         any = true;
     }
     if (any && !s->batch_scheduled && !s->closing) {

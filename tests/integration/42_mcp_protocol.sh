@@ -65,8 +65,9 @@ metrics=$(curl -s "http://127.0.0.1:$MCP_PORT/metrics")
 calls_logged=$(grep -c '"event":"mcp_call".*"tool":"refund".*"status":"succeeded"' "$T/mcp.log")
 is "$(awk '$1 == "outbox_mcp_calls_total{tool=\"refund\",status=\"succeeded\"}" { print $2 }' <<<"$metrics")" \
     "$calls_logged" "outbox_mcp_calls_total{refund,succeeded} = the succeeded calls logged ($calls_logged)"
-is "$(awk '$1 == "outbox_mcp_refusals_total{reason=\"auth\"}" { print $2 }' <<<"$metrics")" "2" \
-    "two refusals for authentication (no token, a wrong token)"
+is "$(awk '$1 == "outbox_mcp_refusals_total{reason=\"auth\"}" { print $2 }' <<<"$metrics")" \
+    "$(grep -c '"event":"mcp_refused","reason":"auth"' "$T/mcp.log")" \
+    "outbox_mcp_refusals_total{auth} = the authentication refusals logged"
 ok "the log has the keys of the calls" grep -q '"key":"run-1:step-1"' "$T/mcp.log"
 ok "and never a token" bash -c "! grep -q -e '$TOKEN_A' -e '$TOKEN_B' -e '$TOKEN_C' '$T/mcp.log'"
 ok "nor the arguments" bash -c "! grep -q -e 'amount_cents' '$T/mcp.log'"

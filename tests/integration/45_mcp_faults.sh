@@ -55,7 +55,7 @@ out=$(mcp "$MCP_PORT_one" "$TOKEN" call legacy_action "run-A:1" '{"n": 1}')
 is "$(field result.structuredContent.status <<<"$out")" reconciling "A: the hanging keyless target: reconciling"
 is "$(field result.isError <<<"$out")" false "A: not an error"
 ok "A: the message says a person must settle it, and that the same key is safe" \
-    grep -q 'outcome unknown: needs a person (no status URL, no key): do not retry with a new key; calling again with the same key is safe' <<<"$out"
+    grep -q 'outcome unknown: needs a person — no status URL, no key: do not retry with a new key; calling again with the same key is safe' <<<"$out"
 is "$(receiver_stat hang effects_total)" 1 "A: the target acted once (its answer was lost)"
 out=$(mcp "$MCP_PORT_one" "$TOKEN" call legacy_action "run-A:1" '{"n": 1}')
 is "$(field result.structuredContent.status <<<"$out")" reconciling "A: calling again with the key: still reconciling"

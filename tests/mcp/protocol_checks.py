@@ -249,6 +249,28 @@ check(st == 200, "our own Host and a loopback Origin: 200", st)
 st, h, doc = legacy("resources/list")
 check(st == 200 and doc["error"]["code"] == -32601, "legacy: an unknown method is -32601 (HTTP 200)", (st, doc))
 
+st, h, doc = legacy("ping", headers={"Host": "127.evil.example"})
+check(st == 403, "a Host that only starts like a loopback address (127.evil.example): 403", st)
+
+# Pipelined requests, the connection reset after the first answer: the second
+# call must not outlive its connection (a use-after-free the sanitizers catch).
+import socket, struct, time
+def pipelined_then_reset(token):
+    body = json.dumps({"jsonrpc": "2.0", "id": 1, "method": "ping"}).encode()
+    one = (b"POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+           b"MCP-Protocol-Version: 2025-11-25\r\nAuthorization: Bearer " + token.encode() +
+           b"\r\nContent-Length: " + str(len(body)).encode() + b"\r\n\r\n" + body)
+    s = socket.create_connection(("127.0.0.1", PORT))
+    s.sendall(one + one)
+    s.recv(65536)
+    s.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+    s.close()
+for i in range(60):
+    pipelined_then_reset("wrong-token-%d" % i if i % 2 else TOKEN_A)
+time.sleep(1.5)
+st, h, doc = legacy("ping")
+check(st == 200 and doc.get("result") == {}, "60 pipelined pairs reset after the first answer: the front door still answers", (st, doc))
+
 # ---- modern era (2026-07-28) --------------------------------------------------------------
 st, h, doc = modern("server/discover", {"_meta": modern_meta()})
 res = (doc or {}).get("result", {})

@@ -8,7 +8,7 @@
 --   the settle NOTIFY   an MCP intent that settles notifies outbox_mcp with its key
 --   outbox_mcp          reaches exactly its functions, and no table
 BEGIN;
-SELECT plan(31);
+SELECT plan(33);
 
 INSERT INTO outbox.targets (name, url) VALUES ('t-refund', 'https://r.test/refund'), ('t-note', 'https://n.test/note');
 
@@ -74,10 +74,23 @@ SELECT throws_ok($$SELECT outbox.mcp_call(sha256('nobody'), 'refund', 'k', '{"am
 SELECT throws_ok($$SELECT outbox.mcp_call(sha256(convert_to(repeat('a', 40), 'UTF8')), 'refund', repeat('k', 250), '{"amount": 1}')$$,
                  'OR004', NULL, 'a key too long once namespaced is refused');
 
+-- the same key through another tool (another target): a conflict, never the other's outcome
+INSERT INTO outbox.mcp_tools (tool, target, description) VALUES ('charge', 't-note', 'Charge');
+UPDATE outbox.intents SET state = 'succeeded', attempts = 1, response_status = 200, response_body = '{"refunded":true}'
+ WHERE key = 'mcp:alpha:run-1:s1';
+SELECT is((SELECT status FROM outbox.mcp_call(sha256(convert_to(repeat('a', 40), 'UTF8')), 'charge', 'run-1:s1',
+                                              '{"amount": 5}')), 'key_conflict',
+          'the same key and arguments through a tool of another target: key_conflict, not the other''s outcome');
+-- a client's ordering groups and runs are namespaced like its keys
+SELECT outbox.mcp_call(sha256(convert_to(repeat('a', 40), 'UTF8')), 'refund', 'run-2:s1', '{"amount": 9}',
+                       p_run_id => 'run-2', p_ordering_key => 'grp') \g /dev/null
+SELECT is((SELECT ordering_key || ' ' || run_id FROM outbox.intents WHERE key = 'mcp:alpha:run-2:s1'),
+          'mcp:alpha:grp mcp:alpha:run-2', 'the ordering key and the run id are namespaced per client');
+
 -- tasks
 SELECT ok((SELECT task_id FROM outbox.mcp_call(sha256(convert_to(repeat('a', 40), 'UTF8')), 'refund', 'run-1:s2',
                                                '{"amount": 7}', p_task => true)) ~ '^task-[0-9a-f]{64}$',
-          'a task id is 256 random bits');
+          'a task id is two random UUIDs (244 random bits)');
 SELECT is((SELECT task_id FROM outbox.mcp_call(sha256(convert_to(repeat('a', 40), 'UTF8')), 'refund', 'run-1:s2',
                                                '{"amount": 7}', p_task => true)),
           (SELECT task_id FROM outbox.mcp_tasks WHERE intent_key = 'mcp:alpha:run-1:s2'), 'the same key gives the same task');
@@ -104,8 +117,8 @@ SELECT is((SELECT string_agg(p.proname::text, ' ' ORDER BY p.proname::text COLLA
              WHERE p.pronamespace = 'outbox'::regnamespace AND has_function_privilege('outbox_mcp', p.oid, 'EXECUTE')
                AND p.proname::text NOT IN ('canonical', 'fingerprint_doc', 'fingerprint', 'differing_fields',
                                            'visible_status', 'needs_approval', 'traceparent_of')),
-          'enqueue mcp_call mcp_list_tools mcp_outcome mcp_outcomes mcp_task mcp_task_cancel mcp_tasks_list mcp_tool outcome',
-          'outbox_mcp reaches the front door''s functions, enqueue and outcome');
+          'mcp_call mcp_list_tools mcp_outcome mcp_outcomes mcp_task mcp_task_cancel mcp_tasks_list mcp_tool',
+          'outbox_mcp reaches the front door''s functions only (not enqueue or outcome: no target but through a tool)');
 SELECT is((SELECT count(*)::int FROM pg_class c
             WHERE c.relnamespace = 'outbox'::regnamespace AND c.relkind IN ('r', 'v')
               AND has_table_privilege('outbox_mcp', c.oid, 'SELECT')), 0, 'and no table or view');
