@@ -46,6 +46,9 @@ static const struct option_def options[] = {
         "/usr/share/outbox-relay/migrations)"),
     OPT("admin-listen", OPT_STRING, admin_listen, "127.0.0.1:9464", 0, 0,
         "host:port of the admin HTTP port (health, readiness, metrics, status API); empty = off"),
+    OPT("admin-hosts", OPT_STRING, admin_hosts, "", 0, 0,
+        "comma-separated host names the admin port answers besides IP addresses and "
+        "localhost (a Host outside them gets 403: DNS rebinding), e.g. the Service's name"),
     OPT("admin-token-file", OPT_STRING, admin_token_file, "", 0, 0,
         "file holding a bearer token that /metrics, /v1/ and /ui of the admin port then require "
         "(read at start; /healthz and /readyz stay open); empty = no token"),

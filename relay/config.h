@@ -18,6 +18,7 @@ struct config {
     char *migrations_dir;         /* for migrate */
     char *admin_listen;           /* host:port of the admin HTTP port; "" = off */
     char *admin_token_file;       /* bearer token for the admin port's /metrics, /v1/; "" = none */
+    char *admin_hosts;            /* more Host names the admin port answers (comma-separated) */
     char *log_level;              /* debug|info|warn|error */
     int batch_size;               /* rows per claim */
     int max_in_flight;            /* deliveries in flight, all targets */

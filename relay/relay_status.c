@@ -406,6 +406,7 @@ bool relay_start_admin(struct relay *r)
         .max_waits = ADMIN_MAX_WAITS,
         .probe_reserve = ADMIN_PROBE_RESERVE,
         .max_request_bytes = ADMIN_MAX_REQUEST_BYTES,
+        .hosts = r->cfg->admin_hosts,
     };
     r->admin =
         admin_start(&r->loop, r->cfg->admin_listen, hooks, &limits, r->cfg->admin_token_file);

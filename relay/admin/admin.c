@@ -1002,6 +1002,12 @@ static void admin_on_request(void *data, httpd_conn_t *http, const struct httpd_
         return;
     }
     admin_server_t *s = conn->server;
+    if (!httpd_host_allowed(request, s->limits.hosts) || !httpd_origin_allowed(request, NULL)) {
+        /* DNS rebinding (http_server.h): a page on another name must not read this port */
+        conn_respond_error(conn, 403, NULL,
+                           "this Host or Origin is not served here (--admin-hosts names more)");
+        return;
+    }
     enum route route = route_of(request->path, request->path_len, s->ui != NULL);
     if (route == ROUTE_NONE) {
         conn_respond_error(conn, 404, NULL, "not found");

@@ -93,6 +93,7 @@ struct admin_limits {
     int max_waits;            /* requests held with ?wait= at once (at least 1) */
     int probe_reserve;        /* more connections, for /healthz and /readyz only (0 = none) */
     size_t max_request_bytes; /* a request on the wire (at least 64) */
+    const char *hosts; /* Host names answered besides addresses and localhost (--admin-hosts) */
 };
 
 typedef struct admin_server admin_server_t;

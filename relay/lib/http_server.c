@@ -1102,3 +1102,95 @@ size_t httpd_conn_buffered_bytes(const httpd_conn_t *conn)
 {
     return conn->input_len - conn->input_offset;
 }
+
+/* ---------------------------------------------------------------- DNS rebinding */
+
+/* host[:port] → the host part's length ("[::1]:80" → 5). */
+static size_t host_part_length(const char *value, size_t n)
+{
+    if (n && value[0] == '[') {
+        const char *close = memchr(value, ']', n);
+        return close ? (size_t)(close - value) + 1 : n;
+    }
+    const char *colon = memchr(value, ':', n);
+    return colon ? (size_t)(colon - value) : n;
+}
+
+/* An IP address written as one (v4, or v6 in brackets); *loopback when it
+ * is 127.0.0.0/8 or ::1. */
+static bool host_is_ip_literal(const char *host, size_t n, bool *loopback)
+{
+    char text[INET6_ADDRSTRLEN + 2];
+    *loopback = false;
+    if (n == 0 || n >= sizeof(text))
+        return false;
+    if (host[0] == '[') {
+        if (n < 3 || host[n - 1] != ']')
+            return false;
+        memcpy(text, host + 1, n - 2);
+        text[n - 2] = '\0';
+        struct in6_addr a6;
+        if (inet_pton(AF_INET6, text, &a6) != 1)
+            return false;
+        *loopback = IN6_IS_ADDR_LOOPBACK(&a6);
+        return true;
+    }
+    memcpy(text, host, n);
+    text[n] = '\0';
+    struct in_addr a4;
+    if (inet_pton(AF_INET, text, &a4) != 1)
+        return false;
+    *loopback = (ntohl(a4.s_addr) >> 24) == 127;
+    return true;
+}
+
+/* Is host (n bytes) in the comma-separated list (spaces around items ignored)? */
+static bool name_in_list(const char *list, const char *host, size_t n)
+{
+    for (const char *p = list; p && *p;) {
+        const char *end = strchr(p, ',');
+        size_t len = end ? (size_t)(end - p) : strlen(p);
+        const char *item = p;
+        while (len && *item == ' ')
+            item++, len--;
+        while (len && item[len - 1] == ' ')
+            len--;
+        if (len == n && !strncasecmp(item, host, n))
+            return true;
+        p = end ? end + 1 : NULL;
+    }
+    return false;
+}
+
+bool httpd_host_allowed(const struct httpd_request *request, const char *names)
+{
+    const struct httpd_header *h = httpd_request_header(request, "Host");
+    if (h == NULL)
+        return true; /* HTTP/1.0 without Host: not a browser */
+    size_t n = host_part_length(h->value, h->value_len);
+    bool loopback;
+    if (host_is_ip_literal(h->value, n, &loopback))
+        return true;
+    if (n == strlen("localhost") && !strncasecmp(h->value, "localhost", n))
+        return true;
+    return name_in_list(names, h->value, n);
+}
+
+bool httpd_origin_allowed(const struct httpd_request *request, const char *origins)
+{
+    const struct httpd_header *h = httpd_request_header(request, "Origin");
+    if (h == NULL)
+        return true; /* not a browser's cross-site request */
+    if (name_in_list(origins, h->value, h->value_len))
+        return true;
+    const char *p = memmem(h->value, h->value_len, "://", 3);
+    if (p == NULL)
+        return false;
+    p += 3;
+    size_t rest = h->value_len - (size_t)(p - h->value);
+    size_t n = host_part_length(p, rest);
+    bool loopback;
+    if (host_is_ip_literal(p, n, &loopback))
+        return loopback;
+    return n == strlen("localhost") && !strncasecmp(p, "localhost", n);
+}

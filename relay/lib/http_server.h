@@ -192,6 +192,17 @@ long httpd_percent_decode(const char *s, size_t n, char *out, size_t out_size);
  * '+' also stands for a space. */
 long httpd_form_decode(const char *s, size_t n, char *out, size_t out_size);
 
+/* DNS rebinding: a web page on a name its owner points at 127.0.0.1 can
+ * make a browser send requests here that carry that name as Host (and its
+ * own Origin). httpd_host_allowed: no Host (not a browser), an IP address
+ * written as one (a browser sends the page's own name, never an address it
+ * was rebound to), localhost, or a name in the comma-separated list names
+ * (ports ignored, any case). httpd_origin_allowed: no Origin, one in the
+ * comma-separated list origins (exactly), or a loopback origin
+ * (http://localhost:…, http://127.0.0.1:…, http://[::1]:…). */
+bool httpd_host_allowed(const struct httpd_request *request, const char *names);
+bool httpd_origin_allowed(const struct httpd_request *request, const char *origins);
+
 /* The first header of that name (any case), or NULL; how many there are. */
 const struct httpd_header *httpd_request_header(const struct httpd_request *request,
                                                 const char *name);

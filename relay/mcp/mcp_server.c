@@ -846,40 +846,6 @@ static char *header_copy(const struct httpd_request *request, const char *name)
     return h ? xstrndup(h->value, h->value_len) : NULL;
 }
 
-/* localhost, ::1, or an IPv4 address in 127.0.0.0/8 (parsed, not a
- * prefix: 127.evil.example is a name). */
-static bool host_is_loopback(const char *host, size_t n)
-{
-    static const char *const names[] = {"localhost", "[::1]", "::1"};
-    for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++)
-        if (strlen(names[i]) == n && !strncasecmp(host, names[i], n))
-            return true;
-    char text[INET_ADDRSTRLEN];
-    struct in_addr addr;
-    if (n == 0 || n >= sizeof(text))
-        return false;
-    memcpy(text, host, n);
-    text[n] = '\0';
-    return inet_pton(AF_INET, text, &addr) == 1 && (ntohl(addr.s_addr) >> 24) == 127;
-}
-
-/* Is name (n bytes) in the comma-separated list? */
-static bool in_list(const char *list, const char *name, size_t n)
-{
-    for (const char *p = list; p && *p;) {
-        const char *end = strchr(p, ',');
-        size_t len = end ? (size_t)(end - p) : strlen(p);
-        while (len && *p == ' ')
-            p++, len--;
-        while (len && p[len - 1] == ' ')
-            len--;
-        if (len == n && !strncasecmp(p, name, n))
-            return true;
-        p = end ? end + 1 : NULL;
-    }
-    return false;
-}
-
 /* host[:port] without the port */
 static size_t host_part(const char *value, size_t n)
 {
@@ -889,33 +855,6 @@ static size_t host_part(const char *value, size_t n)
     }
     const char *colon = memchr(value, ':', n);
     return colon ? (size_t)(colon - value) : n;
-}
-
-static bool host_allowed(struct mcp_server *s, const struct httpd_request *request)
-{
-    const struct httpd_header *h = httpd_request_header(request, "Host");
-    if (h == NULL)
-        return false;
-    size_t n = host_part(h->value, h->value_len);
-    if (host_is_loopback(h->value, n) ||
-        (strlen(s->listen_host) == n && !strncasecmp(h->value, s->listen_host, n)))
-        return true;
-    return in_list(s->cfg->mcp_hosts, h->value, n);
-}
-
-static bool origin_allowed(struct mcp_server *s, const struct httpd_request *request)
-{
-    const struct httpd_header *h = httpd_request_header(request, "Origin");
-    if (h == NULL)
-        return true; /* not a browser */
-    if (in_list(s->cfg->mcp_origins, h->value, h->value_len))
-        return true;
-    const char *p = memmem(h->value, h->value_len, "://", 3);
-    if (p == NULL)
-        return false;
-    p += 3;
-    size_t rest = h->value_len - (size_t)(p - h->value);
-    return host_is_loopback(p, host_part(p, rest));
 }
 
 static void write_metrics(struct mcp_server *s, struct strbuf *out)
@@ -1090,13 +1029,13 @@ static void handle_mcp(struct mcp_server *s, httpd_conn_t *conn,
     struct mcp_call *call = call_new(s, conn);
     call->started_ns = request->arrived_ns;
     call->deadline_ms = uv_now(&s->loop) + (uint64_t)s->cfg->mcp_wait_ms;
-    if (!host_allowed(s, request)) {
+    if (!httpd_host_allowed(request, s->cfg->mcp_hosts)) {
         refuse_count(s, REFUSED_HOST, "Host");
         respond_error_code(call, MCP_INVALID_REQUEST, 403,
                            "Forbidden: this Host is not served (--mcp-hosts)");
         return;
     }
-    if (!origin_allowed(s, request)) {
+    if (!httpd_origin_allowed(request, s->cfg->mcp_origins)) {
         refuse_count(s, REFUSED_ORIGIN, "Origin");
         respond_error_code(call, MCP_INVALID_REQUEST, 403,
                            "Forbidden: this Origin is not allowed (--mcp-origins)");

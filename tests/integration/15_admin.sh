@@ -125,7 +125,7 @@ http_get "$ADMIN/healthz" -X POST -d x
 is "$HTTP_STATUS" 405 "POST /healthz: 405"
 verbose=$(curl -sv -m 5 -o /dev/null "$ADMIN/healthz" -o /dev/null "$ADMIN/readyz" 2>&1)
 ok "keep-alive: the second request reuses the connection" grep -q 'Re-using existing connection' <<<"$verbose"
-answer=$(raw_exchange 'GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n')
+answer=$(raw_exchange 'GET /healthz HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n')
 ok "Connection: close is honoured" grep -q '^Connection: close' <<<"$answer"
 answer=$(raw_exchange '\x16\x03\x01garbage\x00\xff\r\n\r\n')
 ok "garbage on the socket: 400, then closed" grep -q '^HTTP/1.1 400' <<<"$answer"

@@ -138,7 +138,7 @@ ok "  outbox_admin_connections{lane=\"probe\"} 0" \
 # A keep-alive connection, answered, then idle: closed 5 s after the answer.
 exec {ka}<>"/dev/tcp/127.0.0.1/$ADMIN_PORT"
 start=$(date +%s%N)
-printf 'GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n' >&$ka
+printf 'GET /healthz HTTP/1.1\r\nHost: localhost\r\n\r\n' >&$ka
 answer=$(timeout 9 cat <&$ka)
 ms=$((($(date +%s%N) - start) / 1000000))
 exec {ka}>&-
