@@ -13,7 +13,9 @@
 # the plan of EXPLAIN (ANALYZE, BUFFERS) as TAP comments, its execution time, and
 # the median of 3 timed runs through psql (\timing); asserts that no plan has a
 # Seq Scan on outbox.intents and that each query takes under SCALE_LIMIT_MS
-# (default 500) ms. Also checks the view's numbers against direct counts, and that the
+# (default 2000) ms: a guard against a plan that reads the whole table (seconds
+# on a million rows), not a speed figure — the times are printed, and a busy
+# 2-core machine once took 508 ms for a plan that takes 300 alone. Also checks the view's numbers against direct counts, and that the
 # whole script took under 90 s.
 #
 # Output: TAP (ok N - ..., then 1..N). Exit status 0 only if every test passed.
@@ -25,7 +27,7 @@ repo=$(cd "$here/../.." && pwd)
 
 N=${SCALE_INTENTS:-1000000}
 RECENT=${SCALE_RECENT:-100000}
-LIMIT_MS=${SCALE_LIMIT_MS:-500}
+LIMIT_MS=${SCALE_LIMIT_MS:-2000}
 BUDGET_S=${SCALE_BUDGET_S:-90}
 
 tap_n=0
