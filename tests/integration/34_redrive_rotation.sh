@@ -310,8 +310,9 @@ ok "--help lists redrive" grep -q '^  redrive --target NAME --since TIME --until
 sql "CREATE ROLE redrive_operator LOGIN IN ROLE outbox_operator" >/dev/null
 cli redrive --target flaky --since "$SINCE" --until "$UNTIL" --dry-run \
     --db "host=$PGHOST port=$PGPORT dbname=$PGDATABASE user=redrive_operator"
-is "$RC:$ERR" "1:outbox-relay redrive: permission denied for function redrive" \
-    "an operator login cannot redrive, not even a dry run: 1"
+is "$RC:$ERR" "1:outbox-relay redrive: permission denied for function redrive
+outbox-relay redrive: hint: redrive needs the outbox_admin role; an admin grants it: GRANT outbox_admin TO redrive_operator;" \
+    "an operator login cannot redrive, not even a dry run: 1, and the hint names the role to grant"
 is "$(snapshot)" "$before" "still nothing changed"
 
 # ---------------------------------------------------------------- redrive
