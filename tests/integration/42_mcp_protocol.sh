@@ -32,18 +32,8 @@ ok "outbox_mcp cannot read intents directly" \
     bash -c "! psql -X -q -U front_door -c 'SELECT 1 FROM outbox.intents LIMIT 1' 2>/dev/null"
 
 relay_start a --poll-interval-ms 200
-"$RELAY_BIN" mcp --db "postgresql://front_door@127.0.0.1:$PGPORT/postgres" --mcp-listen 127.0.0.1:0 \
-    --mcp-wait-ms 10000 >"$T/mcp.log" 2>&1 &
-MCP_PID=$!
-ITEST_PIDS+=("$MCP_PID")
-MCP_PORT=""
-for i in $(seq 1 50); do
-    MCP_PORT=$(sed -n 's/.*"event":"mcp_listening".*"port":\([0-9]*\).*/\1/p' "$T/mcp.log" | head -1)
-    [ -n "$MCP_PORT" ] && break
-    sleep 0.1
-done
-[ -n "$MCP_PORT" ] || { cat "$T/mcp.log" >&2; bail "the front door did not start"; }
-ok "the front door is ready" wait_cmd 10 curl -sf "http://127.0.0.1:$MCP_PORT/readyz" -o /dev/null
+mcp_start --mcp-wait-ms 10000
+ok "the front door is ready (port $MCP_PORT)" test -n "$MCP_PORT"
 
 MCP_PORT=$MCP_PORT RECV_PORT=$RECV_PORT_r TOKEN_A=$TOKEN_A TOKEN_B=$TOKEN_B TOKEN_C=$TOKEN_C \
     timeout 300 python3 "$ITEST_ROOT/tests/mcp/protocol_checks.py" >"$T/checks.out" 2>"$T/checks.err"

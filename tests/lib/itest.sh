@@ -146,6 +146,27 @@ receiver_stat() {
     curl -s "http://127.0.0.1:${!port_var}/_stats" | sed -n "s/.*\"$2\":\([0-9]*\).*/\1/p"
 }
 
+# mcp_start [mcp options]: `outbox-relay mcp` on a free port, logged in as
+# front_door (created here, a login with only outbox_mcp; log: $T/mcp.log);
+# sets MCP_PORT and MCP_PID once /readyz answers, bails otherwise.
+mcp_start() {
+    sql "DO \$\$ BEGIN IF NOT EXISTS (SELECT 1 FROM pg_roles WHERE rolname = 'front_door') THEN
+             CREATE ROLE front_door LOGIN; GRANT outbox_mcp TO front_door; END IF; END \$\$" >/dev/null
+    "$RELAY_BIN" mcp --db "postgresql://front_door@127.0.0.1:$PGPORT/postgres" --mcp-listen 127.0.0.1:0 \
+        "$@" >>"$T/mcp.log" 2>&1 &
+    MCP_PID=$!
+    ITEST_PIDS+=("$MCP_PID")
+    MCP_PORT=""
+    local i
+    for i in $(seq 1 50); do
+        MCP_PORT=$(sed -n 's/.*"event":"mcp_listening".*"port":\([0-9]*\).*/\1/p' "$T/mcp.log" | tail -1)
+        [ -n "$MCP_PORT" ] && break
+        sleep 0.1
+    done
+    [ -n "$MCP_PORT" ] || { cat "$T/mcp.log" >&2; bail "the front door did not start"; }
+    wait_cmd 10 curl -sf "http://127.0.0.1:$MCP_PORT/readyz" -o /dev/null || bail "the front door is not ready"
+}
+
 relay_start() {
     local name=$1; shift
     "$RELAY_BIN" run --relay-id "relay-$name" --admin-listen "" "$@" \
