@@ -485,7 +485,11 @@ static void on_answer(struct mcp_call *call, const struct mcp_answer *answer)
     default:
         break;
     }
-    if (a.final || not_found) {
+    /* An unknown that only a person can settle will not change while the
+     * call waits: say so now (a plain call; a task stays working). */
+    bool needs_person = a.state && !strcmp(a.state, "unknown") && a.message &&
+                        !strncmp(a.message, "outcome unknown: needs a person", 31);
+    if (a.final || not_found || (needs_person && strcmp(method, "tools/call") == 0)) {
         answer_call(call, &a);
     } else if (call->deadline_ms == 0) { /* the last look of a wait */
         if (call->req.era == MCP_MODERN && call->req.tasks_extension &&

@@ -48,12 +48,17 @@ for part in sys.argv[1].split("."):
 print("" if doc is None else (json.dumps(doc) if isinstance(doc, (dict, list, bool)) else doc))' "$1"; }
 
 relay_start a --poll-interval-ms 200
-mcp_start one 3000
+mcp_start one 20000
 
 # ---------------------------------------------------------------- A. unknown, needs a person
+start_ms=$(date +%s%3N)
 out=$(mcp "$MCP_PORT_one" "$TOKEN" call legacy_action "run-A:1" '{"n": 1}')
+took_ms=$(( $(date +%s%3N) - start_ms ))
 is "$(field result.structuredContent.status <<<"$out")" reconciling "A: the hanging keyless target: reconciling"
+echo "# answered after $took_ms ms (the wait is 20 s; nothing would change the outcome)"
 is "$(field result.isError <<<"$out")" false "A: not an error"
+ok "A: answered as soon as the outcome became unknown with nothing to settle it, not at the end of the 20 s wait" \
+    test "$took_ms" -lt 15000
 ok "A: the message says a person must settle it, and that the same key is safe" \
     grep -q 'outcome unknown: needs a person — no status URL, no key: do not retry with a new key; calling again with the same key is safe' <<<"$out"
 is "$(receiver_stat hang effects_total)" 1 "A: the target acted once (its answer was lost)"
