@@ -41,7 +41,12 @@ body=$(curl -s "http://127.0.0.1:$RECV_PORT_keyed/_requests/signed:1" | sed -n '
 keyhex=$(echo -n "${OUTBOX_SECRET_TEST#whsec_}" | base64 -d | od -An -tx1 | tr -d ' \n')
 want=$(printf '%s' "signed:1.$ts.$body" | openssl dgst -sha256 -mac HMAC -macopt "hexkey:$keyhex" -binary | base64)
 is "$sig" "$want" "webhook-signature verifies with the secret"
-ok "the legacy target got no key header" bash -c "! curl -s http://127.0.0.1:$RECV_PORT_plain/_requests/- | grep -q idempotency-key"
+# A delivery without the key header is filed under the key "-": all 10,000
+# must be there, and no other key (a sent header would file each under its own).
+keyless=$(curl -s "http://127.0.0.1:$RECV_PORT_plain/_requests/-")
+ok "the legacy target got no key header: 10,000 deliveries under '-'" grep -q '"deliveries":10000,' <<<"$keyless"
+is "$(receiver_stat plain keys_seen)" 1 "the legacy receiver saw no key but '-'"
+ok "the last legacy delivery's headers have no idempotency-key" bash -c '! grep -q idempotency-key' <<<"$keyless"
 ok "the secret never appears in the relay log" bash -c "! grep -q MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw $T/relay-one.log"
 ok "no sanitizer report" relay_logs_clean
 itest_done
