@@ -188,6 +188,12 @@ relay_admin_port() {
     echo "$port"
 }
 
+# relay_metric PORT SERIES → the value of one series of the /metrics at admin
+# port PORT, SERIES as printed (outbox_retries_total{target="t"}); nothing when absent
+relay_metric() {
+    curl -s "http://127.0.0.1:$1/metrics" | awk -v n="$2" 'index($0, n " ") == 1 { print $2 }'
+}
+
 # relay_wait NAME SECONDS → the relay's exit code (124 if it did not exit in time)
 relay_wait() {
     local pid_var="RELAY_PID_$1" limit=$2 i
