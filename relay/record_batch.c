@@ -179,6 +179,16 @@ size_t record_queue_add_ids(const struct record_queue *q, struct strbuf *ids)
     return record_queue_unrecorded(q);
 }
 
+bool record_queue_holds(const struct record_queue *q, int64_t id)
+{
+    const struct outcome_list *lists[2] = {&q->buffered, &q->recording};
+    for (int l = 0; l < 2; l++)
+        for (size_t i = 0; i < lists[l]->count; i++)
+            if (lists[l]->items[i].intent_id == id)
+                return true;
+    return false;
+}
+
 bool record_queue_take(struct record_queue *q, const char *relay_id,
                        const char *params[RECORD_PARAMS])
 {

@@ -82,6 +82,8 @@ size_t record_queue_unrecorded(const struct record_queue *q);
 /* Appends the intent id of each of them to an array being built in ids
  * (pgarray_item_int); returns how many. */
 size_t record_queue_add_ids(const struct record_queue *q, struct strbuf *ids);
+/* True when an outcome of intent id waits to be recorded or is being recorded. */
+bool record_queue_holds(const struct record_queue *q, int64_t id);
 /* Takes the next batch, the oldest outcomes (all of them, at most limit
  * while halving, or as many as make RECORD_BATCH_BODY_BYTES of bodies, and
  * at least one), and builds its parameters: params[0] is relay_id,

@@ -383,6 +383,17 @@ static void relay_take_claimed_row(struct relay *r, const struct claimed_row *ro
         id_batch_push(&r->releases, row->id, row->attempt);
         return;
     }
+    if ((t->key_header != NULL) != row->key_sent) {
+        /* The claim stamped the row by the target's key header in the
+         * database, and this relay's copy says otherwise (a reload raced
+         * the claim). The stamp is what a later take-over trusts, so the
+         * request must match it: give the row back unsent, reload. */
+        log_event(LOG_WARN, "claim_key_header_changed", "key", json_string(row->key), "target",
+                  json_string(t->name), "key_sent", json_boolean(row->key_sent), LOG_END);
+        id_batch_push(&r->releases, row->id, row->attempt);
+        stmt_slot_start(&r->targets_load, 0, NULL);
+        return;
+    }
     struct retry_policy policy = target_retry_policy(t);
     if (!outcome_resend_allowed(&policy, row->ambiguous, row->first_attempt_ms, wall_clock_ms())) {
         /* It waited past key_ttl (or the target changed): the target may
@@ -444,10 +455,13 @@ static void on_claimed(void *data, PGresult *res, const char *error)
         return;
     }
     if (relay_claim_answer_late(r, rows)) {
+        /* Give the rows back now, ahead of any other claim on this
+         * connection; their leases are renewed until the database has
+         * them (relay_held_ids), and the next claim waits for that. */
         relay_release_claimed(r, res);
         r->more_due = true;
+        relay_send_releases(r);
         relay_flush(r);
-        relay_maybe_claim(r);
         return;
     }
     for (int i = 0; i < rows; i++) {
@@ -580,10 +594,23 @@ static void on_released(void *data, PGresult *res, const char *error)
         log_event(LOG_WARN, "release_failed", "error", json_string(error), LOG_END);
         return; /* kept; retried */
     }
-    /* Only what was sent: rows given back while it ran go with the next. */
-    r->released += r->releases_on_wire;
+    /* What the database released; a row it did not (its lease had lapsed
+     * and another relay took it) is that relay's now. Only what was sent
+     * is dropped: rows given back while it ran go with the next. */
+    long released = PQntuples(res) == 1 ? strtol(PQgetvalue(res, 0, 0), NULL, 10) : 0;
+    if (released < (long)r->releases_on_wire)
+        log_event(LOG_WARN, "release_partial", "asked",
+                  json_integer((json_int_t)r->releases_on_wire), "released", json_integer(released),
+                  LOG_END);
+    r->released += (uint64_t)released;
     id_batch_drop_front(&r->releases, r->releases_on_wire);
-    relay_check_shutdown(r);
+    r->releases_on_wire = 0;
+    if (relay_stopping(r))
+        relay_check_shutdown(r);
+    else if (r->releases.count > 0)
+        relay_send_releases(r);
+    else if (r->more_due)
+        relay_maybe_claim(r); /* a late claim's rows are back: claim again */
 }
 
 static void relay_send_releases(struct relay *r)
@@ -610,16 +637,33 @@ static void relay_take_over_row(struct relay *r, const struct taken_over_row *ro
         .retry_after_ms = -1,
     };
     struct retry_policy policy = t ? target_retry_policy(t) : (struct retry_policy){0};
+    /* Safe to send again only if the request that may have executed carried
+     * the key (the claim's stamp), whatever the target's header is now. */
+    policy.honours_keys = row->key_sent == 1;
     struct decision dec = outcome_decide_taken_over(t ? &policy : NULL, &progress, relay_random(r));
     char error_text[512];
     outcome_taken_over_text(error_text, sizeof(error_text), row->previous_owner);
     struct pending_outcome o =
         pending_outcome_new(row->id, row->attempt, CLASS_AMBIGUOUS, &dec, error_text);
+    o.key_sent = row->key_sent;
     relay_buffer_outcome(r, t, &o);
     log_event(LOG_WARN, "lease_taken_over", "key", json_string(row->key), "target",
               json_string(row->target), "attempt", json_integer(row->attempt), "previous_owner",
-              json_string(row->previous_owner), "state",
+              json_string(row->previous_owner), "key_sent",
+              row->key_sent < 0 ? json_null() : json_boolean(row->key_sent), "state",
               json_string(outcome_state_name(dec.next_state)), LOG_END);
+}
+
+/* True when this relay holds the row (relay_held_ids) right now. */
+static bool relay_holds(const struct relay *r, int64_t id)
+{
+    for (const struct delivery *d = r->deliveries; d; d = d->next)
+        if (d->intent_id == id)
+            return true;
+    for (size_t i = 0; i < r->releases.count; i++)
+        if (r->releases.ids[i] == id)
+            return true;
+    return record_queue_holds(&r->records, id);
 }
 
 static void on_taken_over(void *data, PGresult *res, const char *error)
@@ -630,28 +674,39 @@ static void on_taken_over(void *data, PGresult *res, const char *error)
         relay_check_shutdown(r);
         return;
     }
-    int rows = PQntuples(res);
+    int rows = PQntuples(res), taken = rows;
     for (int i = 0; i < rows; i++) {
         struct taken_over_row row = sql_taken_over_row(res, i);
+        /* The held list went out with the statement; a claim answered
+         * since (its leases already lapsed: a late claim) may have handed
+         * this relay the row. Its own row is not taken over: the
+         * delivery, outcome or give-back that holds it decides. */
+        if (strcmp(row.previous_owner, r->cfg->relay_id) == 0 && relay_holds(r, row.id)) {
+            taken--;
+            continue;
+        }
         relay_take_over_row(r, &row);
     }
-    r->taken_over += (uint64_t)rows;
+    r->taken_over += (uint64_t)taken;
     relay_flush(r); /* a full batch continues at the next poll tick */
     relay_check_shutdown(r);
 }
 
-/* The rows this relay holds: being delivered, or finished and waiting to be
- * recorded. Their leases are renewed, and they are never taken over by this
- * relay itself, whatever their lease says (the record connection may have
- * been down for longer than a lease). */
+/* The rows this relay holds: being delivered, finished and waiting to be
+ * recorded, or given back and waiting to be released. Their leases are
+ * renewed, and they are never taken over by this relay itself, whatever
+ * their lease says (the record connection may have been down for longer
+ * than a lease). */
 static bool relay_held_ids(const struct relay *r, struct strbuf *ids)
 {
     pgarray_begin(ids);
     for (struct delivery *d = r->deliveries; d; d = d->next)
         pgarray_item_int(ids, d->intent_id);
     size_t waiting = record_queue_add_ids(&r->records, ids);
+    for (size_t i = 0; i < r->releases.count; i++) /* given back, not yet released */
+        pgarray_item_int(ids, r->releases.ids[i]);
     pgarray_end(ids);
-    return r->deliveries != NULL || waiting > 0;
+    return r->deliveries != NULL || waiting > 0 || r->releases.count > 0;
 }
 
 static void relay_take_over_expired(struct relay *r)

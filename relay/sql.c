@@ -29,7 +29,8 @@ static bool cell_bool(const PGresult *res, int row, int col)
 /* Where each field of a claimed row is in an answer; -1 for a column the
  * statement does not have (its field keeps the default below). */
 struct claim_columns {
-    int id, key, target, payload, attempt, ambiguous, first_attempt_ms, probe, traceparent;
+    int id, key, target, payload, attempt, ambiguous, first_attempt_ms, probe, traceparent,
+        key_sent;
 };
 
 static struct claimed_row claimed_row_of(const PGresult *res, int row,
@@ -51,22 +52,25 @@ static struct claimed_row claimed_row_of(const PGresult *res, int row,
         r.probe = cell_bool(res, row, c->probe);
     if (c->traceparent >= 0 && !PQgetisnull(res, row, c->traceparent))
         r.traceparent = PQgetvalue(res, row, c->traceparent);
+    if (c->key_sent >= 0)
+        r.key_sent = cell_bool(res, row, c->key_sent);
     return r;
 }
 
 struct claimed_row sql_claimed_row(const PGresult *res, int row)
 {
-    static const struct claim_columns claim = {0, 1, 2, 3, 4, 5, 6, 7, 8};
+    static const struct claim_columns claim = {0, 1, 2, 3, 4, 5, 6, 7, 8, 9};
     return claimed_row_of(res, row, &claim);
 }
 
 struct claimed_row sql_unknown_row(const PGresult *res, int row)
 {
-    static const struct claim_columns claim_unknown = {0, 1, 2, -1, 3, -1, 4, -1, -1};
+    static const struct claim_columns claim_unknown = {0, 1, 2, -1, 3, -1, 4, -1, -1, -1};
     return claimed_row_of(res, row, &claim_unknown);
 }
 
-/* id, key, target, attempt, ambiguous, first_attempt_ms, previous_owner */
+/* id, key, target, attempt, ambiguous, first_attempt_ms, previous_owner,
+ * key_sent (NULL: not recorded) */
 struct taken_over_row sql_taken_over_row(const PGresult *res, int row)
 {
     struct taken_over_row r = {
@@ -77,6 +81,7 @@ struct taken_over_row sql_taken_over_row(const PGresult *res, int row)
         .was_ambiguous = cell_bool(res, row, 4),
         .first_attempt_ms = cell_int64(res, row, 5),
         .previous_owner = PQgetvalue(res, row, 6),
+        .key_sent = PQgetisnull(res, row, 7) ? -1 : cell_bool(res, row, 7),
     };
     return r;
 }

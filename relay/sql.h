@@ -47,9 +47,9 @@ static const struct pg_statement relay_statements[] = {
     {STMT_HEARTBEAT, "SELECT outbox.relay_heartbeat($1, $2)"},
     {STMT_GONE, "SELECT outbox.relay_gone($1)"},
     {STMT_CLAIM, "SELECT id, key, target, payload, attempt, ambiguous, first_attempt_ms, probe,"
-                 " traceparent FROM outbox.claim($1, $2, $3, $4, $5)"},
-    {STMT_TAKE_OVER, "SELECT id, key, target, attempt, ambiguous, first_attempt_ms, previous_owner"
-                     " FROM outbox.take_over_expired($1, $2, $3, $4)"},
+                 " traceparent, key_sent FROM outbox.claim_due($1, $2, $3, $4, $5)"},
+    {STMT_TAKE_OVER, "SELECT id, key, target, attempt, ambiguous, first_attempt_ms, previous_owner,"
+                     " key_sent FROM outbox.take_over($1, $2, $3, $4)"},
     {STMT_RENEW, "SELECT outbox.renew_leases($1, $2, $3)"},
     {STMT_RECORD, "SELECT outbox.record($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)"},
     {STMT_RELEASE, "SELECT outbox.release($1, $2, $3)"},
@@ -87,6 +87,7 @@ struct claimed_row {
     int64_t first_attempt_ms;
     bool probe;              /* the one request of a half-open circuit */
     const char *traceparent; /* the caller's W3C trace context; NULL: none */
+    bool key_sent;           /* the claim stamped: this request carries the key */
 };
 struct claimed_row sql_claimed_row(const PGresult *res, int row);
 struct claimed_row sql_unknown_row(const PGresult *res, int row);
@@ -100,6 +101,7 @@ struct taken_over_row {
     bool was_ambiguous;
     int64_t first_attempt_ms;
     const char *previous_owner;
+    int key_sent; /* the request that may have executed carried the key: 1, 0, -1 not recorded */
 };
 struct taken_over_row sql_taken_over_row(const PGresult *res, int row);
 

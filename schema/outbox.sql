@@ -1,5 +1,5 @@
 -- schema/outbox.sql — the net schema of outbox-relay: what a database looks
--- like after every migration up to and including 0024_retention_memory.sql.
+-- like after every migration up to and including 0025_key_stamp.sql.
 --
 -- Read it to learn the data model; build databases with migrations/
 -- (`outbox-relay migrate`), which also records what is applied. The file is
@@ -220,6 +220,7 @@ CREATE TABLE outbox.intents (
     ordering_key text,
     not_before timestamp with time zone,
     traceparent text,
+    key_sent boolean,
     CONSTRAINT intents_check CHECK (((state <> 'in_flight'::outbox.intent_state) OR ((lease_owner IS NOT NULL) AND (lease_expires_at IS NOT NULL))))
 )
 WITH (fillfactor='50');
@@ -233,6 +234,8 @@ COMMENT ON COLUMN outbox.intents.ordering_key IS 'Group of intents delivered one
 COMMENT ON COLUMN outbox.intents.not_before IS 'p_not_before of an ordered intent enqueued behind a live one: applied when its turn comes (NULL otherwise).';
 
 COMMENT ON COLUMN outbox.intents.traceparent IS 'The W3C traceparent the caller enqueued with (version 00), sent on every attempt with a new parent id; NULL: none.';
+
+COMMENT ON COLUMN outbox.intents.key_sent IS 'Whether the request of the current attempt carries the idempotency key header, stamped by the claim (outbox.claim_due); NULL: not recorded (never claimed, or claimed by a relay before 0025).';
 
 ALTER TABLE outbox.intents ALTER COLUMN id ADD GENERATED ALWAYS AS IDENTITY (
     SEQUENCE NAME outbox.intents_id_seq
@@ -286,7 +289,7 @@ CREATE TABLE outbox.attempts (
 
 COMMENT ON TABLE outbox.attempts IS 'One row per delivery, lease take-over, reconciliation or resolution: the traceable life of a key.';
 
-COMMENT ON COLUMN outbox.attempts.key_sent IS 'The request carried the idempotency key header (NULL: not known: before migration 0011, lease take-overs, decisions).';
+COMMENT ON COLUMN outbox.attempts.key_sent IS 'The request carried the idempotency key header; for a lease take-over, the request that may have executed did (0025). NULL: not known (before 0011, take-overs before 0025) or no request (decisions).';
 
 ALTER TABLE outbox.attempts ALTER COLUMN id ADD GENERATED ALWAYS AS IDENTITY (
     SEQUENCE NAME outbox.attempts_id_seq
@@ -860,6 +863,7 @@ BEGIN
                lease_owner = p_relay,
                lease_expires_at = now() + p_lease_ms * interval '1 millisecond',
                first_attempt_at = coalesce(i.first_attempt_at, now()),
+               key_sent = NULL,   -- 0025: this relay does not say
                updated_at = now()
           FROM due
          WHERE i.id = due.id
@@ -883,6 +887,101 @@ BEGIN
     )
     SELECT c.id, c.key, c.target, c.payload, c.attempts, c.ambiguous, c.first_attempt_ms,
            c.target = ANY (probing), c.traceparent   -- 0016
+      FROM claimed c;
+END
+$$;
+
+CREATE FUNCTION outbox.claim_due(p_relay text, p_targets text[], p_rooms integer[], p_limit integer, p_lease_ms integer) RETURNS TABLE(id bigint, key text, target text, payload text, attempt integer, ambiguous boolean, first_attempt_ms bigint, probe boolean, traceparent text, key_sent boolean)
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+DECLARE
+    rooms    integer[] := p_rooms;
+    probing  text[] := '{}';
+    metered  text[] := '{}';
+    avail    double precision[] := '{}';
+    g        record;
+    a        double precision;
+BEGIN
+    -- Gated targets, locked in name order (two relays never lock in opposite
+    -- orders): their rooms shrink to what the gate allows.
+    FOR g IN
+        SELECT u.ord, s.target, s.circuit, s.probe_at, s.probe_expires_at, s.paused_until,
+               s.tokens, s.tokens_at, t.rate_limit_per_s AS rate
+          FROM unnest(p_targets) WITH ORDINALITY AS u(name, ord)
+          JOIN outbox.target_state s ON s.target = u.name
+          JOIN outbox.targets t ON t.name = u.name
+         WHERE s.circuit <> 'closed' OR s.paused_until > now() OR t.rate_limit_per_s IS NOT NULL
+         ORDER BY u.name
+           FOR UPDATE OF s
+    LOOP
+        IF g.paused_until > now() THEN
+            rooms[g.ord] := 0;
+        ELSIF (g.circuit = 'open' AND g.probe_at <= now())
+           OR (g.circuit = 'half_open' AND g.probe_expires_at <= now()) THEN
+            rooms[g.ord] := least(rooms[g.ord], 1);   -- one probe, by this relay
+            probing := probing || g.target;
+        ELSIF g.circuit <> 'closed' THEN
+            rooms[g.ord] := 0;
+        END IF;
+        IF g.rate IS NOT NULL AND rooms[g.ord] > 0 THEN
+            a := least(outbox.rate_burst(g.rate),
+                       coalesce(g.tokens + g.rate * extract(epoch FROM now() - g.tokens_at),
+                                outbox.rate_burst(g.rate)));
+            IF a < outbox.rate_claim_at_least(g.rate) THEN
+                rooms[g.ord] := 0;   -- next_due_ms says when there will be enough
+            ELSE
+                rooms[g.ord] := least(rooms[g.ord], floor(a)::integer);
+            END IF;
+            metered := metered || g.target;
+            avail := avail || a;
+        END IF;
+    END LOOP;
+
+    RETURN QUERY
+    WITH due AS (
+        SELECT c.id, tg.key_header IS NOT NULL AS keyed
+          FROM unnest(p_targets, rooms) AS t(name, room)
+          JOIN outbox.targets AS tg ON tg.name = t.name AND tg.enabled -- disabled: rows wait
+         CROSS JOIN LATERAL (
+               SELECT i.id
+                 FROM outbox.intents i
+                WHERE i.state = 'pending' AND i.target = t.name AND i.next_attempt_at <= now()
+                ORDER BY i.next_attempt_at
+                LIMIT coalesce(t.room, 0)
+                  FOR UPDATE SKIP LOCKED) AS c
+         LIMIT p_limit
+    ), claimed AS (
+        UPDATE outbox.intents i
+           SET state = 'in_flight',
+               attempts = i.attempts + 1,
+               lease_owner = p_relay,
+               lease_expires_at = now() + p_lease_ms * interval '1 millisecond',
+               first_attempt_at = coalesce(i.first_attempt_at, now()),
+               key_sent = due.keyed,
+               updated_at = now()
+          FROM due
+         WHERE i.id = due.id
+        RETURNING i.id, i.key, i.target, i.payload::text AS payload, i.attempts, i.ambiguous,
+                  (extract(epoch FROM i.first_attempt_at) * 1000)::bigint AS first_attempt_ms,
+                  i.traceparent, i.key_sent
+    ), probed AS (
+        -- A probe is out only if a row was claimed for it.
+        UPDATE outbox.target_state s
+           SET circuit = 'half_open', probe_owner = p_relay,
+               probe_expires_at = now() + p_lease_ms * interval '1 millisecond'
+         WHERE s.target = ANY (probing) AND EXISTS (SELECT 1 FROM claimed c WHERE c.target = s.target)
+        RETURNING s.target
+    ), spent AS (
+        UPDATE outbox.target_state s
+           SET tokens = m.avail - (SELECT count(*) FROM claimed c WHERE c.target = s.target),
+               tokens_at = now()
+          FROM unnest(metered, avail) AS m(target, avail)
+         WHERE s.target = m.target
+        RETURNING s.target
+    )
+    SELECT c.id, c.key, c.target, c.payload, c.attempts, c.ambiguous, c.first_attempt_ms,
+           c.target = ANY (probing), c.traceparent, c.key_sent
       FROM claimed c;
 END
 $$;
@@ -2008,6 +2107,7 @@ CREATE FUNCTION outbox.needs_person(p_intent bigint, p_target text, p_first_atte
     AS $$
 DECLARE
     t outbox.targets;
+    unkeyed text;   -- 0025
 BEGIN
     SELECT * INTO t FROM outbox.targets WHERE name = p_target;
     IF NOT FOUND THEN
@@ -2022,13 +2122,11 @@ BEGIN
     IF t.key_header IS NULL THEN
         RETURN 'needs a person — no status URL, no key';
     END IF;
-    IF EXISTS (SELECT 1 FROM outbox.attempts a
-                WHERE a.intent_id = p_intent AND a.key_sent = false
-                  AND a.class = 'ambiguous' AND a.request_sent IS DISTINCT FROM false
-                  AND NOT EXISTS (SELECT 1 FROM outbox.attempts r
-                                   WHERE r.intent_id = p_intent AND r.id > a.id
-                                     AND r.class = 'reconciled_not_executed')) THEN
+    unkeyed := outbox.unkeyed_attempt(p_intent);   -- 0025
+    IF unkeyed = 'without' THEN
         RETURN 'needs a person — no status URL, and an attempt that may have executed went without the key';
+    ELSIF unkeyed = 'not recorded' THEN
+        RETURN 'needs a person — no status URL, and whether an attempt that may have executed carried the key was not recorded';
     END IF;
     IF p_first_attempt_at IS NULL THEN
         RETURN 'needs a person — no status URL, and no first attempt is recorded to tell whether the target still remembers the key';
@@ -3033,6 +3131,7 @@ DECLARE
     first_age interval;
     note text;
     head outbox.intents;   -- 0013
+    unkeyed text;          -- 0025
 BEGIN
     SELECT * INTO tgt FROM outbox.targets WHERE name = row.target;
     first_age := date_trunc('second', now() - row.first_attempt_at);
@@ -3053,13 +3152,14 @@ BEGIN
                 USING ERRCODE = 'OR007',
                       HINT = 'outbox.resolve(key, ''succeeded'' | ''failed'', note), or: outbox-relay resolve KEY succeeded|failed --note TEXT';
         END IF;
-        IF EXISTS (SELECT 1 FROM outbox.attempts a
-                    WHERE a.intent_id = row.id AND a.key_sent = false
-                      AND a.class = 'ambiguous' AND a.request_sent IS DISTINCT FROM false
-                      AND NOT EXISTS (SELECT 1 FROM outbox.attempts r
-                                       WHERE r.intent_id = row.id AND r.id > a.id
-                                         AND r.class = 'reconciled_not_executed')) THEN
+        unkeyed := outbox.unkeyed_attempt(row.id);   -- 0025
+        IF unkeyed = 'without' THEN
             RAISE EXCEPTION 'outbox.retry_now: key % has an unknown outcome and an attempt that may have executed was sent without a key (target % had no key header then): the target cannot recognise it, and sending it again could execute it twice; find out from the target whether it acted, then resolve it',
+                            quote_literal(p_key), quote_literal(row.target)
+                USING ERRCODE = 'OR007',
+                      HINT = 'outbox.resolve(key, ''succeeded'' | ''failed'', note), or: outbox-relay resolve KEY succeeded|failed --note TEXT';
+        ELSIF unkeyed = 'not recorded' THEN
+            RAISE EXCEPTION 'outbox.retry_now: key % has an unknown outcome and whether an attempt that may have executed carried the key was not recorded (a lease taken over from a relay older than 0025, or an attempt before 0011): target % may not recognise it, and sending it again could execute it twice; find out from the target whether it acted, then resolve it',
                             quote_literal(p_key), quote_literal(row.target)
                 USING ERRCODE = 'OR007',
                       HINT = 'outbox.resolve(key, ''succeeded'' | ''failed'', note), or: outbox-relay resolve KEY succeeded|failed --note TEXT';
@@ -3147,6 +3247,32 @@ BEGIN
     RETURN substring(t FROM 1 FOR length(t) - length(body)) || substr(body, 2, length(body) - 2);
 END
 $_$;
+
+CREATE FUNCTION outbox.take_over(p_relay text, p_limit integer, p_lease_ms integer, p_held bigint[]) RETURNS TABLE(id bigint, key text, target text, attempt integer, ambiguous boolean, first_attempt_ms bigint, previous_owner text, key_sent boolean)
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+BEGIN
+    RETURN QUERY
+    WITH expired AS (
+        SELECT i.id, i.lease_owner
+          FROM outbox.intents i
+         WHERE i.state = 'in_flight' AND i.lease_expires_at < now()
+           AND i.id <> ALL (coalesce(p_held, '{}'))
+         ORDER BY i.lease_expires_at
+         LIMIT p_limit
+           FOR UPDATE SKIP LOCKED
+    )
+    UPDATE outbox.intents i
+       SET lease_owner = p_relay,
+           lease_expires_at = now() + p_lease_ms * interval '1 millisecond',
+           updated_at = now()
+      FROM expired
+     WHERE i.id = expired.id
+    RETURNING i.id, i.key, i.target, i.attempts, i.ambiguous,
+              (extract(epoch FROM i.first_attempt_at) * 1000)::bigint, expired.lease_owner, i.key_sent;
+END
+$$;
 
 CREATE FUNCTION outbox.take_over_expired(p_relay text, p_limit integer, p_lease_ms integer) RETURNS TABLE(id bigint, key text, target text, attempt integer, ambiguous boolean, first_attempt_ms bigint, previous_owner text)
     LANGUAGE plpgsql SECURITY DEFINER
@@ -3338,6 +3464,20 @@ CREATE FUNCTION outbox.traceparent_of(p_key text) RETURNS text
     SET search_path TO 'pg_catalog', 'pg_temp'
     AS $$
     SELECT i.traceparent FROM outbox.intents i WHERE i.key = p_key
+$$;
+
+CREATE FUNCTION outbox.unkeyed_attempt(p_intent bigint) RETURNS text
+    LANGUAGE sql STABLE
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+    SELECT CASE WHEN bool_or(a.key_sent = false) THEN 'without' ELSE 'not recorded' END
+      FROM outbox.attempts a
+     WHERE a.intent_id = p_intent AND a.key_sent IS NOT TRUE
+       AND a.class = 'ambiguous' AND a.request_sent IS DISTINCT FROM false
+       AND NOT EXISTS (SELECT 1 FROM outbox.attempts r
+                        WHERE r.intent_id = p_intent AND r.id > a.id
+                          AND r.class = 'reconciled_not_executed')
+    HAVING count(*) > 0
 $$;
 
 CREATE FUNCTION outbox.utc_text(p_at timestamp with time zone) RETURNS text
@@ -3622,6 +3762,9 @@ GRANT ALL ON FUNCTION outbox.canonical(doc jsonb) TO outbox_admin;
 REVOKE ALL ON FUNCTION outbox.claim(p_relay text, p_targets text[], p_rooms integer[], p_limit integer, p_lease_ms integer) FROM PUBLIC;
 GRANT ALL ON FUNCTION outbox.claim(p_relay text, p_targets text[], p_rooms integer[], p_limit integer, p_lease_ms integer) TO outbox_relay;
 
+REVOKE ALL ON FUNCTION outbox.claim_due(p_relay text, p_targets text[], p_rooms integer[], p_limit integer, p_lease_ms integer) FROM PUBLIC;
+GRANT ALL ON FUNCTION outbox.claim_due(p_relay text, p_targets text[], p_rooms integer[], p_limit integer, p_lease_ms integer) TO outbox_relay;
+
 REVOKE ALL ON FUNCTION outbox.claim_unknown(p_relay text, p_limit integer, p_lease_ms integer) FROM PUBLIC;
 GRANT ALL ON FUNCTION outbox.claim_unknown(p_relay text, p_limit integer, p_lease_ms integer) TO outbox_relay;
 
@@ -3829,6 +3972,9 @@ REVOKE ALL ON FUNCTION outbox.rule_text(p_rule jsonpath) FROM PUBLIC;
 GRANT ALL ON FUNCTION outbox.rule_text(p_rule jsonpath) TO outbox_operator;
 GRANT ALL ON FUNCTION outbox.rule_text(p_rule jsonpath) TO outbox_admin;
 
+REVOKE ALL ON FUNCTION outbox.take_over(p_relay text, p_limit integer, p_lease_ms integer, p_held bigint[]) FROM PUBLIC;
+GRANT ALL ON FUNCTION outbox.take_over(p_relay text, p_limit integer, p_lease_ms integer, p_held bigint[]) TO outbox_relay;
+
 REVOKE ALL ON FUNCTION outbox.take_over_expired(p_relay text, p_limit integer, p_lease_ms integer) FROM PUBLIC;
 GRANT ALL ON FUNCTION outbox.take_over_expired(p_relay text, p_limit integer, p_lease_ms integer) TO outbox_relay;
 
@@ -3852,6 +3998,10 @@ REVOKE ALL ON FUNCTION outbox.tombstone_of(p_key text) FROM PUBLIC;
 REVOKE ALL ON FUNCTION outbox.traceparent_of(p_key text) FROM PUBLIC;
 GRANT ALL ON FUNCTION outbox.traceparent_of(p_key text) TO outbox_app;
 GRANT ALL ON FUNCTION outbox.traceparent_of(p_key text) TO outbox_operator;
+
+REVOKE ALL ON FUNCTION outbox.unkeyed_attempt(p_intent bigint) FROM PUBLIC;
+GRANT ALL ON FUNCTION outbox.unkeyed_attempt(p_intent bigint) TO outbox_operator;
+GRANT ALL ON FUNCTION outbox.unkeyed_attempt(p_intent bigint) TO outbox_admin;
 
 REVOKE ALL ON FUNCTION outbox.utc_text(p_at timestamp with time zone) FROM PUBLIC;
 
@@ -3906,6 +4056,10 @@ COMMENT ON FUNCTION outbox.cancel_run(p_run_id text, p_reason text) IS 'Cancel t
 
 COMMENT ON FUNCTION outbox.canonical(doc jsonb) IS 'Canonical form of a JSON document: numbers at their shortest scale (jsonb orders keys and drops whitespace). Linear in the text; any depth.';
 
+COMMENT ON FUNCTION outbox.claim(p_relay text, p_targets text[], p_rooms integer[], p_limit integer, p_lease_ms integer) IS 'The claim of relays before 0025 (kept for a rolling upgrade or a rollback): as outbox.claim_due, without the key stamp (it clears intents.key_sent).';
+
+COMMENT ON FUNCTION outbox.claim_due(p_relay text, p_targets text[], p_rooms integer[], p_limit integer, p_lease_ms integer) IS 'Claim due rows of the given targets within their rooms and gates (circuit, pause, rate), with leases; stamps and returns whether each request carries the key (key_sent).';
+
 COMMENT ON FUNCTION outbox.compensate(p_original_key text, p_key text, p_target text, p_payload jsonb) IS 'Enqueue a compensating intent for a succeeded or unknown one (intents.compensates = original key), by the rules of outbox.enqueue.';
 
 COMMENT ON FUNCTION outbox.compensations(p_key text) IS 'The compensating intents of a key, oldest first, with their agent-visible status. No row: none (or no such key).';
@@ -3948,6 +4102,10 @@ COMMENT ON FUNCTION outbox.refuse_key(p_function text, p_key text) IS 'Raises OR
 COMMENT ON FUNCTION outbox.retries_due_now(p_target text) IS 'After a target''s circuit closed or it was enabled again: its pending retries waiting on their back-off are due now (0023).';
 
 COMMENT ON FUNCTION outbox.retry_now(p_key text, p_by text) IS 'Send an intent now where that is safe: pending (due now), unknown on a key-honouring target within key_ttl, failed with no ambiguous attempt. Otherwise OR007.';
+
+COMMENT ON FUNCTION outbox.take_over(p_relay text, p_limit integer, p_lease_ms integer, p_held bigint[]) IS 'Take over in-flight rows whose lease expired (never the caller''s own, p_held), with the key stamp of the request that may have executed.';
+
+COMMENT ON FUNCTION outbox.unkeyed_attempt(p_intent bigint) IS 'Whether an attempt of the intent that may have executed went without the key (''without'') or without a record of it (''not recorded''); NULL: neither.';
 
 COMMENT ON INDEX outbox.attempts_pkey IS 'A key''s life in order (intent_id, id): the only B-tree every attempt enters (0020).';
 
