@@ -21,6 +21,18 @@
  * it to the database (outbox.target_event), which opens the circuit for
  * every relay; a report for a circuit already open changes nothing, so it
  * is sent again every `threshold` failures rather than remembered here.
+ *
+ * A 410 is about one intent until shown otherwise. Many APIs answer 410 for
+ * one resource that is gone (a deleted customer, a closed order), so one
+ * 410 fails its intent and says nothing about the target: anyone who can
+ * make an intent provoke it must not stop every delivery and every enqueue
+ * of the target. The endpoint is taken for gone only on evidence about the
+ * endpoint: FLOW_GONE_INTENTS different intents in a row answered 410 with
+ * no other answer between them, or a 410 to the circuit probe (the one
+ * request a target that kept failing gets). A request that got no answer
+ * (refused, timeout, reset) is no evidence either way and leaves the run as
+ * it is. Each relay counts its own answers: with several relays the run is
+ * per relay, so it takes FLOW_GONE_INTENTS in a row at one of them.
  */
 #include "flow.h"
 
@@ -36,8 +48,6 @@ enum flow_signal flow_signal_of(enum attempt_class cls, long http_status, bool s
     case CLASS_PERMANENT_FAILURE:
         return http_status == 410 ? FLOW_GONE : FLOW_HEALTHY;
     case CLASS_RETRY_LATER:
-        if (http_status == 410)
-            return FLOW_GONE;
         return http_status == 429 ? FLOW_OVERLOADED : FLOW_HEALTHY;
     case CLASS_NOT_SENT:
         return FLOW_FAILURE;
@@ -113,10 +123,37 @@ struct flow_actions flow_observe(struct target_flow *f, enum flow_signal signal,
             a.pause_ms = retry_after_ms;
         return a;
     case FLOW_GONE:
-        a.report_gone = true;
+        /* Neither healthy nor failing: whether it says anything about the
+         * endpoint is flow_observe_gone's to decide. */
         return a;
     }
     return a;
+}
+
+void flow_observe_gone(struct target_flow *f, struct flow_actions *a, long http_status,
+                       bool was_probe, int64_t intent_id)
+{
+    if (http_status <= 0)
+        return; /* no answer: no evidence either way */
+    if (http_status != 410) {
+        f->gone_run = 0;
+        return;
+    }
+    if (was_probe) {
+        a->report_gone = true;
+        a->gone_intents = 0;
+        f->gone_run = 0;
+        return;
+    }
+    for (int i = 0; i < f->gone_run; i++)
+        if (f->gone_intents[i] == intent_id)
+            return; /* the same intent again (sent again by an operator) */
+    f->gone_intents[f->gone_run++] = intent_id;
+    if (f->gone_run < FLOW_GONE_INTENTS)
+        return;
+    a->report_gone = true;
+    a->gone_intents = f->gone_run;
+    f->gone_run = 0;
 }
 
 int flow_room(struct target_flow *f, int cap, int in_flight)
@@ -134,7 +171,14 @@ size_t flow_reports(const struct flow_actions *a, int consecutive_failures, long
     snprintf(last, sizeof(last), "%s", last_error && *last_error ? last_error : "failure");
     size_t n = 0;
     if (a->report_gone) {
-        snprintf(last, sizeof(last), "HTTP 410 Gone: the target asked not to be sent more");
+        if (a->gone_intents > 0)
+            snprintf(last, sizeof(last),
+                     "HTTP 410 Gone to %d different intents in a row, no other answer between "
+                     "them: the endpoint is gone",
+                     a->gone_intents);
+        else
+            snprintf(last, sizeof(last),
+                     "HTTP 410 Gone to the circuit probe: the endpoint is gone");
         out[n] = (struct flow_report){.event = "gone"};
         snprintf(out[n++].reason, FLOW_REASON_BYTES, "%s", last);
     }

@@ -6,7 +6,8 @@
  * the outcome of each delivery into a health signal, and a signal into the
  * actions the relay must take: shrink or grow the window, report to the
  * database that the circuit should open, that a probe failed or succeeded,
- * that the target is gone (410), or that it asked for a pause (Retry-After).
+ * that the endpoint is gone (410 to several different intents in a row, or
+ * to the probe), or that it asked for a pause (Retry-After).
  *
  * What all relays must agree on (the circuit itself, the pause, the rate
  * limit's tokens) lives in outbox.target_state and is applied by
@@ -31,23 +32,36 @@ enum flow_signal {
     FLOW_HEALTHY,    /* the target answered as a working service: 2xx, 4xx other than 410 and 429 */
     FLOW_FAILURE,    /* not the intent's fault: refused, timeout, reset, 5xx */
     FLOW_OVERLOADED, /* 429: slow down, but the target is up */
-    FLOW_GONE,       /* 410: stop sending to this endpoint */
+    FLOW_GONE,       /* 410: evidence that the endpoint is gone (flow_observe_gone) */
 };
 
 enum circuit_state { CIRCUIT_CLOSED, CIRCUIT_OPEN, CIRCUIT_HALF_OPEN };
+
+/* A 410 fails the intent it answered (outcome.c): many APIs answer 410 for
+ * one resource that is gone, and whoever can provoke that must not stop a
+ * whole target. The endpoint itself is taken for gone, and the target
+ * disabled, only when this many different intents in a row got a 410 from
+ * it with no other answer between them (at one relay), or when the circuit
+ * probe got one. */
+#define FLOW_GONE_INTENTS 5
 
 struct target_flow {
     double window;             /* requests in flight this relay allows itself */
     int consecutive_failures;  /* since the last healthy answer */
     uint64_t last_decrease_ms; /* loop time of the last halving */
     bool window_set;           /* window was initialised from the cap */
+    /* The run of 410 answers to different intents with no other answer
+     * between them (flow_observe_gone): its length and those intents. */
+    int gone_run;
+    int64_t gone_intents[FLOW_GONE_INTENTS];
 };
 
 struct flow_actions {
     bool report_open;            /* the threshold was reached: open the circuit */
     bool report_probe_failed;    /* this relay's probe failed */
     bool report_probe_succeeded; /* this relay's probe succeeded: close it */
-    bool report_gone;            /* 410: open until an admin enables the target again */
+    bool report_gone;            /* the endpoint is gone: disabled until an admin enables it */
+    int gone_intents;            /* report_gone: 0 for the probe's 410, else the run's length */
     int64_t pause_ms;            /* > 0: pause the whole target this long (Retry-After) */
 };
 
@@ -61,6 +75,16 @@ enum flow_signal flow_signal_of(enum attempt_class cls, long http_status, bool s
 struct flow_actions flow_observe(struct target_flow *f, enum flow_signal signal, bool was_probe,
                                  long http_status, int64_t retry_after_ms, int cap, int threshold,
                                  uint64_t now_ms);
+
+/* Adds to a (from flow_observe) what one answer says about the endpoint
+ * being gone. http_status is the answer's (0: none came, which neither
+ * counts nor breaks the run); intent_id the intent it answered. A 410 to
+ * the probe reports gone at once; a 410 to an intent not yet in the run
+ * lengthens it, and the FLOW_GONE_INTENTS-th reports gone (and starts a new
+ * run); a repeated intent's 410 does not count; any other answer ends the
+ * run. */
+void flow_observe_gone(struct target_flow *f, struct flow_actions *a, long http_status,
+                       bool was_probe, int64_t intent_id);
 
 /* How many more requests this relay may start now: the window (never more
  * than cap, never less than one) minus those in flight; never negative. */

@@ -13,8 +13,11 @@
  *     the target caps them); after it: failed only if no attempt was
  *     ambiguous, else unknown
  *   - a 4xx after an earlier ambiguous attempt → unknown, never failed
- * 410 Gone is retry later: the endpoint is gone, so flow control disables the
- * target and the intent waits for it (relay/flow.c); it did not act.
+ * 410 Gone is a permanent failure of the intent it answered: the endpoint
+ * processed the request and refused it, so it did not act, and many APIs
+ * answer 410 for one resource that is gone. Only evidence about the endpoint
+ * (410 to several different intents in a row, or to the probe) disables the
+ * target (relay/flow.c).
  * 3xx is ambiguous: we do not follow redirects, and a 303 after a POST
  * usually means the work was done.
  * Reconciliation answers: 200 executed → succeeded; 404 not executed →
@@ -44,11 +47,6 @@ enum attempt_class outcome_classify(const struct attempt_facts *facts)
     if (s >= 200 && s <= 299)
         return CLASS_SUCCEEDED;
     if (s == 408 || s == 425 || s == 429)
-        return CLASS_RETRY_LATER;
-    /* 410 Gone is about the endpoint, not the request (Standard Webhooks: stop
-     * sending to it). The request did not act; it waits, with the target
-     * disabled by flow control, until an admin enables the target again. */
-    if (s == 410)
         return CLASS_RETRY_LATER;
     if (s == 409)
         return facts->honours_keys ? CLASS_RETRY_LATER : CLASS_PERMANENT_FAILURE;
@@ -232,6 +230,12 @@ const char *outcome_error_text(enum attempt_class cls, const struct decision *de
     }
     if (reconciled)
         return NULL;
+    if (cls == CLASS_PERMANENT_FAILURE && http_status == 410) {
+        snprintf(buf, size,
+                 "HTTP 410 Gone: the target refused this intent as gone (it did not act); a 410 "
+                 "is not retried");
+        return buf;
+    }
     if (cls == CLASS_KEY_CONFLICT) {
         snprintf(buf, size, "key conflict: the target answered HTTP %ld", http_status);
         return buf;

@@ -16,9 +16,9 @@ enum attempt_class {
     CLASS_NOT_SENT,          /* nothing reached the target: safe to retry */
     CLASS_AMBIGUOUS,         /* the target may have acted */
     CLASS_SUCCEEDED,         /* 2xx */
-    CLASS_RETRY_LATER,       /* 408, 410, 425, 429; 409 from a key-honouring target */
+    CLASS_RETRY_LATER,       /* 408, 425, 429; 409 from a key-honouring target */
     CLASS_KEY_CONFLICT,      /* 422 */
-    CLASS_PERMANENT_FAILURE, /* other 4xx */
+    CLASS_PERMANENT_FAILURE, /* other 4xx, 410 included (flow.c decides if the endpoint is gone) */
     /* Reconciliation of an unknown row through the target's status URL: */
     CLASS_RECONCILED_EXECUTED,     /* 200: the target did act */
     CLASS_RECONCILED_NOT_EXECUTED, /* 404: it did not; safe to send again */
@@ -129,7 +129,8 @@ bool outcome_claim_answer_late(uint64_t elapsed_ms, int64_t lease_ms);
 /* The error text recorded with a decided attempt (the attempt's history row
  * and the intent's last_error): NULL for none (the status URL settled the
  * doubt), transport_error as it is, or a sentence written into buf that
- * says why the intent ended failed or what the key conflict was. */
+ * says why the intent ended failed, what the key conflict was, or that a
+ * 410 refused it. */
 const char *outcome_error_text(enum attempt_class cls, const struct decision *dec, int attempt,
                                long http_status, const char *transport_error, char *buf,
                                size_t size);

@@ -84,6 +84,7 @@ void target_events_observe(const struct target_reporter *reporter, const struct 
     struct flow_actions a =
         flow_observe(&t->flow, signal, d->probe, report->http_status, d->retry_after_ms,
                      target_cap(t, reporter->relay_cap), t->circuit_failure_threshold, now_ms);
+    flow_observe_gone(&t->flow, &a, report->http_status, d->probe, d->intent_id);
     if (a.report_gone)
         t->enabled = false; /* the database disables it too; an admin enables it again */
     struct flow_report reports[FLOW_MAX_REPORTS];

@@ -84,11 +84,12 @@ enum fault_mode {
     FAULT_STATUS_500,
     FAULT_STATUS_429,
     FAULT_GARBAGE_AFTER,
+    FAULT_STATUS_410,
     FAULT_MODE_COUNT
 };
 
 static const char *const fault_mode_names[FAULT_MODE_COUNT] = {
-    "drop_after", "late", "reset_before", "status_500", "status_429", "garbage_after",
+    "drop_after", "late", "reset_before", "status_500", "status_429", "garbage_after", "status_410",
 };
 
 /* The modes --random-faults picks from (uniformly). */
@@ -796,6 +797,7 @@ static void answer_delivery(const struct exchange *ex, struct key_state *entry,
     static const char garbage[] = "this is not http\r\n\r\n";
     static const char injected[] = "{\"error\":\"injected\"}";
     static const char slow_down[] = "{\"error\":\"slow down\"}";
+    static const char gone[] = "{\"error\":\"gone\"}";
     switch (fault) {
     case FAULT_NONE:
         act_on_delivery(receiver, entry);
@@ -821,6 +823,9 @@ static void answer_delivery(const struct exchange *ex, struct key_state *entry,
     case FAULT_GARBAGE_AFTER:
         act_on_delivery(receiver, entry);
         httpd_conn_send_raw_and_close(ex->conn, garbage, sizeof garbage - 1);
+        break;
+    case FAULT_STATUS_410:
+        send_response(ex, 410, NULL, gone, sizeof gone - 1, 0);
         break;
     case FAULT_MODE_COUNT:
         abort();

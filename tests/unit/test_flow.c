@@ -1,6 +1,7 @@
 /*
  * test_flow.c — relay/flow.h: health signals, the AIMD window, the failure
- * run that opens a circuit, probes, 410 and Retry-After, the reports (and
+ * run that opens a circuit, probes, the run of 410s that says an endpoint
+ * is gone, Retry-After, the reports (and
  * their reasons) sent to outbox.target_event, the sleep until the next due
  * row.
  */
@@ -23,7 +24,6 @@ START_TEST(signals_by_class_and_status)
     ck_assert_int_eq(flow_signal_of(CLASS_PERMANENT_FAILURE, 400, true), FLOW_HEALTHY);
     ck_assert_int_eq(flow_signal_of(CLASS_KEY_CONFLICT, 422, true), FLOW_HEALTHY);
     ck_assert_int_eq(flow_signal_of(CLASS_PERMANENT_FAILURE, 410, true), FLOW_GONE);
-    ck_assert_int_eq(flow_signal_of(CLASS_RETRY_LATER, 410, true), FLOW_GONE);
     ck_assert_int_eq(flow_signal_of(CLASS_RETRY_LATER, 429, true), FLOW_OVERLOADED);
     ck_assert_int_eq(flow_signal_of(CLASS_RETRY_LATER, 409, true), FLOW_HEALTHY);
     ck_assert_int_eq(flow_signal_of(CLASS_NOT_SENT, 0, false), FLOW_FAILURE);
@@ -130,12 +130,119 @@ START_TEST(probe_results)
 }
 END_TEST
 
-START_TEST(gone_and_retry_after)
+/* One answer as target_events_observe feeds it: flow_observe, then the
+ * evidence that the endpoint is gone. */
+static struct flow_actions answer(struct target_flow *f, long status, bool probe, int64_t intent)
+{
+    enum attempt_class cls = status == 0                     ? CLASS_AMBIGUOUS
+                             : status == 200                 ? CLASS_SUCCEEDED
+                             : status == 429                 ? CLASS_RETRY_LATER
+                             : status >= 500 || status < 400 ? CLASS_AMBIGUOUS
+                                                             : CLASS_PERMANENT_FAILURE;
+    struct flow_actions a =
+        flow_observe(f, flow_signal_of(cls, status, true), probe, status, -1, 8, 10, 100);
+    flow_observe_gone(f, &a, status, probe, intent);
+    return a;
+}
+
+/* One 410 is about its intent: it reports nothing, nor do FLOW_GONE_INTENTS
+ * - 1 more, whatever they follow. */
+START_TEST(gone_one_intent_reports_nothing)
 {
     struct target_flow f = fresh();
     struct flow_actions a = flow_observe(&f, FLOW_GONE, false, 410, -1, 8, 10, 100);
+    ck_assert_msg(!a.report_gone, "flow_observe alone never reports gone");
+    a = answer(&f, 410, false, 1);
+    ck_assert(!a.report_gone);
+    ck_assert_int_eq(f.gone_run, 1);
+    for (int64_t id = 2; id < FLOW_GONE_INTENTS; id++)
+        ck_assert(!answer(&f, 410, false, id).report_gone);
+    ck_assert_int_eq(f.gone_run, FLOW_GONE_INTENTS - 1);
+}
+END_TEST
+
+/* FLOW_GONE_INTENTS different intents in a row: gone, once, with the run's
+ * length; then a new run starts. */
+START_TEST(gone_after_different_intents_in_a_row)
+{
+    struct target_flow f = fresh();
+    struct flow_actions a;
+    for (int64_t id = 1; id <= FLOW_GONE_INTENTS; id++) {
+        a = answer(&f, 410, false, 100 + id);
+        ck_assert_msg(a.report_gone == (id == FLOW_GONE_INTENTS), "410 #%lld: report_gone %d",
+                      (long long)id, a.report_gone);
+    }
+    ck_assert_int_eq(a.gone_intents, FLOW_GONE_INTENTS);
+    ck_assert_int_eq(f.gone_run, 0);
+    ck_assert(!answer(&f, 410, false, 200).report_gone);
+    ck_assert_int_eq(f.gone_run, 1);
+    /* the gone run leaves the failure run and the window alone */
+    ck_assert_int_eq(f.consecutive_failures, 0);
+}
+END_TEST
+
+/* The same intent's 410 again (sent again by an operator) does not count,
+ * nor does it break the run. */
+START_TEST(gone_same_intent_counts_once)
+{
+    struct target_flow f = fresh();
+    for (int i = 0; i < 3 * FLOW_GONE_INTENTS; i++)
+        ck_assert(!answer(&f, 410, false, 7).report_gone);
+    ck_assert_int_eq(f.gone_run, 1);
+    for (int64_t id = 1; id < FLOW_GONE_INTENTS - 1; id++)
+        ck_assert(!answer(&f, 410, false, id).report_gone);
+    ck_assert(!answer(&f, 410, false, 7).report_gone);
+    ck_assert(answer(&f, 410, false, 99).report_gone);
+}
+END_TEST
+
+/* Any other answer between them ends the run: a 410 interleaved with 200s
+ * (or 404s, 429s, 5xx) never reports gone. A request that got no answer is
+ * no evidence either way. */
+START_TEST(gone_run_broken_by_any_other_answer)
+{
+    const long others[] = {200, 404, 400, 429, 500, 503, 303};
+    for (size_t k = 0; k < sizeof(others) / sizeof(others[0]); k++) {
+        struct target_flow f = fresh();
+        for (int64_t id = 1; id <= 10 * FLOW_GONE_INTENTS; id++) {
+            long status = id % FLOW_GONE_INTENTS == 0 ? others[k] : 410;
+            ck_assert_msg(!answer(&f, status, false, id).report_gone,
+                          "410s broken by HTTP %ld reported gone at intent %lld", others[k],
+                          (long long)id);
+        }
+    }
+    struct target_flow f = fresh();
+    for (int64_t id = 1; id <= 1000; id++)
+        ck_assert(!answer(&f, id % 2 ? 410 : 200, false, id).report_gone);
+    f = fresh();
+    for (int64_t id = 1; id < FLOW_GONE_INTENTS; id++)
+        answer(&f, 410, false, id);
+    ck_assert(!answer(&f, 0, false, 50).report_gone); /* timeout: no answer */
+    ck_assert_int_eq(f.gone_run, FLOW_GONE_INTENTS - 1);
+    ck_assert(answer(&f, 410, false, 51).report_gone);
+}
+END_TEST
+
+/* The circuit probe's 410 is evidence about the endpoint: gone at once. Any
+ * other answer to the probe is what it always was. */
+START_TEST(gone_on_the_probe)
+{
+    struct target_flow f = fresh();
+    struct flow_actions a = answer(&f, 410, true, 1);
     ck_assert(a.report_gone);
-    a = flow_observe(&f, FLOW_OVERLOADED, false, 429, 3000, 8, 10, 100);
+    ck_assert_int_eq(a.gone_intents, 0);
+    ck_assert(!a.report_probe_succeeded && !a.report_probe_failed);
+    a = answer(&f, 404, true, 2);
+    ck_assert(!a.report_gone && a.report_probe_succeeded);
+    a = answer(&f, 503, true, 3);
+    ck_assert(!a.report_gone && a.report_probe_failed);
+}
+END_TEST
+
+START_TEST(gone_and_retry_after)
+{
+    struct target_flow f = fresh();
+    struct flow_actions a = flow_observe(&f, FLOW_OVERLOADED, false, 429, 3000, 8, 10, 100);
     ck_assert_int_eq(a.pause_ms, 3000);
     a = flow_observe(&f, FLOW_OVERLOADED, false, 429, -1, 8, 10, 100);
     ck_assert_int_eq(a.pause_ms, 0);
@@ -182,14 +289,20 @@ START_TEST(reports_and_their_reasons)
     ck_assert_str_eq(out[0].event, "probe_succeeded");
     ck_assert_str_eq(out[0].reason, "");
 
-    /* 410: gone, and the failure run's report (if any) names it as the last. */
-    struct flow_actions gone = {.report_gone = true, .report_open = true};
+    /* Gone: the evidence is the reason, and the failure run's report (if
+     * any) names it as the last. */
+    struct flow_actions gone = {.report_gone = true, .gone_intents = 5, .report_open = true};
     ck_assert_uint_eq(flow_reports(&gone, 10, 410, "HTTP 410", out), 2);
     ck_assert_str_eq(out[0].event, "gone");
-    ck_assert_str_eq(out[0].reason, "HTTP 410 Gone: the target asked not to be sent more");
+    ck_assert_str_eq(out[0].reason, "HTTP 410 Gone to 5 different intents in a row, no other "
+                                    "answer between them: the endpoint is gone");
     ck_assert_str_eq(out[1].event, "open");
-    ck_assert_str_eq(out[1].reason, "10 failures in a row; last: HTTP 410 Gone: the target asked "
-                                    "not to be sent more");
+    ck_assert_str_eq(out[1].reason, "10 failures in a row; last: HTTP 410 Gone to 5 different "
+                                    "intents in a row, no other answer between them: the "
+                                    "endpoint is gone");
+    gone = (struct flow_actions){.report_gone = true};
+    ck_assert_uint_eq(flow_reports(&gone, 0, 410, "HTTP 410", out), 1);
+    ck_assert_str_eq(out[0].reason, "HTTP 410 Gone to the circuit probe: the endpoint is gone");
 
     struct flow_actions pause = {.pause_ms = 120000};
     ck_assert_uint_eq(flow_reports(&pause, 0, 429, "HTTP 429", out), 1);
@@ -251,6 +364,13 @@ Suite *flow_suite(void)
     tcase_add_test(tc, failure_run_reports_open_every_threshold);
     tcase_add_test(tc, probe_results);
     tcase_add_test(tc, gone_and_retry_after);
+    suite_add_tcase(s, tc);
+    tc = tcase_create("gone");
+    tcase_add_test(tc, gone_one_intent_reports_nothing);
+    tcase_add_test(tc, gone_after_different_intents_in_a_row);
+    tcase_add_test(tc, gone_same_intent_counts_once);
+    tcase_add_test(tc, gone_run_broken_by_any_other_answer);
+    tcase_add_test(tc, gone_on_the_probe);
     tcase_add_test(tc, reports_and_their_reasons);
     tcase_add_test(tc, reports_long_error_is_cut);
     suite_add_tcase(s, tc);

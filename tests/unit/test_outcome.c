@@ -114,8 +114,8 @@ static const struct status_row status_table[] = {
     {401, CLASS_PERMANENT_FAILURE, CLASS_PERMANENT_FAILURE},
     {403, CLASS_PERMANENT_FAILURE, CLASS_PERMANENT_FAILURE},
     {404, CLASS_PERMANENT_FAILURE, CLASS_PERMANENT_FAILURE},
-    /* the endpoint is gone (Standard Webhooks): the target is disabled, the intent waits */
-    {410, CLASS_RETRY_LATER, CLASS_RETRY_LATER},
+    /* processed and refused: the intent fails; flow.c decides if the endpoint is gone */
+    {410, CLASS_PERMANENT_FAILURE, CLASS_PERMANENT_FAILURE},
     {499, CLASS_PERMANENT_FAILURE, CLASS_PERMANENT_FAILURE},
     {500, CLASS_AMBIGUOUS, CLASS_AMBIGUOUS},
     {502, CLASS_AMBIGUOUS, CLASS_AMBIGUOUS},
@@ -152,7 +152,7 @@ START_TEST(classify_every_status)
             enum attempt_class expected;
             if (s >= 200 && s <= 299)
                 expected = CLASS_SUCCEEDED;
-            else if (s == 408 || s == 410 || s == 425 || s == 429 || (s == 409 && keys))
+            else if (s == 408 || s == 425 || s == 429 || (s == 409 && keys))
                 expected = CLASS_RETRY_LATER;
             else if (s == 422)
                 expected = CLASS_KEY_CONFLICT;
@@ -212,6 +212,30 @@ START_TEST(decide_permanent_and_key_conflict)
             ck_assert(d.ambiguous);
             ck_assert_int_eq(d.delay_ms, p.reconcile_delay_ms);
         }
+    }
+}
+END_TEST
+
+/* A 410 fails the intent it answered at once, with attempts and time left,
+ * and is never pending again (no retry); after an earlier ambiguous attempt
+ * it is unknown, as any 4xx. */
+START_TEST(decide_gone_fails_the_intent)
+{
+    for (int keys = 0; keys < 2; keys++) {
+        struct retry_policy p = keys ? keyed_policy() : keyless_policy();
+        struct attempt_facts facts = {
+            .transport = TRANSPORT_COMPLETE, .http_status = 410, .honours_keys = keys};
+        enum attempt_class cls = outcome_classify(&facts);
+        ck_assert_int_eq(cls, CLASS_PERMANENT_FAILURE);
+        struct intent_progress pr = progress_at(1, false);
+        struct decision d = outcome_decide(cls, &p, &pr, 0.5);
+        ck_assert_msg(d.next_state == STATE_FAILED, "410, first attempt: got %s",
+                      outcome_state_name(d.next_state));
+        ck_assert(!d.ambiguous);
+        pr = progress_at(2, true);
+        d = outcome_decide(cls, &p, &pr, 0.5);
+        ck_assert_int_eq(d.next_state, STATE_UNKNOWN);
+        ck_assert(d.ambiguous);
     }
 }
 END_TEST
@@ -750,6 +774,15 @@ START_TEST(error_text_by_class_and_state)
     ck_assert_str_eq(
         error_text(CLASS_KEY_CONFLICT, STATE_UNKNOWN, 2, 422, "HTTP 422", buf, sizeof(buf)),
         "key conflict: the target answered HTTP 422");
+    /* A 410 names itself, and says it is not retried, whatever follows. */
+    const char *gone = "HTTP 410 Gone: the target refused this intent as gone (it did not act); "
+                       "a 410 is not retried";
+    ck_assert_str_eq(
+        error_text(CLASS_PERMANENT_FAILURE, STATE_FAILED, 1, 410, "HTTP 410", buf, sizeof(buf)),
+        gone);
+    ck_assert_str_eq(
+        error_text(CLASS_PERMANENT_FAILURE, STATE_UNKNOWN, 2, 410, "HTTP 410", buf, sizeof(buf)),
+        gone);
     /* Everything else keeps the transport's text as it is. */
     const char *transport = "HTTP 400";
     ck_assert_ptr_eq(
@@ -785,6 +818,7 @@ Suite *outcome_suite(void)
     tc = tcase_create("decide");
     tcase_add_test(tc, decide_succeeded);
     tcase_add_test(tc, decide_permanent_and_key_conflict);
+    tcase_add_test(tc, decide_gone_fails_the_intent);
     tcase_add_test(tc, decide_not_sent_and_retry_later_back_off);
     tcase_add_test(tc, decide_retry_after_wins_when_larger);
     tcase_add_test(tc, decide_exhausted);
