@@ -6,7 +6,7 @@
 # cannot deduplicate), cancelled (rejected) and awaiting_approval.
 #
 # What the browser must show: every target with its live states and its
-# circuit (open after a 410), the stuck keys with their reasons, recent
+# circuit (open after 410s), the stuck keys with their reasons, recent
 # failures, and from the search box the whole life of one key. Keys are
 # attacker text: a key holding <script>alert(1)</script> and one holding
 # "><img src=x onerror=alert(1)> render as text (no script or img element in
@@ -120,7 +120,7 @@ target_add api "http://127.0.0.1:$RECV_PORT_keyed/calls" backoff_base_ms=200 \
     "headers='{\"Authorization\": {\"env\": \"OUTBOX_SECRET_UI_HEADER\"}}'"
 target_add approvals "http://127.0.0.1:$RECV_PORT_keyed/approved" approval_rule="'\$.amount_cents > 1000'"
 target_add slow "http://127.0.0.1:$RECV_PORT_slow/calls" timeout_ms=120000
-target_add gone "http://127.0.0.1:$RECV_PORT_gone/calls"
+target_add gone "http://127.0.0.1:$RECV_PORT_gone/calls" max_in_flight=1
 target_add broken "http://127.0.0.1:$RECV_PORT_broken/calls"
 target_add legacy "http://127.0.0.1:$RECV_PORT_legacy/calls" key_header=NULL
 
@@ -144,11 +144,15 @@ enqueue "ui:refused" broken
 enqueue "ui:lost" legacy
 enqueue "$XSS_SCRIPT" legacy
 enqueue "$XSS_IMG" legacy
-# Both in one transaction: the first 410 disables the target (OR003 after it).
-sql "SELECT outbox.enqueue('ui:gone-' || g, 'gone', '{\"card\": \"$PAYLOAD_SECRET\"}')
+# One transaction (OR003 once the target is disabled): 410s to 5 intents in a
+# row disable it; two more, due just after them (one request at a time), wait.
+sql "SELECT outbox.enqueue('ui:gone-run-' || g, 'gone', '{\"card\": \"$PAYLOAD_SECRET\"}')
+       FROM generate_series(1, 5) g;
+     SELECT outbox.enqueue('ui:gone-' || g, 'gone', '{\"card\": \"$PAYLOAD_SECRET\"}',
+                           p_not_before => now() + interval '10 milliseconds')
        FROM generate_series(1, 2) g" >/dev/null
 sql "SELECT outbox.reject('ui:rejected', 'alice', 'amount over policy')" >/dev/null
-ok "the 410 opened the circuit of target gone (and disabled it)" wait_for 20 \
+ok "the 410s opened the circuit of target gone (and disabled it)" wait_for 20 \
     "SELECT circuit <> 'closed' FROM outbox.target_state WHERE target = 'gone'" t
 ok "succeeded (after two 429s)" wait_for 20 \
     "SELECT count(*) FROM outbox.intents WHERE key IN ('ui:ok', 'ui:retried') AND state = 'succeeded'" 2
@@ -160,7 +164,7 @@ is "$(state_of ui:approval)" awaiting_approval "awaiting approval"
 is "$(state_of ui:rejected)" cancelled "cancelled"
 is "$(state_of ui:later)" pending "pending (not due for an hour)"
 is "$(state_of ui:gone-2)" pending "pending behind the open circuit"
-is "$(state_of ui:gone-1)" pending "pending behind the open circuit, after its 410"
+is "$(state_of ui:gone-1)" pending "pending behind the open circuit, the other one too"
 is "$(sql "SELECT count(DISTINCT state) FROM outbox.intents")" 7 "all seven states are there"
 
 # ---------------------------------------------------------------- HTTP: auth and headers
