@@ -189,6 +189,18 @@ bool outcome_resend_allowed(const struct retry_policy *policy, bool was_ambiguou
     return policy->honours_keys && key_remembered_at(policy, first_attempt_ms, now_ms);
 }
 
+enum probe_verdict outcome_probe_failed(enum attempt_class cls, bool sent, struct decision *dec)
+{
+    if (cls == CLASS_NOT_SENT && !sent)
+        return PROBE_GIVE_BACK;
+    if (cls == CLASS_RETRY_LATER && dec->next_state == STATE_FAILED) {
+        *dec = (struct decision){
+            .next_state = STATE_PENDING, .delay_ms = 0, .ambiguous = dec->ambiguous};
+        return PROBE_SPARED;
+    }
+    return PROBE_AS_ANY;
+}
+
 struct decision outcome_decide_not_resent(const struct retry_policy *policy)
 {
     struct decision d = {

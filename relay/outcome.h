@@ -97,6 +97,20 @@ bool outcome_resend_allowed(const struct retry_policy *policy, bool was_ambiguou
 /* Exponential back-off with full jitter: uniform in [0, min(cap, base * 2^(attempt-1))). */
 int outcome_backoff_ms(int attempt, int base_ms, int cap_ms, double random_unit);
 
+/* What a failed circuit probe means for the intent it carried. A probe is
+ * sent because the target was failing; its refusal is evidence about the
+ * target (the circuit hears it), not about the intent:
+ *   - never sent (refused, unreachable): PROBE_GIVE_BACK, the row goes back
+ *     unsent and its attempt is not counted, as for a request aborted
+ *     before it left this host;
+ *   - answered "try later" (429, 503, 5xx without a sign of execution):
+ *     counted, but never the attempt that fails the intent: it stays
+ *     pending (*dec is changed), due when the circuit lets it go;
+ *   - anything else (success, an ambiguous outcome, a permanent failure of
+ *     this intent): PROBE_AS_ANY, decided like any attempt. */
+enum probe_verdict { PROBE_AS_ANY, PROBE_GIVE_BACK, PROBE_SPARED };
+enum probe_verdict outcome_probe_failed(enum attempt_class cls, bool sent, struct decision *dec);
+
 /* A row that may have executed and that its target can no longer recognise
  * (outcome_resend_allowed said no, at send time): unknown, flagged
  * ambiguous, reconciled after the target's reconcile delay. */

@@ -184,6 +184,17 @@ static void relay_conclude(struct relay *r, struct delivery *d, CURLcode result,
     }
     enum attempt_class cls;
     struct decision dec = relay_decide(r, d, &report, &cls);
+    if (d->kind == DELIVERY_SEND && d->probe &&
+        outcome_probe_failed(cls, report.sent, &dec) == PROBE_GIVE_BACK) {
+        /* The circuit hears the refusal; the intent keeps its attempts. */
+        target_events_observe(&r->reporter, d, cls, &report, uv_now(&r->loop));
+        log_event(LOG_INFO, "probe_given_back", "key", json_string(d->key), "target",
+                  json_string(d->target->name), "error", json_string(report.error), LOG_END);
+        id_batch_push(&r->releases, d->intent_id, d->attempt);
+        relay_send_releases(r);
+        delivery_free(d);
+        return;
+    }
     char reason[sizeof(report.error) + 160];
     const char *error = outcome_error_text(cls, &dec, d->attempt, report.http_status, report.error,
                                            reason, sizeof(reason));

@@ -804,6 +804,38 @@ START_TEST(names_of_values_out_of_range)
 }
 END_TEST
 
+/* A failed circuit probe is evidence about the target: never sent, the row
+ * goes back with its attempt; "try later", it is counted but never fails
+ * the intent; anything else is decided as any attempt. */
+START_TEST(probe_failure_spares_the_intent)
+{
+    struct decision failed = {.next_state = STATE_FAILED, .delay_ms = 0, .ambiguous = false};
+    struct decision d = failed;
+    ck_assert_int_eq(outcome_probe_failed(CLASS_NOT_SENT, false, &d), PROBE_GIVE_BACK);
+    d = failed;
+    ck_assert_int_eq(outcome_probe_failed(CLASS_RETRY_LATER, true, &d), PROBE_SPARED);
+    ck_assert_int_eq(d.next_state, STATE_PENDING);
+    ck_assert_int_eq(d.delay_ms, 0);
+    struct decision ambiguous_failed = {.next_state = STATE_FAILED, .ambiguous = true};
+    d = ambiguous_failed;
+    ck_assert_int_eq(outcome_probe_failed(CLASS_RETRY_LATER, true, &d), PROBE_SPARED);
+    ck_assert(d.ambiguous); /* an earlier attempt's doubt is kept */
+    struct decision pending = {.next_state = STATE_PENDING, .delay_ms = 1234};
+    d = pending;
+    ck_assert_int_eq(outcome_probe_failed(CLASS_RETRY_LATER, true, &d), PROBE_AS_ANY);
+    ck_assert_int_eq(d.delay_ms, 1234); /* attempts left: its own back-off */
+    d = failed;
+    ck_assert_int_eq(outcome_probe_failed(CLASS_PERMANENT_FAILURE, true, &d), PROBE_AS_ANY);
+    ck_assert_int_eq(d.next_state, STATE_FAILED); /* about the intent itself */
+    struct decision unknown = {.next_state = STATE_UNKNOWN, .ambiguous = true};
+    d = unknown;
+    ck_assert_int_eq(outcome_probe_failed(CLASS_AMBIGUOUS, true, &d), PROBE_AS_ANY);
+    ck_assert_int_eq(d.next_state, STATE_UNKNOWN);
+    d = failed;
+    ck_assert_int_eq(outcome_probe_failed(CLASS_SUCCEEDED, true, &d), PROBE_AS_ANY);
+}
+END_TEST
+
 Suite *outcome_suite(void)
 {
     Suite *s = suite_create("outcome");
@@ -853,6 +885,10 @@ Suite *outcome_suite(void)
     tcase_add_test(tc, retry_after_invalid);
     tcase_add_test(tc, retry_after_huge_is_capped);
     tcase_add_test(tc, retry_after_http_date);
+    suite_add_tcase(s, tc);
+
+    tc = tcase_create("probe");
+    tcase_add_test(tc, probe_failure_spares_the_intent);
     suite_add_tcase(s, tc);
 
     tc = tcase_create("names");
