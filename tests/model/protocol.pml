@@ -88,7 +88,7 @@
 #define C_NOT_SENT         0
 #define C_AMBIGUOUS        1
 #define C_SUCCEEDED        2
-#define C_RETRY_LATER      3   /* 408, 410, 425, 429; 409 from a keyed target */
+#define C_RETRY_LATER      3   /* 408, 425, 429; 409 from a keyed target */
 #define C_PERMANENT        4   /* other 4xx, and 422 key_conflict: same decision */
 #define C_REC_EXECUTED     5
 #define C_REC_NOT_EXECUTED 6
@@ -537,8 +537,8 @@ end_loop:
     /* key_ttl passes (T4: not while a request is in flight) */
     :: atomic { keyed && !forgot && FORGET_OK -> forgot = true;
         printf("target: key_ttl passes, the key is forgotten\n") }
-    /* flow control: outbox.target_event closes the gate (circuit open, 410
-     * disables the target); a probe or an admin opens it again */
+    /* flow control: outbox.target_event closes the gate (circuit open, 410s
+     * disable the target); a probe or an admin opens it again */
     :: atomic { gate && gates < GATES -> gate = false; gates++ }
     :: atomic { !gate -> gate = true }
     od
