@@ -13,7 +13,8 @@
 # Each suite starts what it needs (its own PostgreSQL clusters on free ports)
 # and stops it, also on failure. Ends with "N passed, N failed"; exits
 # non-zero on any failure. ONLY=sql|unit|schema|fuzz|model|scale|integration|lint runs
-# one suite; ONLY=integration FILTER=03 runs matching scenarios.
+# one suite; ONLY=integration FILTER=03 runs matching scenarios; INTEGRATION_JOBS=N
+# runs N scenarios at a time (default 2; 1: one after another).
 set -u
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 cd "$ROOT"
@@ -104,19 +105,59 @@ if want scale; then
     count scale "$ok_n" "$bad_n"
 fi
 
+# One scenario, in the background: its TAP, stderr, exit code and seconds
+# go to $LOG_DIR/NAME.{tap,err,rc,secs}.
+run_scenario() {
+    local scenario=$1 name start rc
+    name=$(basename "$scenario" .sh)
+    start=$(date +%s)
+    timeout -k 10 900 bash "$scenario" >"$LOG_DIR/$name.tap" 2>"$LOG_DIR/$name.err"
+    rc=$?
+    echo $(( $(date +%s) - start )) >"$LOG_DIR/$name.secs"
+    echo "$rc" >"$LOG_DIR/$name.rc"
+}
+
+report_scenario() {
+    local name=$1 rc ok_n bad_n
+    rc=$(cat "$LOG_DIR/$name.rc")
+    ok_n=$(grep -c '^ok ' "$LOG_DIR/$name.tap")
+    bad_n=$(grep -c '^not ok ' "$LOG_DIR/$name.tap")
+    if [ "$rc" != 0 ] && [ "$bad_n" = 0 ]; then bad_n=1; fi # crashed, timed out or bailed
+    sed -e "s/^/  /" "$LOG_DIR/$name.tap"
+    [ "$rc" != 0 ] && tail -n 20 "$LOG_DIR/$name.err" | sed -e "s/^/  stderr: /"
+    count "integration/$name ($(cat "$LOG_DIR/$name.secs") s)" "$ok_n" "$bad_n"
+}
+
 if want integration; then
+    # Each scenario has its own cluster, ports and temp dir, so they run
+    # INTEGRATION_JOBS (2) at a time; a scenario that measures time or load
+    # against a bound (a line "# itest: alone" in it) runs after them, alone.
+    # Output is printed per scenario as each ends.
+    jobs_max=${INTEGRATION_JOBS:-2}
+    together=() alone=()
     for scenario in tests/integration/*.sh; do
         name=$(basename "$scenario" .sh)
         [ -n "$FILTER" ] && [[ "$name" != *"$FILTER"* ]] && continue
-        start=$(date +%s)
-        timeout -k 10 900 bash "$scenario" >"$LOG_DIR/$name.tap" 2>"$LOG_DIR/$name.err"
-        rc=$?
-        ok_n=$(grep -c '^ok ' "$LOG_DIR/$name.tap")
-        bad_n=$(grep -c '^not ok ' "$LOG_DIR/$name.tap")
-        if [ "$rc" != 0 ] && [ "$bad_n" = 0 ]; then bad_n=1; fi # crashed, timed out or bailed
-        sed -e "s/^/  /" "$LOG_DIR/$name.tap"
-        [ "$rc" != 0 ] && tail -n 20 "$LOG_DIR/$name.err" | sed -e "s/^/  stderr: /"
-        count "integration/$name ($(( $(date +%s) - start )) s)" "$ok_n" "$bad_n"
+        if grep -q '^# itest: alone' "$scenario"; then alone+=("$scenario"); else together+=("$scenario"); fi
+    done
+    declare -A running=()
+    for scenario in "${together[@]}"; do
+        while [ "${#running[@]}" -ge "$jobs_max" ]; do
+            wait -n -p ended
+            report_scenario "${running[$ended]}"
+            unset "running[$ended]"
+        done
+        run_scenario "$scenario" &
+        running[$!]=$(basename "$scenario" .sh)
+    done
+    while [ "${#running[@]}" -gt 0 ]; do
+        wait -n -p ended
+        report_scenario "${running[$ended]}"
+        unset "running[$ended]"
+    done
+    for scenario in "${alone[@]}"; do
+        run_scenario "$scenario"
+        report_scenario "$(basename "$scenario" .sh)"
     done
 fi
 

@@ -27,8 +27,9 @@ ok "sick: three intents ended unknown" wait_for 10 \
     "SELECT count(*) FROM outbox.intents WHERE target = 'sick' AND state = 'unknown'" 3
 ok "both circuits open" wait_cmd 5 test "$(circuit down)$(circuit sick)" != closedclosed
 
-# sick now answers 429 with Retry-After 2: "busy, try later".
-curl -s -X POST -d '{"status": 429, "retry_after": "2"}' "http://127.0.0.1:$RECV_PORT_sick/_mode" >/dev/null
+# sick now answers 429 with Retry-After 8: "busy, try later" (the target pauses 8 s,
+# time enough to look before it is asked again).
+curl -s -X POST -d '{"status": 429, "retry_after": "8"}' "http://127.0.0.1:$RECV_PORT_sick/_mode" >/dev/null
 # One more intent each: it becomes the probe, again and again while the target is down.
 sql "SELECT outbox.enqueue('probe:down', 'down', '{}'), outbox.enqueue('probe:sick', 'sick', '{}')" >/dev/null
 given_back() { [ "$(grep -c '"event":"probe_given_back".*"key":"probe:down"' "$T/relay-one.log")" -ge 3 ]; }
