@@ -1,5 +1,5 @@
 -- schema/outbox.sql — the net schema of outbox-relay: what a database looks
--- like after every migration up to and including 0025_key_stamp.sql.
+-- like after every migration up to and including 0026_isolation_by_login.sql.
 --
 -- Read it to learn the data model; build databases with migrations/
 -- (`outbox-relay migrate`), which also records what is applied. The file is
@@ -221,6 +221,7 @@ CREATE TABLE outbox.intents (
     not_before timestamp with time zone,
     traceparent text,
     key_sent boolean,
+    enqueued_by text DEFAULT SESSION_USER,
     CONSTRAINT intents_check CHECK (((state <> 'in_flight'::outbox.intent_state) OR ((lease_owner IS NOT NULL) AND (lease_expires_at IS NOT NULL))))
 )
 WITH (fillfactor='50');
@@ -236,6 +237,8 @@ COMMENT ON COLUMN outbox.intents.not_before IS 'p_not_before of an ordered inten
 COMMENT ON COLUMN outbox.intents.traceparent IS 'The W3C traceparent the caller enqueued with (version 00), sent on every attempt with a new parent id; NULL: none.';
 
 COMMENT ON COLUMN outbox.intents.key_sent IS 'Whether the request of the current attempt carries the idempotency key header, stamped by the claim (outbox.claim_due); NULL: not recorded (never claimed, or claimed by a relay before 0025).';
+
+COMMENT ON COLUMN outbox.intents.enqueued_by IS 'The login (session_user) whose enqueue or compensate made the intent; NULL: enqueued before 0026. An isolated login (outbox.isolated_logins) sees only its own.';
 
 ALTER TABLE outbox.intents ALTER COLUMN id ADD GENERATED ALWAYS AS IDENTITY (
     SEQUENCE NAME outbox.intents_id_seq
@@ -345,10 +348,13 @@ CREATE TABLE outbox.tombstones (
     settled_at timestamp with time zone NOT NULL,
     pruned_at timestamp with time zone DEFAULT now() NOT NULL,
     forget_at timestamp with time zone NOT NULL,
+    enqueued_by text,
     CONSTRAINT tombstones_state_check CHECK ((state = ANY (ARRAY['succeeded'::outbox.intent_state, 'failed'::outbox.intent_state, 'cancelled'::outbox.intent_state])))
 );
 
 COMMENT ON TABLE outbox.tombstones IS 'Keys of pruned intents, remembered until forget_at (settled_at + dedupe_window): enqueue and outcome answer from them.';
+
+COMMENT ON COLUMN outbox.tombstones.enqueued_by IS 'intents.enqueued_by of the pruned intent (NULL: pruned before 0026, or enqueued before it).';
 
 CREATE INDEX tombstones_forget ON outbox.tombstones USING brin (forget_at);
 
@@ -396,6 +402,24 @@ COMMENT ON TABLE outbox.relays IS 'Running relays. The enqueue trigger notifies 
 
 ALTER TABLE ONLY outbox.relays
     ADD CONSTRAINT relays_pkey PRIMARY KEY (relay_id);
+
+-- ---------------------------------------------------------------------- isolated_logins
+-- Logins that see and act on only the intents they enqueued (outcome,
+-- enqueue, compensate, compensations, links, traceparent_of, cancel_run);
+-- written by admins. Members of outbox_operator or outbox_relay are never
+-- isolated.
+CREATE TABLE outbox.isolated_logins (
+    login text NOT NULL,
+    isolated_at timestamp with time zone DEFAULT now() NOT NULL,
+    isolated_by text DEFAULT SESSION_USER NOT NULL,
+    note text,
+    CONSTRAINT isolated_logins_login_check CHECK ((login <> ''::text))
+);
+
+COMMENT ON TABLE outbox.isolated_logins IS 'Logins that see and act on only the intents they enqueued (outcome, enqueue, compensate, compensations, links, traceparent_of, cancel_run); written by admins. Members of outbox_operator or outbox_relay are never isolated.';
+
+ALTER TABLE ONLY outbox.isolated_logins
+    ADD CONSTRAINT isolated_logins_pkey PRIMARY KEY (login);
 
 -- ---------------------------------------------------------------------- mcp_clients
 -- MCP clients: the SHA-256 of each bearer token (never the token) and the
@@ -683,12 +707,19 @@ END
 $$;
 COMMENT ON FUNCTION outbox.attempts_check_intents() IS 'Statement-level reference check attempts.intent_id → intents.id (replaces a per-row foreign key; see migration 0008).';
 
+CREATE FUNCTION outbox.caller_may_see(p_enqueued_by text) RETURNS boolean
+    LANGUAGE sql STABLE
+    AS $$
+    SELECT p_enqueued_by IS NOT DISTINCT FROM session_user::text OR NOT outbox.isolated()
+$$;
+
 CREATE FUNCTION outbox.cancel(p_key text, p_reason text DEFAULT NULL::text) RETURNS outbox.intent_state
     LANGUAGE plpgsql SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'pg_temp'
     AS $$
 DECLARE
     row outbox.intents := outbox.ordering_locked_intent(p_key, 'cancel');   -- 0013: the group's settle lock too
+    d   record;   -- 0026: outbox.delivery_summary
 BEGIN
     IF (row.state NOT IN ('pending', 'awaiting_approval') OR row.ambiguous)
        AND NOT (row.state = 'failed' AND row.ordering_key IS NOT NULL) THEN   -- 0013
@@ -697,14 +728,24 @@ BEGIN
                              ELSE row.state::text END
             USING ERRCODE = 'OR007', HINT = 'Only intents that were never sent (or, in an ordering group, that failed) can be cancelled.';
     END IF;
+    SELECT * INTO d FROM outbox.delivery_summary(row.id);
+    IF row.state <> 'failed' AND d.may_have_executed > 0 THEN   -- 0026
+        RAISE EXCEPTION 'outbox.cancel: key % is % after %, cannot cancel', quote_literal(p_key), row.state,
+                        d.story || CASE WHEN d.status_url_said_no
+                                        THEN ' (it may have answered while the target was still working on a request)'
+                                        ELSE '' END
+            USING ERRCODE = 'OR007',
+                  HINT = 'An attempt may have executed: it is sent again (with its key, if the target takes one), and once its outcome is known it can be compensated (outbox.compensate). Only an intent the target never acted on can be cancelled: never sent, or refused with a 4xx (or, in an ordering group, failed).';
+    END IF;
     UPDATE outbox.intents
        SET state = 'cancelled',
            last_error = 'cancelled: ' || coalesce(p_reason, 'no reason given')
                         || CASE WHEN row.state = 'failed' THEN ' (it had failed: ' || coalesce(row.last_error, 'no reason recorded') || ')'
-                                ELSE '' END,   -- 0013
+                                ELSE coalesce(' (after ' || d.story || ')', '') END,   -- 0013, 0026
            decision_note = p_reason, decided_by = session_user, updated_at = now()
      WHERE id = row.id;
-    PERFORM outbox.note_decision(row.id, row.attempts, session_user, 'cancelled: ' || coalesce(p_reason, ''));
+    PERFORM outbox.note_decision(row.id, row.attempts, session_user,
+                                 'cancelled: ' || coalesce(p_reason, '') || coalesce(' (after ' || d.story || ')', ''));   -- 0026
     IF row.ordering_key IS NOT NULL THEN   -- 0013
         PERFORM outbox.ordering_release(ARRAY[row.ordering_key]);
     END IF;
@@ -723,6 +764,8 @@ DECLARE
     locked    boolean := false;   -- 0013
     row       outbox.intents;
     cancelled integer := 0;
+    everyone  boolean := NOT outbox.isolated();   -- 0026: else only the caller's own intents
+    story     text;      -- 0026
 BEGIN
     IF p_run_id IS NULL OR p_run_id = '' THEN
         RAISE EXCEPTION 'outbox.cancel_run: say which run (p_run_id)' USING ERRCODE = '22023';
@@ -736,11 +779,13 @@ BEGIN
     -- only rows nobody else holds: a relay recording one waits for those locks.
     SELECT array_agg(DISTINCT i.ordering_key) INTO groups FROM outbox.intents i
      WHERE i.run_id = p_run_id AND i.state IN ('pending', 'awaiting_approval')
-       AND NOT i.ambiguous AND i.compensates IS NULL AND i.ordering_key IS NOT NULL;
+       AND NOT i.ambiguous AND i.compensates IS NULL AND i.ordering_key IS NOT NULL
+       AND (everyone OR i.enqueued_by = session_user::text);   -- 0026
     FOR candidate, grp IN
         SELECT i.id, i.ordering_key FROM outbox.intents i
          WHERE i.run_id = p_run_id AND i.state IN ('pending', 'awaiting_approval')
            AND NOT i.ambiguous AND i.compensates IS NULL
+           AND (everyone OR i.enqueued_by = session_user::text)   -- 0026
          ORDER BY i.ordering_key IS NOT NULL, i.id
     LOOP
         IF grp IS NULL THEN   -- 0013
@@ -754,16 +799,22 @@ BEGIN
             PERFORM 1 FROM outbox.intents i WHERE i.id = candidate FOR UPDATE SKIP LOCKED;
             CONTINUE WHEN NOT FOUND;
         END IF;
+        -- 0026: no attempt that may have executed (was: no attempt that reached or may
+        -- have reached the target), as outbox.cancel; what they were goes into the reason.
+        story := (SELECT d.story FROM outbox.delivery_summary(candidate) d);
         UPDATE outbox.intents i
-           SET state = 'cancelled', last_error = 'cancelled: ' || coalesce(p_reason, 'no reason given'),
+           SET state = 'cancelled',
+               last_error = 'cancelled: ' || coalesce(p_reason, 'no reason given') || coalesce(' (after ' || story || ')', ''),
                decision_note = p_reason, decided_by = session_user, updated_at = now()
          WHERE i.id = candidate AND i.state IN ('pending', 'awaiting_approval') AND NOT i.ambiguous
            AND NOT EXISTS (SELECT 1 FROM outbox.attempts a
-                            WHERE a.intent_id = i.id AND a.request_sent IS DISTINCT FROM false)
+                            WHERE a.intent_id = i.id
+                              AND outbox.attempt_may_have_executed(a.class, a.request_sent, a.http_status))
         RETURNING i.* INTO row;
         IF FOUND THEN
             PERFORM outbox.note_decision(row.id, row.attempts, session_user,
-                                         format('cancelled with run %s: %s', p_run_id, coalesce(p_reason, '')));
+                                         format('cancelled with run %s: %s', p_run_id, coalesce(p_reason, ''))
+                                         || coalesce(' (after ' || story || ')', ''));   -- 0026
             cancelled := cancelled + 1;
         END IF;
     END LOOP;
@@ -1027,7 +1078,8 @@ BEGIN
 
     -- 0012: locked, as the foreign key on compensates did (see above).
     SELECT * INTO original FROM outbox.intents WHERE key = p_original_key FOR KEY SHARE;
-    IF NOT FOUND THEN
+    IF NOT FOUND
+       OR (original.enqueued_by IS DISTINCT FROM session_user::text AND outbox.isolated()) THEN   -- 0026
         RAISE EXCEPTION 'outbox.compensate: no intent with key %', coalesce(quote_literal(p_original_key), 'NULL')
             USING ERRCODE = 'OR008', HINT = 'A compensation undoes an intent that exists: name its key.';
     END IF;
@@ -1036,6 +1088,9 @@ BEGIN
     -- on target and payload and return it), or a key reused for another action.
     SELECT * INTO existing FROM outbox.intents WHERE key = p_key;
     IF FOUND THEN
+        IF existing.enqueued_by IS DISTINCT FROM session_user::text AND outbox.isolated() THEN   -- 0026
+            PERFORM outbox.refuse_others_key('compensate', p_key);
+        END IF;
         IF existing.id = original.id THEN
             RAISE EXCEPTION 'outbox.compensate: key % cannot compensate itself', quote_literal(p_key)
                 USING ERRCODE = 'OR001', HINT = 'A compensation is a new action: give it its own key, e.g. {original key}:undo.';
@@ -1058,8 +1113,9 @@ BEGIN
             USING ERRCODE = 'OR007',
                   HINT = CASE
                       WHEN original.state IN ('pending', 'awaiting_approval') AND NOT original.ambiguous
-                          THEN 'It was never sent: cancel it instead (outbox.cancel, outbox.cancel_run).'
-                      WHEN original.state IN ('pending', 'in_flight')
+                           AND (SELECT d.may_have_executed FROM outbox.delivery_summary(original.id) d) = 0   -- 0026
+                          THEN 'The target has not acted on it: cancel it instead (outbox.cancel, outbox.cancel_run).'
+                      WHEN original.state IN ('pending', 'in_flight', 'awaiting_approval')
                           THEN 'It is being delivered: compensate once its outcome is succeeded or unknown.'
                       ELSE 'The target did not act on it: there is nothing to compensate.'
                   END;
@@ -1091,6 +1147,7 @@ CREATE FUNCTION outbox.compensations(p_key text) RETURNS TABLE(key text, target 
            c.created_at, c.updated_at
       FROM outbox.intents c
      WHERE c.compensates = p_key
+       AND outbox.caller_may_see(c.enqueued_by)   -- 0026
      ORDER BY c.id
 $$;
 
@@ -1114,6 +1171,38 @@ BEGIN
     GET DIAGNOSTICS deferred = ROW_COUNT;
     RETURN deferred;
 END
+$$;
+
+CREATE FUNCTION outbox.delivery_summary(p_intent bigint, OUT sent integer, OUT may_have_executed integer, OUT status_url_said_no boolean, OUT story text) RETURNS record
+    LANGUAGE sql STABLE
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+    SELECT s.sent, s.doubtful, s.url_no,
+           CASE WHEN s.sent > 0 THEN
+               CASE WHEN s.sent = 1 THEN '1 attempt was sent: ' ELSE s.sent || ' attempts were sent: ' END
+               || CASE WHEN s.doubtful = 0 AND s.sent = 1
+                       THEN format('the target refused it with HTTP %s and did not act', coalesce(s.last_http::text, '4xx'))
+                       WHEN s.doubtful = 0
+                       THEN format('the target refused each, the last with HTTP %s, and did not act',
+                                   coalesce(s.last_http::text, '4xx'))
+                       WHEN s.url_no AND s.sent = 1 THEN 'the target''s status URL reported that it did not execute'
+                       WHEN s.url_no THEN 'the target''s status URL reported that none executed'
+                       WHEN s.person_no THEN 'a person resolved that the target did not act'
+                       WHEN s.sent = 1 THEN 'it may have executed'
+                       ELSE 'one of them may have executed' END
+           END
+      FROM (SELECT count(*) FILTER (WHERE x.delivery)::integer AS sent,
+                   count(*) FILTER (WHERE outbox.attempt_may_have_executed(x.class, x.request_sent, x.http_status))::integer
+                       AS doubtful,
+                   (array_agg(x.http_status ORDER BY x.id DESC) FILTER (WHERE x.delivery))[1] AS last_http,
+                   coalesce(bool_or(x.class = 'reconciled_not_executed'), false) AS url_no,
+                   coalesce(bool_or(x.class = 'resolved' AND x.error LIKE 'resolved failed:%'), false) AS person_no
+              FROM (SELECT a.id, a.class, a.request_sent, a.http_status, a.error,
+                           a.class IN ('not_sent', 'ambiguous', 'succeeded', 'retry_later', 'key_conflict',
+                                       'permanent_failure')
+                           AND a.request_sent IS DISTINCT FROM false AS delivery
+                      FROM outbox.attempts a
+                     WHERE a.intent_id = p_intent) x) s
 $$;
 
 CREATE FUNCTION outbox.differing_fields(a jsonb, b jsonb) RETURNS text[]
@@ -1298,6 +1387,11 @@ BEGIN
             USING ERRCODE = '40001', HINT = 'Retry the transaction.';
     END IF;
 
+    -- 0026: another login's key, for an isolated caller: taken, and nothing more.
+    IF existing.enqueued_by IS DISTINCT FROM session_user::text AND outbox.isolated() THEN
+        PERFORM outbox.refuse_others_key('enqueue', p_key);
+    END IF;
+
     IF existing.target <> p_target THEN
         RAISE EXCEPTION 'outbox.enqueue: key % is already used for target %, not %',
                         quote_literal(p_key), quote_literal(existing.target), quote_literal(p_target)
@@ -1346,6 +1440,9 @@ CREATE FUNCTION outbox.enqueue_remembered(p_key text, p_target text, p_fingerpri
 DECLARE
     result outbox.enqueue_result;
 BEGIN
+    IF s.enqueued_by IS DISTINCT FROM session_user::text AND outbox.isolated() THEN   -- 0026
+        PERFORM outbox.refuse_others_key('enqueue', p_key);
+    END IF;
     IF s.target <> p_target THEN
         RAISE EXCEPTION 'outbox.enqueue: key % is already used for target %, not %',
                         quote_literal(p_key), quote_literal(s.target), quote_literal(p_target)
@@ -1462,6 +1559,17 @@ END
 $$;
 COMMENT ON FUNCTION outbox.intents_delete_history() IS 'Deleting intents deletes their attempts and mismatches, and refuses to leave a compensation without its original (0012; replaces ON DELETE CASCADE and the foreign keys on intents.key).';
 
+-- Whether the session's login is isolated (outbox.isolated_logins), unless it
+-- is a member of outbox_operator or outbox_relay (0026).
+CREATE FUNCTION outbox.isolated() RETURNS boolean
+    LANGUAGE sql STABLE
+    AS $$
+    SELECT EXISTS (SELECT 1 FROM outbox.isolated_logins l WHERE l.login = session_user::text)
+           AND NOT pg_catalog.pg_has_role(session_user, 'outbox_operator', 'MEMBER')
+           AND NOT pg_catalog.pg_has_role(session_user, 'outbox_relay', 'MEMBER')
+$$;
+COMMENT ON FUNCTION outbox.isolated() IS 'Whether the session''s login is isolated (outbox.isolated_logins), unless it is a member of outbox_operator or outbox_relay (0026).';
+
 CREATE FUNCTION outbox.key_hash(p_key text) RETURNS bytea
     LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE
     AS $$
@@ -1478,10 +1586,12 @@ CREATE FUNCTION outbox.links(p_key text) RETURNS TABLE(key text, relation text, 
               FROM outbox.intents i
               JOIN outbox.intents o ON o.key = i.compensates
              WHERE i.key = p_key
+               AND outbox.caller_may_see(i.enqueued_by) AND outbox.caller_may_see(o.enqueued_by)   -- 0026
             UNION ALL
             SELECT p_key, 'compensated_by', c.key, outbox.visible_status(c.state, c.ambiguous), 1, c.id
               FROM outbox.intents c
-             WHERE c.compensates = p_key) AS l
+             WHERE c.compensates = p_key
+               AND outbox.caller_may_see(c.enqueued_by)) AS l   -- 0026
      ORDER BY l.side, l.id
 $$;
 
@@ -2405,8 +2515,11 @@ CREATE FUNCTION outbox.ordering_waits_for(p_group text, p_id bigint) RETURNS tex
     LANGUAGE sql STABLE SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'pg_temp'
     AS $$
-    SELECT coalesce((SELECT format('waiting for %s (%s), the head of ordering group %s: it is sent once that one succeeded or was cancelled',
-                                   h.key, outbox.visible_status(h.state, h.ambiguous), p_group)
+    SELECT coalesce((SELECT CASE WHEN outbox.caller_may_see(h.enqueued_by)
+                                 THEN format('waiting for %s (%s), the head of ordering group %s: it is sent once that one succeeded or was cancelled',
+                                             h.key, outbox.visible_status(h.state, h.ambiguous), p_group)
+                                 ELSE format('waiting for its turn in ordering group %s, behind an intent of another login',
+                                             p_group) END
                        FROM outbox.ordering_head_before(p_group, p_id) h WHERE h.id IS NOT NULL),
                     'waiting for its turn in ordering group ' || p_group)
 $$;
@@ -2436,16 +2549,18 @@ BEGIN
                WHEN 'delivering' THEN 'being delivered'
                WHEN 'succeeded' THEN 'the target acted'
                WHEN 'failed' THEN 'the target did not act and will not'
-               WHEN 'cancelled' THEN 'cancelled before it was sent'
+               WHEN 'cancelled' THEN coalesce('cancelled after ' || (SELECT d.story FROM outbox.delivery_summary(i.id) d),
+                                              'cancelled before it was sent')   -- 0026
            END,
            i.state, i.target, i.updated_at
       FROM outbox.intents i
-     WHERE i.key = p_key;
+     WHERE i.key = p_key
+       AND outbox.caller_may_see(i.enqueued_by);   -- 0026
     IF FOUND THEN
         RETURN;
     END IF;
     stone := outbox.tombstone_of(p_key);
-    IF stone.intent_id IS NULL THEN
+    IF stone.intent_id IS NULL OR NOT outbox.caller_may_see(stone.enqueued_by) THEN   -- 0026
         RETURN;
     END IF;
     status := outbox.visible_status(stone.state, false);
@@ -2457,7 +2572,7 @@ BEGIN
                       CASE stone.state
                           WHEN 'succeeded' THEN 'the target acted'
                           WHEN 'failed' THEN 'the target did not act and will not'
-                          ELSE 'cancelled before it was sent' END,
+                          ELSE 'cancelled (the target did not act)' END,   -- 0026: whether it was sent is not kept
                       outbox.utc_text(stone.pruned_at), outbox.utc_text(stone.forget_at));
     state := stone.state;
     target := stone.target;
@@ -2510,17 +2625,19 @@ BEGIN
     WITH gone AS (
         DELETE FROM outbox.intents i
          WHERE i.id = ANY (p_ids)
-        RETURNING i.id, i.key, i.target, i.fingerprint, i.state, i.response_status, i.updated_at
+        RETURNING i.id, i.key, i.target, i.fingerprint, i.state, i.response_status, i.updated_at,
+                  i.enqueued_by   -- 0026
     )
     INSERT INTO outbox.tombstones (key_hash, intent_id, target, fingerprint, state, response_status,
-                                   settled_at, forget_at)
+                                   settled_at, forget_at, enqueued_by)   -- 0026
     SELECT outbox.key_hash(g.key), g.id, g.target, substring(g.fingerprint FROM 1 FOR 16), g.state,
            g.response_status, g.updated_at,
            -- 0024: a key that settled before retention began is remembered for good,
            -- unless an admin lets the target forget such keys (forget_pre_retention)
            CASE WHEN g.updated_at < (SELECT e.began FROM outbox.retention_epoch e) AND NOT t.forget_pre_retention
                 THEN 'infinity'::timestamptz
-                ELSE g.updated_at + coalesce(p_dedupe_window, t.dedupe_window) END
+                ELSE g.updated_at + coalesce(p_dedupe_window, t.dedupe_window) END,
+           g.enqueued_by   -- 0026
       FROM gone g
       JOIN outbox.targets t ON t.name = g.target;
     GET DIAGNOSTICS n = ROW_COUNT;
@@ -2965,6 +3082,18 @@ BEGIN
     END IF;
 END
 $_$;
+
+CREATE FUNCTION outbox.refuse_others_key(p_function text, p_key text) RETURNS void
+    LANGUAGE plpgsql IMMUTABLE
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+BEGIN
+    RAISE EXCEPTION 'outbox.%: key % is already used by another login', p_function, outbox.quote_key(p_key)
+        USING ERRCODE = 'OR001',
+              DETAIL = 'This login is isolated (outbox.isolated_logins): it sees and acts on only the intents it enqueued, and is not told what another login''s key is for or how it ended.',
+              HINT = 'An idempotency key names one action; use a new key, e.g. one that starts with your service''s name.';
+END
+$$;
 
 CREATE FUNCTION outbox.refuse_traceparent(p_value text, p_from_setting boolean) RETURNS void
     LANGUAGE plpgsql IMMUTABLE
@@ -3463,7 +3592,8 @@ CREATE FUNCTION outbox.traceparent_of(p_key text) RETURNS text
     LANGUAGE sql STABLE SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'pg_temp'
     AS $$
-    SELECT i.traceparent FROM outbox.intents i WHERE i.key = p_key
+    SELECT i.traceparent FROM outbox.intents i
+     WHERE i.key = p_key AND outbox.caller_may_see(i.enqueued_by)   -- 0026
 $$;
 
 CREATE FUNCTION outbox.unkeyed_attempt(p_intent bigint) RETURNS text
@@ -3746,6 +3876,8 @@ REVOKE ALL ON FUNCTION outbox.attempt_may_have_executed(p_class outbox.attempt_c
 
 REVOKE ALL ON FUNCTION outbox.attempts_check_intents() FROM PUBLIC;
 
+REVOKE ALL ON FUNCTION outbox.caller_may_see(p_enqueued_by text) FROM PUBLIC;
+
 REVOKE ALL ON FUNCTION outbox.cancel(p_key text, p_reason text) FROM PUBLIC;
 GRANT ALL ON FUNCTION outbox.cancel(p_key text, p_reason text) TO outbox_admin;
 
@@ -3780,6 +3912,8 @@ GRANT ALL ON FUNCTION outbox.compensations(p_key text) TO outbox_admin;
 REVOKE ALL ON FUNCTION outbox.defer(p_relay text, p_ids bigint[], p_attempts integer[], p_delay_ms integer) FROM PUBLIC;
 GRANT ALL ON FUNCTION outbox.defer(p_relay text, p_ids bigint[], p_attempts integer[], p_delay_ms integer) TO outbox_relay;
 
+REVOKE ALL ON FUNCTION outbox.delivery_summary(p_intent bigint, OUT sent integer, OUT may_have_executed integer, OUT status_url_said_no boolean, OUT story text) FROM PUBLIC;
+
 REVOKE ALL ON FUNCTION outbox.differing_fields(a jsonb, b jsonb) FROM PUBLIC;
 GRANT ALL ON FUNCTION outbox.differing_fields(a jsonb, b jsonb) TO outbox_app;
 GRANT ALL ON FUNCTION outbox.differing_fields(a jsonb, b jsonb) TO outbox_relay;
@@ -3811,6 +3945,8 @@ GRANT SELECT ON TABLE outbox.intents TO outbox_operator;
 REVOKE ALL ON FUNCTION outbox.intent_event(i outbox.intents, p_class outbox.attempt_class, p_http integer, p_error text) FROM PUBLIC;
 
 REVOKE ALL ON FUNCTION outbox.intents_delete_history() FROM PUBLIC;
+
+REVOKE ALL ON FUNCTION outbox.isolated() FROM PUBLIC;
 
 REVOKE ALL ON FUNCTION outbox.key_hash(p_key text) FROM PUBLIC;
 
@@ -3943,6 +4079,8 @@ REVOKE ALL ON FUNCTION outbox.refresh_statistics() FROM PUBLIC;
 
 REVOKE ALL ON FUNCTION outbox.refuse_key(p_function text, p_key text) FROM PUBLIC;
 
+REVOKE ALL ON FUNCTION outbox.refuse_others_key(p_function text, p_key text) FROM PUBLIC;
+
 REVOKE ALL ON FUNCTION outbox.refuse_traceparent(p_value text, p_from_setting boolean) FROM PUBLIC;
 
 REVOKE ALL ON FUNCTION outbox.reject(p_key text, p_by text, p_reason text) FROM PUBLIC;
@@ -4020,6 +4158,9 @@ GRANT SELECT ON TABLE outbox.approvals TO outbox_admin;
 
 GRANT SELECT ON TABLE outbox.attempts TO outbox_operator;
 
+GRANT SELECT ON TABLE outbox.isolated_logins TO outbox_operator;
+GRANT SELECT,INSERT,DELETE,UPDATE ON TABLE outbox.isolated_logins TO outbox_admin;
+
 GRANT DELETE ON TABLE outbox.mcp_clients TO outbox_admin;
 
 GRANT SELECT(name) ON TABLE outbox.mcp_clients TO outbox_operator;
@@ -4050,9 +4191,11 @@ COMMENT ON FUNCTION outbox.approval_reason(p_payload jsonb, p_rule jsonpath) IS 
 
 COMMENT ON FUNCTION outbox.attempt_may_have_executed(p_class outbox.attempt_class, p_request_sent boolean, p_http_status integer) IS 'Whether an attempts row leaves open that the target acted: true unless it is not_sent with nothing sent, a 4xx answer (retry_later, key_conflict, permanent_failure) or a decision that sent nothing.';
 
-COMMENT ON FUNCTION outbox.cancel(p_key text, p_reason text) IS 'Cancel an intent that was never sent, or a failed intent of an ordering group (the group moves on). OR007 otherwise.';
+COMMENT ON FUNCTION outbox.caller_may_see(p_enqueued_by text) IS 'true for an intent the caller''s login enqueued, or for any when the login is not isolated (0026).';
 
-COMMENT ON FUNCTION outbox.cancel_run(p_run_id text, p_reason text) IS 'Cancel the intents of a run that were never sent (pending or awaiting approval, not ambiguous, no attempt that reached or may have reached the target); compensations are kept. Returns how many.';
+COMMENT ON FUNCTION outbox.cancel(p_key text, p_reason text) IS 'Cancel an intent the target never acted on (pending or awaiting approval, not ambiguous, no attempt that may have executed: never sent, or refused with a 4xx), or a failed intent of an ordering group (the group moves on). OR007 otherwise, saying why.';
+
+COMMENT ON FUNCTION outbox.cancel_run(p_run_id text, p_reason text) IS 'Cancel the intents of a run that the target never acted on (pending or awaiting approval, not ambiguous, no attempt that may have executed: never sent, or refused with a 4xx); compensations are kept; an isolated login cancels only its own. Returns how many.';
 
 COMMENT ON FUNCTION outbox.canonical(doc jsonb) IS 'Canonical form of a JSON document: numbers at their shortest scale (jsonb orders keys and drops whitespace). Linear in the text; any depth.';
 
@@ -4065,6 +4208,8 @@ COMMENT ON FUNCTION outbox.compensate(p_original_key text, p_key text, p_target 
 COMMENT ON FUNCTION outbox.compensations(p_key text) IS 'The compensating intents of a key, oldest first, with their agent-visible status. No row: none (or no such key).';
 
 COMMENT ON FUNCTION outbox.defer(p_relay text, p_ids bigint[], p_attempts integer[], p_delay_ms integer) IS 'Retired in 0009 with the retry budget. Kept for relays of earlier releases.';
+
+COMMENT ON FUNCTION outbox.delivery_summary(p_intent bigint, OUT sent integer, OUT may_have_executed integer, OUT status_url_said_no boolean, OUT story text) IS 'What the attempts of an intent amount to: requests that reached (or may have reached) the target, attempts that may have executed, a status URL''s "not executed", and the story in words (NULL: nothing reached the target) (0026).';
 
 COMMENT ON FUNCTION outbox.enqueue(p_key text, p_target text, p_payload jsonb, p_run_id text, p_not_before timestamp with time zone, p_ordering_key text, p_traceparent text) IS 'Enqueue an intent in the caller''s transaction (idempotent by key); p_ordering_key: ordered delivery; p_traceparent (or the setting outbox.traceparent): W3C trace context.';
 
@@ -4085,7 +4230,7 @@ COMMENT ON FUNCTION outbox.needs_approval(payload jsonb, rule jsonpath) IS 'Whet
 
 COMMENT ON FUNCTION outbox.needs_person(p_intent bigint, p_target text, p_first_attempt_at timestamp with time zone) IS 'Why only a person can settle an unknown intent ("needs a person — no status URL, no key", …), or NULL when the relay asks the target''s status URL (0023).';
 
-COMMENT ON FUNCTION outbox.outcome(p_key text) IS 'The agent-visible outcome of a key, also of a pruned one while its tombstone lasts: no row for an unknown (or forgotten) key.';
+COMMENT ON FUNCTION outbox.outcome(p_key text) IS 'The agent-visible outcome of a key, also of a pruned one while its tombstone lasts: no row for an unknown (or forgotten) key, or, for an isolated login, another login''s.';
 
 COMMENT ON FUNCTION outbox.prune(p_limit integer) IS 'Prunes at most p_limit final intents past their target''s retain_for (tombstones keep their keys); returns how many. One short transaction: call again while it returns p_limit.';
 
@@ -4098,6 +4243,8 @@ COMMENT ON FUNCTION outbox.record(p_relay text, p_ids bigint[], p_attempts integ
 COMMENT ON FUNCTION outbox.redrive(p_target text, p_since timestamp with time zone, p_until timestamp with time zone, p_dry_run boolean, p_limit integer, p_by text) IS 'Puts back to pending (a fresh delivery) the failed intents of a target settled in [since, until) with no attempt that may have executed; at most p_limit, oldest first; one history row each. The dry run lists them and changes nothing.';
 
 COMMENT ON FUNCTION outbox.refuse_key(p_function text, p_key text) IS 'Raises OR004 or OR009 with the reason when a key is outside the key alphabet (see migration 0010); returns otherwise.';
+
+COMMENT ON FUNCTION outbox.refuse_others_key(p_function text, p_key text) IS 'Raises OR001 for a key another login enqueued, called by an isolated login that needs the key free (0026).';
 
 COMMENT ON FUNCTION outbox.retries_due_now(p_target text) IS 'After a target''s circuit closed or it was enabled again: its pending retries waiting on their back-off are due now (0023).';
 

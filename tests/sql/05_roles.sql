@@ -201,7 +201,10 @@ SELECT set_eq(
              ('outbox_admin', 'mcp_tools', 'SELECT'), ('outbox_admin', 'mcp_tasks', 'SELECT'),
              ('outbox_admin', 'mcp_tools', 'INSERT'), ('outbox_admin', 'mcp_tools', 'UPDATE'),
              ('outbox_admin', 'mcp_tools', 'DELETE'), ('outbox_admin', 'mcp_clients', 'DELETE'),
-             ('outbox_operator', 'approvals', 'SELECT'), ('outbox_admin', 'approvals', 'SELECT')$$,
+             ('outbox_operator', 'approvals', 'SELECT'), ('outbox_admin', 'approvals', 'SELECT'),
+             ('outbox_operator', 'isolated_logins', 'SELECT'), ('outbox_admin', 'isolated_logins', 'SELECT'),
+             ('outbox_admin', 'isolated_logins', 'INSERT'), ('outbox_admin', 'isolated_logins', 'UPDATE'),
+             ('outbox_admin', 'isolated_logins', 'DELETE')$$,
     'table matrix: the app has no table rights; relay reads targets and target_state; operator reads; admin also edits targets');
 SELECT set_eq(
     $$SELECT r.rolname::text FROM pg_roles r
