@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # Writes schema/outbox.sql: the net schema, what a database looks like after
-# every migration, ordered for reading. `make schema` runs it whenever a
+# every migration, ordered for reading; and schema/outbox/: the same, one file
+# per live object (functions/enqueue.sql, tables/intents.sql, ...) and
+# schema/outbox/load.sql that builds it. `make schema` runs it whenever a
 # migration is added; tests/sql/schema_equivalence.sh proves that the file
 # builds the same schema as migrations/.
 #
@@ -24,4 +26,7 @@ done
 "$(pgcluster_bindir)/pg_dump" --schema-only --schema=outbox --no-owner -d postgres >"$work/dump.sql"
 python3 "$root/tests/lib/schema-order.py" "$work/dump.sql" "$(ls "$root"/migrations/0*.sql | tail -1 | xargs basename)" \
     >"$root/schema/outbox.sql"
+python3 "$root/tests/lib/schema-order.py" "$work/dump.sql" "$(ls "$root"/migrations/0*.sql | tail -1 | xargs basename)" \
+    --split "$root/schema/outbox"
 echo "schema/outbox.sql written ($(wc -l <"$root/schema/outbox.sql") lines)"
+echo "schema/outbox/ written ($(find "$root/schema/outbox" -name '*.sql' | wc -l) files)"

@@ -8,6 +8,7 @@ identity, constraints, indexes and comments; functions (each with its
 comment above it); views; triggers; privileges. Statements are pg_dump's own,
 so the result builds the same schema (tests/sql/schema_equivalence.sh).
 Usage: schema-order.py DUMP LAST_MIGRATION > schema/outbox.sql
+       schema-order.py DUMP LAST_MIGRATION --split schema/outbox   (one file per object)
 """
 import re
 import sys
@@ -203,5 +204,134 @@ def main():
         print()
 
 
+LOADER_HEADER = """\
+-- schema/outbox/load.sql — the net schema of outbox-relay, one file per live
+-- object: what a database looks like after every migration up to and
+-- including {last}. `psql -f schema/outbox/load.sql` builds it (the files in
+-- an order that works); tests/sql/run.sh proves it builds the same schema as
+-- migrations/, as it does for schema/outbox.sql.
+--
+-- Why one file per object: `git log -p schema/outbox/functions/record.sql`
+-- is the history of outbox.record, each change a small diff, and a new
+-- migration is reviewed through the diff it makes here. Written by
+-- `make schema` with schema/outbox.sql; do not edit by hand.
+"""
+
+FILE_NAME_RE = re.compile(r"[^A-Za-z0-9_]+")
+
+
+def file_name(name):
+    """A function's name without its arguments, as a file name."""
+    return FILE_NAME_RE.sub("_", name.split("(")[0]).strip("_")
+
+
+def split(objs, outdir, last):
+    """Writes one file per live object under outdir, and outdir/load.sql.
+
+    Types, tables (with identity, constraints, indexes and comments), foreign
+    keys, functions (every overload of a name in one file, with comments and
+    privileges), views, triggers; each object's privileges go in its file.
+    """
+    import os
+    import shutil
+
+    tables = {n for n, t, _ in objs if t == "TABLE"}
+    views = {n for n, t, _ in objs if t == "VIEW"}
+    files, order = {}, []
+
+    def add(path, body):
+        if path not in files:
+            files[path] = []
+            order.append(path)
+        files[path].append(body)
+
+    def owner_of(name, kind):
+        """(folder, file) of the object a block belongs to."""
+        if kind == "SCHEMA":
+            return ("", "schema")
+        if kind == "TYPE":
+            return ("types", name)
+        if kind in ("TABLE", "SEQUENCE", "INDEX"):
+            return None
+        if kind == "FUNCTION":
+            return ("functions", file_name(name))
+        if kind == "VIEW":
+            return ("views", name)
+        if kind == "TRIGGER":
+            return ("triggers", name.split(" ")[1])
+        if kind == "FK CONSTRAINT":
+            return ("", "foreign_keys")
+        if kind in ("CONSTRAINT", "CHECK CONSTRAINT"):
+            return ("tables", name.split(" ")[0])
+        if kind in ("COMMENT", "ACL"):
+            what, _, rest = name.partition(" ")
+            if what == "COLUMN" or what == "TABLE":
+                target = rest.split(".")[0] if what == "COLUMN" else rest
+                return ("views" if target in views else "tables", target)
+            if what == "FUNCTION":
+                return ("functions", file_name(rest))
+            if what == "TYPE":
+                return ("types", rest)
+            if what == "VIEW":
+                return ("views", rest)
+            if what == "SCHEMA":
+                return ("", "schema")
+            if what == "INDEX":
+                return ("index_of", rest)
+            if what == "TRIGGER":
+                return ("triggers", rest.split(" ON ")[0])
+            if what == "SEQUENCE":
+                return ("sequence_of", rest)
+        return ("", "other")
+
+    index_table, sequence_table = {}, {}
+    for name, kind, body in objs:
+        if kind == "INDEX":
+            m = re.search(r" ON (?:ONLY )?outbox\.(\w+)", body)
+            index_table[name] = m.group(1)
+        if kind == "CONSTRAINT":  # a primary key's or unique constraint's index
+            index_table.setdefault(name.split(" ")[1], name.split(" ")[0])
+        if kind == "SEQUENCE":
+            m = re.search(r"ALTER TABLE outbox\.(\w+)", body)
+            if m:
+                sequence_table[name] = m.group(1)
+    for name, kind, body in objs:
+        if kind == "TABLE":
+            where = ("tables", name)
+        elif kind == "INDEX":
+            where = ("tables", index_table[name])
+        elif kind == "SEQUENCE":
+            where = ("tables", sequence_table.get(name, name))
+        else:
+            where = owner_of(name, kind)
+            if where[0] == "index_of":
+                where = ("tables", index_table.get(where[1], where[1]))
+            elif where[0] == "sequence_of":
+                where = ("tables", sequence_table.get(where[1], where[1]))
+        add(os.path.join(where[0], where[1] + ".sql"), body)
+
+    if os.path.isdir(outdir):
+        shutil.rmtree(outdir)
+    for path in order:
+        full = os.path.join(outdir, path)
+        os.makedirs(os.path.dirname(full), exist_ok=True)
+        with open(full, "w") as f:
+            f.write("\n\n".join(files[path]) + "\n")
+    # What works, in this order: pg_dump's own order inside each kind.
+    kinds = ["schema.sql", "types/", "tables/", "foreign_keys.sql", "functions/", "views/", "triggers/", "other.sql"]
+    with open(os.path.join(outdir, "load.sql"), "w") as f:
+        f.write(LOADER_HEADER.format(last=last))
+        f.write("\nSET check_function_bodies = false;\nSET client_min_messages = warning;\n")
+        roles = HEADER[HEADER.index("-- Roles are cluster-wide"):]
+        f.write("\n" + roles + "\n")
+        for kind in kinds:
+            for path in order:
+                if path == kind or (kind.endswith("/") and path.startswith(kind)):
+                    f.write("\\ir %s\n" % path)
+
+
 if __name__ == "__main__":
-    main()
+    if len(sys.argv) > 4 and sys.argv[3] == "--split":
+        split(blocks(open(sys.argv[1]).read()), sys.argv[4], sys.argv[2])
+    else:
+        main()

@@ -175,7 +175,9 @@ SELECT set_eq(
              ('outbox_admin', 'mcp_client'), ('outbox_admin', 'mcp_schema_problem'),
              ('outbox_operator', 'needs_person'), ('outbox_admin', 'needs_person'),
              ('outbox_operator', 'approval_reason'), ('outbox_admin', 'approval_reason'),
-             ('outbox_operator', 'rule_text'), ('outbox_admin', 'rule_text')$$,
+             ('outbox_operator', 'rule_text'), ('outbox_admin', 'rule_text'),
+             ('outbox_relay', 'claim_due'), ('outbox_relay', 'take_over'),
+             ('outbox_operator', 'unkeyed_attempt'), ('outbox_admin', 'unkeyed_attempt')$$,
     'EXECUTE matrix: each role reaches exactly its functions (SECURITY DEFINER internals reach nobody)');
 SELECT set_eq(
     $$SELECT r.rolname::text, c.relname::text, priv

@@ -102,5 +102,15 @@ else
     failed=$((failed + 1))
 fi
 
+# --- schema/outbox/ (one file per object, built through load.sql) == migrations/
+echo "--- schema equivalence (migrations/ vs schema/outbox/load.sql)"
+if OUTBOX_SCHEMA_FILE="$repo/schema/outbox/load.sql" "$here/schema_equivalence.sh"; then
+    echo "schema_equivalence_per_object .. ok"
+    passed=$((passed + 1))
+else
+    echo "schema_equivalence_per_object .. FAILED"
+    failed=$((failed + 1))
+fi
+
 echo "$passed passed, $failed failed"
 [ "$failed" = 0 ]

@@ -1,0 +1,99 @@
+CREATE FUNCTION outbox.claim_due(p_relay text, p_targets text[], p_rooms integer[], p_limit integer, p_lease_ms integer) RETURNS TABLE(id bigint, key text, target text, payload text, attempt integer, ambiguous boolean, first_attempt_ms bigint, probe boolean, traceparent text, key_sent boolean)
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+DECLARE
+    rooms    integer[] := p_rooms;
+    probing  text[] := '{}';
+    metered  text[] := '{}';
+    avail    double precision[] := '{}';
+    g        record;
+    a        double precision;
+BEGIN
+    -- Gated targets, locked in name order (two relays never lock in opposite
+    -- orders): their rooms shrink to what the gate allows.
+    FOR g IN
+        SELECT u.ord, s.target, s.circuit, s.probe_at, s.probe_expires_at, s.paused_until,
+               s.tokens, s.tokens_at, t.rate_limit_per_s AS rate
+          FROM unnest(p_targets) WITH ORDINALITY AS u(name, ord)
+          JOIN outbox.target_state s ON s.target = u.name
+          JOIN outbox.targets t ON t.name = u.name
+         WHERE s.circuit <> 'closed' OR s.paused_until > now() OR t.rate_limit_per_s IS NOT NULL
+         ORDER BY u.name
+           FOR UPDATE OF s
+    LOOP
+        IF g.paused_until > now() THEN
+            rooms[g.ord] := 0;
+        ELSIF (g.circuit = 'open' AND g.probe_at <= now())
+           OR (g.circuit = 'half_open' AND g.probe_expires_at <= now()) THEN
+            rooms[g.ord] := least(rooms[g.ord], 1);   -- one probe, by this relay
+            probing := probing || g.target;
+        ELSIF g.circuit <> 'closed' THEN
+            rooms[g.ord] := 0;
+        END IF;
+        IF g.rate IS NOT NULL AND rooms[g.ord] > 0 THEN
+            a := least(outbox.rate_burst(g.rate),
+                       coalesce(g.tokens + g.rate * extract(epoch FROM now() - g.tokens_at),
+                                outbox.rate_burst(g.rate)));
+            IF a < outbox.rate_claim_at_least(g.rate) THEN
+                rooms[g.ord] := 0;   -- next_due_ms says when there will be enough
+            ELSE
+                rooms[g.ord] := least(rooms[g.ord], floor(a)::integer);
+            END IF;
+            metered := metered || g.target;
+            avail := avail || a;
+        END IF;
+    END LOOP;
+
+    RETURN QUERY
+    WITH due AS (
+        SELECT c.id, tg.key_header IS NOT NULL AS keyed
+          FROM unnest(p_targets, rooms) AS t(name, room)
+          JOIN outbox.targets AS tg ON tg.name = t.name AND tg.enabled -- disabled: rows wait
+         CROSS JOIN LATERAL (
+               SELECT i.id
+                 FROM outbox.intents i
+                WHERE i.state = 'pending' AND i.target = t.name AND i.next_attempt_at <= now()
+                ORDER BY i.next_attempt_at
+                LIMIT coalesce(t.room, 0)
+                  FOR UPDATE SKIP LOCKED) AS c
+         LIMIT p_limit
+    ), claimed AS (
+        UPDATE outbox.intents i
+           SET state = 'in_flight',
+               attempts = i.attempts + 1,
+               lease_owner = p_relay,
+               lease_expires_at = now() + p_lease_ms * interval '1 millisecond',
+               first_attempt_at = coalesce(i.first_attempt_at, now()),
+               key_sent = due.keyed,
+               updated_at = now()
+          FROM due
+         WHERE i.id = due.id
+        RETURNING i.id, i.key, i.target, i.payload::text AS payload, i.attempts, i.ambiguous,
+                  (extract(epoch FROM i.first_attempt_at) * 1000)::bigint AS first_attempt_ms,
+                  i.traceparent, i.key_sent
+    ), probed AS (
+        -- A probe is out only if a row was claimed for it.
+        UPDATE outbox.target_state s
+           SET circuit = 'half_open', probe_owner = p_relay,
+               probe_expires_at = now() + p_lease_ms * interval '1 millisecond'
+         WHERE s.target = ANY (probing) AND EXISTS (SELECT 1 FROM claimed c WHERE c.target = s.target)
+        RETURNING s.target
+    ), spent AS (
+        UPDATE outbox.target_state s
+           SET tokens = m.avail - (SELECT count(*) FROM claimed c WHERE c.target = s.target),
+               tokens_at = now()
+          FROM unnest(metered, avail) AS m(target, avail)
+         WHERE s.target = m.target
+        RETURNING s.target
+    )
+    SELECT c.id, c.key, c.target, c.payload, c.attempts, c.ambiguous, c.first_attempt_ms,
+           c.target = ANY (probing), c.traceparent, c.key_sent
+      FROM claimed c;
+END
+$$;
+
+COMMENT ON FUNCTION outbox.claim_due(p_relay text, p_targets text[], p_rooms integer[], p_limit integer, p_lease_ms integer) IS 'Claim due rows of the given targets within their rooms and gates (circuit, pause, rate), with leases; stamps and returns whether each request carries the key (key_sent).';
+
+REVOKE ALL ON FUNCTION outbox.claim_due(p_relay text, p_targets text[], p_rooms integer[], p_limit integer, p_lease_ms integer) FROM PUBLIC;
+GRANT ALL ON FUNCTION outbox.claim_due(p_relay text, p_targets text[], p_rooms integer[], p_limit integer, p_lease_ms integer) TO outbox_relay;

@@ -1,0 +1,104 @@
+CREATE FUNCTION outbox.mcp_call(p_token_hash bytea, p_tool text, p_key text, p_arguments jsonb, p_run_id text DEFAULT NULL::text, p_ordering_key text DEFAULT NULL::text, p_traceparent text DEFAULT NULL::text, p_task boolean DEFAULT false, p_task_ttl_ms bigint DEFAULT NULL::bigint) RETURNS outbox.mcp_answer
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+DECLARE
+    c      outbox.mcp_clients;
+    m      outbox.mcp_tools;
+    r      outbox.enqueue_result;
+    a      outbox.mcp_answer;
+    ikey   text;
+    existing_payload jsonb;
+    existing_target  text;
+    existing_group   text;
+    grp    text;
+    run    text;
+    msg    text;
+BEGIN
+    SELECT * INTO c FROM outbox.mcp_clients WHERE token_hash = p_token_hash;
+    IF NOT FOUND THEN
+        RAISE EXCEPTION 'outbox.mcp_call: unknown client' USING ERRCODE = 'OR022';
+    END IF;
+    SELECT * INTO m FROM outbox.mcp_tools
+     WHERE tool = p_tool AND enabled AND (c.tools IS NULL OR tool = ANY (c.tools));
+    IF NOT FOUND THEN
+        RAISE EXCEPTION 'outbox.mcp_call: no tool % for client %', quote_literal(p_tool), quote_literal(c.name)
+            USING ERRCODE = 'OR023';
+    END IF;
+    IF p_key IS NULL OR p_key = '' THEN
+        RAISE EXCEPTION 'outbox.mcp_call: no idempotency key' USING ERRCODE = 'OR004';
+    END IF;
+    ikey := 'mcp:' || c.name || ':' || p_key;
+    -- A client's ordering groups and runs are its own, like its keys: another
+    -- client naming the same group neither waits behind it nor holds it.
+    grp := 'mcp:' || c.name || ':' || p_ordering_key;
+    run := 'mcp:' || c.name || ':' || p_run_id;
+    IF octet_length(ikey) > 255 THEN
+        RAISE EXCEPTION 'the idempotency key is % bytes long; the limit for client % is % bytes',
+                        octet_length(p_key), quote_literal(c.name), 255 - octet_length(ikey) + octet_length(p_key)
+            USING ERRCODE = 'OR004';
+    END IF;
+    -- The same call again (the same key and arguments): its answer, with no
+    -- enqueue. A new key: enqueue, with no subtransaction (a concurrent call
+    -- of the same key with other arguments then raises OR001 to the caller,
+    -- which answers key_conflict). Other arguments for a known key: enqueue
+    -- decides (volatile fields, keep_original), and OR001 is caught here to
+    -- name the fields that differ.
+    SELECT i.payload, i.target, i.ordering_key INTO existing_payload, existing_target, existing_group
+      FROM outbox.intents i WHERE i.key = ikey;
+    IF FOUND AND existing_payload = coalesce(p_arguments, '{}'::jsonb) AND existing_target = m.target
+       AND existing_group IS NOT DISTINCT FROM grp AND NOT p_task THEN
+        RETURN outbox.mcp_answer_of(c.name, p_key, p_tool, false, false);
+    END IF;
+    IF existing_payload IS NULL THEN
+        r := outbox.enqueue(ikey, m.target, coalesce(p_arguments, '{}'::jsonb), run, NULL, grp, p_traceparent);
+    ELSE BEGIN
+        r := outbox.enqueue(ikey, m.target, coalesce(p_arguments, '{}'::jsonb), run, NULL, grp, p_traceparent);
+    EXCEPTION WHEN SQLSTATE 'OR001' THEN
+        GET STACKED DIAGNOSTICS msg = MESSAGE_TEXT;
+        a.client := c.name;
+        a.key := p_key;
+        a.intent_key := ikey;
+        a.tool := p_tool;
+        a.target := m.target;
+        a.status := 'key_conflict';
+        a.final := true;
+        a.inserted := false;
+        SELECT i.payload INTO existing_payload FROM outbox.intents i WHERE i.key = ikey;
+        IF existing_payload IS NOT NULL THEN
+            a.conflict_fields := outbox.differing_fields(existing_payload, coalesce(p_arguments, '{}'::jsonb));
+        END IF;
+        a.message := 'key_conflict: this key was already used with other arguments'
+                     || coalesce(' (fields that differ: ' || array_to_string(a.conflict_fields, ', ') || ')', '')
+                     || '; nothing was sent. Use the same arguments, or a new key for a new action.';
+        RETURN a;
+    END;
+    END IF;
+    IF p_task THEN
+        INSERT INTO outbox.mcp_tasks (task_id, client, intent_key, tool, ttl_ms)
+        VALUES ('task-' || replace(gen_random_uuid()::text, '-', '') || replace(gen_random_uuid()::text, '-', ''),
+                c.name, ikey, p_tool, p_task_ttl_ms)
+        ON CONFLICT (client, intent_key) DO NOTHING;
+    END IF;
+    IF r.inserted AND NOT p_task THEN
+        -- A new intent: what enqueue said is all there is to say (no second look).
+        a.client := c.name;
+        a.key := p_key;
+        a.intent_key := ikey;
+        a.tool := p_tool;
+        a.target := m.target;
+        a.status := r.status;
+        a.state := r.status::outbox.intent_state;
+        a.final := false;
+        a.inserted := true;
+        a.attempts := 0;
+        a.message := outbox.mcp_message(r.status, CASE WHEN r.status = 'pending' THEN 'waiting for delivery' END, NULL);
+        a.updated_at := now();
+        RETURN a;
+    END IF;
+    RETURN outbox.mcp_answer_of(c.name, p_key, p_tool, r.inserted, p_task);
+END
+$$;
+
+REVOKE ALL ON FUNCTION outbox.mcp_call(p_token_hash bytea, p_tool text, p_key text, p_arguments jsonb, p_run_id text, p_ordering_key text, p_traceparent text, p_task boolean, p_task_ttl_ms bigint) FROM PUBLIC;
+GRANT ALL ON FUNCTION outbox.mcp_call(p_token_hash bytea, p_tool text, p_key text, p_arguments jsonb, p_run_id text, p_ordering_key text, p_traceparent text, p_task boolean, p_task_ttl_ms bigint) TO outbox_mcp;

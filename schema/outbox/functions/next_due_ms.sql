@@ -1,0 +1,68 @@
+CREATE FUNCTION outbox.next_due_ms() RETURNS bigint
+    LANGUAGE plpgsql STABLE SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+BEGIN
+    RETURN (SELECT CASE WHEN due IS NOT NULL
+                THEN greatest(0, (extract(epoch FROM (due - now())) * 1000)::bigint) END
+      FROM (SELECT least((SELECT min(next_attempt_at) FROM outbox.intents WHERE state = 'pending'),
+                         (SELECT min(lease_expires_at) FROM outbox.intents WHERE state = 'in_flight'),
+                         (SELECT min(greatest(i.next_attempt_at, coalesce(i.lease_expires_at, i.next_attempt_at)))
+                            FROM outbox.intents i JOIN outbox.targets t ON t.name = i.target
+                           WHERE i.state = 'unknown' AND t.status_url IS NOT NULL AND t.enabled))
+                   AS due) AS next);
+END
+$$;
+
+COMMENT ON FUNCTION outbox.next_due_ms() IS 'Retired in 0009: counts rows the relay will not claim. Kept for relays of earlier releases.';
+
+CREATE FUNCTION outbox.next_due_ms(p_targets text[]) RETURNS bigint
+    LANGUAGE plpgsql STABLE SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+DECLARE
+    due_ms bigint;
+    name   text;
+BEGIN
+    due_ms := (SELECT CASE WHEN due IS NOT NULL
+                   THEN greatest(0, (extract(epoch FROM (due - now())) * 1000)::bigint) END
+      FROM (SELECT least(
+                (SELECT min(greatest(d.due, outbox.target_gate(s, t.rate_limit_per_s)))
+                   FROM unnest(p_targets) AS u(name)
+                   JOIN outbox.targets t ON t.name = u.name AND t.enabled
+                   LEFT JOIN outbox.target_state s ON s.target = u.name
+                  CROSS JOIN LATERAL (SELECT min(i.next_attempt_at) AS due FROM outbox.intents i
+                                       WHERE i.state = 'pending' AND i.target = u.name
+                                         AND i.next_attempt_at < 'infinity') d   -- 0013: held rows are not due
+                  WHERE d.due IS NOT NULL),   -- a gate alone (a pause that ended) is nothing due
+                (SELECT min(lease_expires_at) FROM outbox.intents WHERE state = 'in_flight'),
+                (SELECT min(greatest(i.next_attempt_at, coalesce(i.lease_expires_at, i.next_attempt_at)))
+                   FROM outbox.intents i JOIN outbox.targets t ON t.name = i.target
+                  WHERE i.state = 'unknown' AND t.status_url IS NOT NULL AND t.enabled)) AS due) AS next);
+    IF due_ms = 0 THEN
+        RETURN 0;
+    END IF;
+    -- An enqueue holds the shared form of its target's lock until its
+    -- transaction ends (outbox.enqueue); the exclusive form is free only
+    -- when none does. Taken at session level so that it is released at once.
+    FOR name IN
+        SELECT t.name FROM unnest(p_targets) AS u(name)
+          JOIN outbox.targets t ON t.name = u.name AND t.enabled
+          LEFT JOIN outbox.target_state s ON s.target = u.name
+         WHERE s.target IS NULL OR coalesce(outbox.target_gate(s, t.rate_limit_per_s) <= now(), true)
+    LOOP
+        IF pg_try_advisory_lock(1330774017, hashtext(name)) THEN
+            PERFORM pg_advisory_unlock(1330774017, hashtext(name));
+        ELSE
+            RETURN 0;
+        END IF;
+    END LOOP;
+    RETURN due_ms;
+END
+$$;
+
+REVOKE ALL ON FUNCTION outbox.next_due_ms() FROM PUBLIC;
+GRANT ALL ON FUNCTION outbox.next_due_ms() TO outbox_relay;
+
+REVOKE ALL ON FUNCTION outbox.next_due_ms(p_targets text[]) FROM PUBLIC;
+GRANT ALL ON FUNCTION outbox.next_due_ms(p_targets text[]) TO outbox_relay;

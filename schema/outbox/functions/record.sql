@@ -1,0 +1,150 @@
+CREATE FUNCTION outbox.record(p_relay text, p_ids bigint[], p_attempts integer[], p_states outbox.intent_state[], p_delay_ms integer[], p_ambiguous boolean[], p_classes outbox.attempt_class[], p_sent boolean[], p_http integer[], p_errors text[], p_latency_ms integer[], p_bodies text[]) RETURNS integer
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    SET plan_cache_mode TO 'force_generic_plan'
+    AS $$
+DECLARE
+    updated integer;
+BEGIN
+    WITH u AS (
+        SELECT *
+          FROM unnest(p_ids, p_attempts, p_states, p_delay_ms, p_ambiguous, p_classes, p_sent,
+                      p_http, p_errors, p_latency_ms, p_bodies)
+               AS u(id, attempt, state, delay_ms, ambiguous, class, sent, http, error, latency_ms, body)
+    ), changed AS (
+        UPDATE outbox.intents i
+           SET state = u.state,
+               next_attempt_at = CASE WHEN u.state IN ('pending', 'unknown')
+                                      THEN now() + coalesce(u.delay_ms, 0) * interval '1 millisecond'
+                                      ELSE i.next_attempt_at END,
+               lease_owner = NULL,
+               lease_expires_at = NULL,
+               -- Sticky: once an attempt may have executed, only the target's own
+               -- status URL saying "not executed" clears the doubt.
+               ambiguous = CASE WHEN u.class = 'reconciled_not_executed' THEN false
+                                ELSE i.ambiguous OR u.ambiguous END,
+               response_status = CASE WHEN u.state IN ('succeeded', 'failed') THEN u.http
+                                      ELSE i.response_status END,
+               response_body = CASE WHEN u.state IN ('succeeded', 'failed') THEN u.body
+                                    ELSE i.response_body END,
+               last_error = u.error,
+               updated_at = now()
+          FROM u
+         WHERE i.id = u.id AND i.state IN ('in_flight', 'unknown') AND i.lease_owner = p_relay
+           AND i.attempts = u.attempt
+        RETURNING i.id
+    ), history AS (
+        INSERT INTO outbox.attempts (intent_id, attempt, relay, class, request_sent, http_status,
+                                     error, latency_ms, response_body, recorded)
+        SELECT u.id, u.attempt, p_relay, u.class, u.sent, u.http, u.error, u.latency_ms,
+               left(u.body, 4096), changed.id IS NOT NULL
+          FROM u LEFT JOIN changed ON changed.id = u.id
+        RETURNING recorded
+    )
+    SELECT count(*) FILTER (WHERE recorded) INTO updated FROM history;
+    RETURN updated;
+END
+$$;
+
+CREATE FUNCTION outbox.record(p_relay text, p_ids bigint[], p_attempts integer[], p_states outbox.intent_state[], p_delay_ms integer[], p_ambiguous boolean[], p_classes outbox.attempt_class[], p_sent boolean[], p_http integer[], p_errors text[], p_latency_ms integer[], p_bodies text[], p_key_sent boolean[]) RETURNS integer
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    SET plan_cache_mode TO 'force_generic_plan'
+    AS $$
+DECLARE
+    flag      text;     -- 0021: set_config's answer, unused (an assignment keeps FOUND)
+    updated integer := 0;
+    applied boolean[] := array_fill(false, ARRAY[coalesce(cardinality(p_ids), 0)]);
+    o       bigint;
+    grp     text;     -- 0013
+    settled text[];   -- 0013: groups whose intent succeeded here
+    ev      jsonb;    -- 0015
+BEGIN
+    -- One outcome per row: a delivery's (sent known) before a take-over's,
+    -- then the first buffered; fenced by (lease owner, attempt).
+    FOR o, grp, ev IN
+        WITH u AS (
+            SELECT x.*,
+                   row_number() OVER (PARTITION BY x.id ORDER BY x.sent IS NULL, x.ord) = 1 AS chosen
+              FROM unnest(p_ids, p_attempts, p_states, p_delay_ms, p_ambiguous, p_classes, p_sent,
+                          p_http, p_errors, p_bodies) WITH ORDINALITY
+                   AS x(id, attempt, state, delay_ms, ambiguous, class, sent, http, error, body, ord)
+        )
+        UPDATE outbox.intents i
+           SET state = u.state,
+               next_attempt_at = CASE WHEN u.state IN ('pending', 'unknown')
+                                      THEN now() + coalesce(u.delay_ms, 0) * interval '1 millisecond'
+                                      ELSE i.next_attempt_at END,
+               lease_owner = NULL,
+               lease_expires_at = NULL,
+               ambiguous = CASE WHEN u.class = 'reconciled_not_executed' THEN false
+                                ELSE i.ambiguous OR u.ambiguous END,
+               response_status = CASE WHEN u.state IN ('succeeded', 'failed') THEN u.http
+                                      ELSE i.response_status END,
+               response_body = CASE WHEN u.state IN ('succeeded', 'failed') THEN u.body
+                                    ELSE i.response_body END,
+               last_error = u.error,
+               updated_at = now()
+          FROM u
+         WHERE u.chosen AND i.id = u.id AND i.state IN ('in_flight', 'unknown') AND i.lease_owner = p_relay
+           AND i.attempts = u.attempt
+        RETURNING u.ord, CASE WHEN u.state = 'succeeded' THEN i.ordering_key END,  -- 0013
+                  -- 0015: what a person may have to act on
+                  CASE WHEN u.state = 'failed'
+                         OR (u.state = 'unknown' AND u.class NOT IN ('reconcile_inconclusive', 'reconciled_executed',
+                                                                      'reconciled_not_executed'))
+                       THEN outbox.intent_event(i, u.class, u.http, u.error) END
+    LOOP
+        applied[o] := true;
+        updated := updated + 1;
+        IF grp IS NOT NULL THEN          -- 0013
+            settled := settled || grp;
+        END IF;
+        IF ev IS NOT NULL THEN           -- 0015
+            PERFORM pg_notify('outbox_events', ev::text);
+            IF ev ? 'blocks' THEN
+                PERFORM pg_notify('outbox_events',
+                                  jsonb_build_object('event', 'group_blocked', 'group', ev->>'ordering_key',
+                                                     'head', ev->>'key', 'blocks', ev->'blocks',
+                                                     'at', ev->>'at')::text);
+            END IF;
+        END IF;
+    END LOOP;
+
+    -- 0020: the intents of outcomes not applied are kept from being deleted
+    -- until this commits (the INSERT below is not reference-checked).
+    IF updated < coalesce(cardinality(p_ids), 0) THEN
+        PERFORM 1 FROM outbox.intents i
+         WHERE i.id IN (SELECT x.id FROM unnest(p_ids) WITH ORDINALITY AS x(id, ord) WHERE NOT applied[x.ord])
+           FOR KEY SHARE OF i;
+    END IF;
+
+    -- Every outcome into the history, in the order the relay saw them; not
+    -- for an intent deleted meanwhile (its history would break the reference).
+    flag := set_config('outbox.in_record', 'on', true);     -- 0021: the INSERT trigger's WHEN
+    INSERT INTO outbox.attempts (intent_id, attempt, relay, class, request_sent, http_status,
+                                 error, latency_ms, response_body, key_sent, recorded)
+    SELECT x.id, x.attempt, p_relay, x.class, x.sent, x.http, x.error, x.latency_ms,
+           left(x.body, 4096), x.key_sent, applied[x.ord]
+      FROM unnest(p_ids, p_attempts, p_classes, p_sent, p_http, p_errors, p_latency_ms, p_bodies,
+                  p_key_sent) WITH ORDINALITY
+           AS x(id, attempt, class, sent, http, error, latency_ms, body, key_sent, ord)
+     WHERE applied[x.ord] OR EXISTS (SELECT 1 FROM outbox.intents i WHERE i.id = x.id)   -- 0020
+     ORDER BY x.ord;
+    flag := set_config('outbox.in_record', 'off', true);   -- 0021
+
+    -- 0013: the next intent of each group whose intent succeeded is due now.
+    IF settled IS NOT NULL THEN
+        PERFORM outbox.ordering_release(settled);
+    END IF;
+    RETURN updated;
+END
+$$;
+
+COMMENT ON FUNCTION outbox.record(p_relay text, p_ids bigint[], p_attempts integer[], p_states outbox.intent_state[], p_delay_ms integer[], p_ambiguous boolean[], p_classes outbox.attempt_class[], p_sent boolean[], p_http integer[], p_errors text[], p_latency_ms integer[], p_bodies text[], p_key_sent boolean[]) IS 'Apply a batch of attempt outcomes, fenced by (lease owner, attempt); at most one per row; every attempt in the history. Returns rows updated.';
+
+REVOKE ALL ON FUNCTION outbox.record(p_relay text, p_ids bigint[], p_attempts integer[], p_states outbox.intent_state[], p_delay_ms integer[], p_ambiguous boolean[], p_classes outbox.attempt_class[], p_sent boolean[], p_http integer[], p_errors text[], p_latency_ms integer[], p_bodies text[]) FROM PUBLIC;
+GRANT ALL ON FUNCTION outbox.record(p_relay text, p_ids bigint[], p_attempts integer[], p_states outbox.intent_state[], p_delay_ms integer[], p_ambiguous boolean[], p_classes outbox.attempt_class[], p_sent boolean[], p_http integer[], p_errors text[], p_latency_ms integer[], p_bodies text[]) TO outbox_relay;
+
+REVOKE ALL ON FUNCTION outbox.record(p_relay text, p_ids bigint[], p_attempts integer[], p_states outbox.intent_state[], p_delay_ms integer[], p_ambiguous boolean[], p_classes outbox.attempt_class[], p_sent boolean[], p_http integer[], p_errors text[], p_latency_ms integer[], p_bodies text[], p_key_sent boolean[]) FROM PUBLIC;
+GRANT ALL ON FUNCTION outbox.record(p_relay text, p_ids bigint[], p_attempts integer[], p_states outbox.intent_state[], p_delay_ms integer[], p_ambiguous boolean[], p_classes outbox.attempt_class[], p_sent boolean[], p_http integer[], p_errors text[], p_latency_ms integer[], p_bodies text[], p_key_sent boolean[]) TO outbox_relay;

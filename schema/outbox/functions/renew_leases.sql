@@ -1,0 +1,23 @@
+CREATE FUNCTION outbox.renew_leases(p_relay text, p_ids bigint[], p_lease_ms integer) RETURNS SETOF bigint
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+BEGIN
+    RETURN QUERY
+    WITH held AS (
+        SELECT i.id
+          FROM outbox.intents i
+          JOIN (SELECT DISTINCT h.id FROM unnest(p_ids) AS h(id)) AS h ON h.id = i.id
+         WHERE i.state = 'in_flight' AND i.lease_owner = p_relay
+           FOR UPDATE OF i SKIP LOCKED
+    )
+    UPDATE outbox.intents i
+       SET lease_expires_at = now() + p_lease_ms * interval '1 millisecond'
+      FROM held
+     WHERE i.id = held.id
+    RETURNING i.id;
+END
+$$;
+
+REVOKE ALL ON FUNCTION outbox.renew_leases(p_relay text, p_ids bigint[], p_lease_ms integer) FROM PUBLIC;
+GRANT ALL ON FUNCTION outbox.renew_leases(p_relay text, p_ids bigint[], p_lease_ms integer) TO outbox_relay;

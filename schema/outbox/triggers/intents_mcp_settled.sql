@@ -1,0 +1,1 @@
+CREATE TRIGGER intents_mcp_settled AFTER UPDATE OF state ON outbox.intents FOR EACH ROW WHEN (((new.state = ANY (ARRAY['succeeded'::outbox.intent_state, 'failed'::outbox.intent_state, 'cancelled'::outbox.intent_state, 'unknown'::outbox.intent_state])) AND (new.state IS DISTINCT FROM old.state) AND starts_with(new.key, 'mcp:'::text))) EXECUTE FUNCTION outbox.mcp_notify_settled();

@@ -1,0 +1,1 @@
+CREATE TRIGGER intents_notify_insert AFTER INSERT ON outbox.intents FOR EACH STATEMENT WHEN ((current_setting('outbox.in_enqueue'::text, true) IS DISTINCT FROM 'on'::text)) EXECUTE FUNCTION outbox.notify_relays();

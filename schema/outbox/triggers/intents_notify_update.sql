@@ -1,0 +1,1 @@
+CREATE TRIGGER intents_notify_update AFTER UPDATE ON outbox.intents FOR EACH ROW WHEN (((new.state = 'pending'::outbox.intent_state) AND (new.next_attempt_at <= now()))) EXECUTE FUNCTION outbox.notify_relays_row();

@@ -1,0 +1,1 @@
+CREATE CONSTRAINT TRIGGER ordering_groups_turn AFTER INSERT OR UPDATE ON outbox.ordering_groups DEFERRABLE INITIALLY DEFERRED FOR EACH ROW EXECUTE FUNCTION outbox.ordering_turn_at_commit();

@@ -1,0 +1,1 @@
+CREATE TRIGGER target_state_circuit_events AFTER UPDATE OF circuit ON outbox.target_state FOR EACH ROW WHEN ((((old.circuit = 'closed'::text) AND (new.circuit = 'open'::text)) OR ((old.circuit <> 'closed'::text) AND (new.circuit = 'closed'::text)))) EXECUTE FUNCTION outbox.notify_circuit_change();

@@ -1,0 +1,20 @@
+CREATE TYPE outbox.mcp_answer AS (
+	client text,
+	key text,
+	intent_key text,
+	tool text,
+	target text,
+	status text,
+	state outbox.intent_state,
+	final boolean,
+	inserted boolean,
+	response_status integer,
+	response_body text,
+	attempts integer,
+	message text,
+	conflict_fields text[],
+	task_id text,
+	task_created_at timestamp with time zone,
+	task_ttl_ms bigint,
+	updated_at timestamp with time zone
+);
