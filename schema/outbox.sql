@@ -1,5 +1,5 @@
 -- schema/outbox.sql — the net schema of outbox-relay: what a database looks
--- like after every migration up to and including 0026_isolation_by_login.sql.
+-- like after every migration up to and including 0027_mcp_cancelled_message.sql.
 --
 -- Read it to learn the data model; build databases with migrations/
 -- (`outbox-relay migrate`), which also records what is applied. The file is
@@ -1849,7 +1849,8 @@ CREATE FUNCTION outbox.mcp_message(p_status text, p_outcome_message text, p_pers
     SELECT CASE p_status
         WHEN 'succeeded' THEN 'succeeded: the target acted; this is its saved response'
         WHEN 'failed' THEN 'failed: the target did not act and will not: ' || coalesce(p_outcome_message, 'no reason recorded')
-        WHEN 'cancelled' THEN 'cancelled: it was not sent and will not be: ' || coalesce(p_outcome_message, 'no reason recorded')
+        WHEN 'cancelled' THEN 'cancelled: the target did not act, and nothing more will be sent: '
+                              || coalesce(p_outcome_message, 'no reason recorded')
         WHEN 'reconciling' THEN
             CASE WHEN p_person_reason IS NOT NULL
                  THEN 'outcome unknown: ' || p_person_reason || ': do not retry with a new key; calling again with the same key is safe'

@@ -8,7 +8,7 @@
 --   the settle NOTIFY   an MCP intent that settles notifies outbox_mcp with its key
 --   outbox_mcp          reaches exactly its functions, and no table
 BEGIN;
-SELECT plan(33);
+SELECT plan(35);
 
 INSERT INTO outbox.targets (name, url) VALUES ('t-refund', 'https://r.test/refund'), ('t-note', 'https://n.test/note');
 
@@ -123,5 +123,12 @@ SELECT is((SELECT count(*)::int FROM pg_class c
             WHERE c.relnamespace = 'outbox'::regnamespace AND c.relkind IN ('r', 'v')
               AND has_table_privilege('outbox_mcp', c.oid, 'SELECT')), 0, 'and no table or view');
 
+-- 0027: a cancelled call is never described as "not sent" (since 0026 an
+-- intent refused with a 4xx can be cancelled): what holds, then cancel's reason.
+SELECT is(outbox.mcp_message('cancelled', 'cancelled after 1 attempt was sent: the target refused it with HTTP 429 and did not act', NULL),
+          'cancelled: the target did not act, and nothing more will be sent: cancelled after 1 attempt was sent: the target refused it with HTTP 429 and did not act',
+          'mcp_message: a cancelled call says the target did not act, then why');
+SELECT unlike(outbox.mcp_message('cancelled', NULL, NULL), '%not sent%',
+              'mcp_message: a cancelled call never claims it was not sent');
 SELECT * FROM finish();
 ROLLBACK;

@@ -4,7 +4,8 @@ CREATE FUNCTION outbox.mcp_message(p_status text, p_outcome_message text, p_pers
     SELECT CASE p_status
         WHEN 'succeeded' THEN 'succeeded: the target acted; this is its saved response'
         WHEN 'failed' THEN 'failed: the target did not act and will not: ' || coalesce(p_outcome_message, 'no reason recorded')
-        WHEN 'cancelled' THEN 'cancelled: it was not sent and will not be: ' || coalesce(p_outcome_message, 'no reason recorded')
+        WHEN 'cancelled' THEN 'cancelled: the target did not act, and nothing more will be sent: '
+                              || coalesce(p_outcome_message, 'no reason recorded')
         WHEN 'reconciling' THEN
             CASE WHEN p_person_reason IS NOT NULL
                  THEN 'outcome unknown: ' || p_person_reason || ': do not retry with a new key; calling again with the same key is safe'
