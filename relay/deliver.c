@@ -20,6 +20,7 @@
  * followed (the URL is the one an admin registered).
  */
 #include "deliver.h"
+#include "version.h"
 #include "lib/xalloc.h"
 
 #include <stdio.h>
@@ -105,7 +106,7 @@ static void set_common_options(struct delivery *d, const struct target *target)
     curl_easy_setopt(e, CURLOPT_SSL_VERIFYHOST, 2L);
     curl_easy_setopt(e, CURLOPT_TCP_KEEPALIVE, 1L);
     curl_easy_setopt(e, CURLOPT_TCP_NODELAY, 1L);
-    curl_easy_setopt(e, CURLOPT_USERAGENT, "outbox-relay/0.1");
+    curl_easy_setopt(e, CURLOPT_USERAGENT, "outbox-relay/" OUTBOX_RELAY_VERSION);
     curl_easy_setopt(e, CURLOPT_WRITEFUNCTION, on_body);
     curl_easy_setopt(e, CURLOPT_WRITEDATA, d);
     curl_easy_setopt(e, CURLOPT_ERRORBUFFER, d->error);

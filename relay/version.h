@@ -6,6 +6,6 @@
 #ifndef OUTBOX_VERSION_H
 #define OUTBOX_VERSION_H
 
-#define OUTBOX_RELAY_VERSION "0.1.0"
+#define OUTBOX_RELAY_VERSION "0.2.0-dev"
 
 #endif
