@@ -1,5 +1,5 @@
 -- schema/outbox.sql — the net schema of outbox-relay: what a database looks
--- like after every migration up to and including 0027_mcp_cancelled_message.sql.
+-- like after every migration up to and including 0028_drop_retired.sql.
 --
 -- Read it to learn the data model; build databases with migrations/
 -- (`outbox-relay migrate`), which also records what is applied. The file is
@@ -109,8 +109,6 @@ CREATE TABLE outbox.targets (
     max_attempts integer,
     backoff_base_ms integer DEFAULT 500 NOT NULL,
     backoff_cap_ms integer DEFAULT 300000 NOT NULL,
-    retry_budget_ratio real DEFAULT 0.2 NOT NULL,
-    retry_budget_floor integer DEFAULT 10 NOT NULL,
     reconcile_delay_ms integer,
     max_in_flight integer DEFAULT 1024 NOT NULL,
     max_payload_bytes integer DEFAULT 1048576 NOT NULL,
@@ -146,8 +144,6 @@ CREATE TABLE outbox.targets (
     CONSTRAINT targets_rate_limit_per_s_check CHECK (((rate_limit_per_s > (0)::double precision) AND (rate_limit_per_s <= (1000000)::double precision))),
     CONSTRAINT targets_reconcile_delay_ms_check CHECK ((reconcile_delay_ms >= 0)),
     CONSTRAINT targets_retain_for_check CHECK ((retain_for >= '00:00:01'::interval)),
-    CONSTRAINT targets_retry_budget_floor_check CHECK ((retry_budget_floor >= 0)),
-    CONSTRAINT targets_retry_budget_ratio_check CHECK (((retry_budget_ratio >= (0)::double precision) AND (retry_budget_ratio <= (10)::double precision))),
     CONSTRAINT targets_retry_for_check CHECK ((retry_for > '00:00:00'::interval)),
     CONSTRAINT targets_secret_env_check CHECK ((secret_env ~ '^[A-Za-z_][A-Za-z0-9_]{0,127}$'::text)),
     CONSTRAINT targets_status_url_check CHECK ((status_url ~ '^https?://[^[:space:]]*\{key\}[^[:space:]]*$'::text)),
@@ -162,10 +158,6 @@ COMMENT ON COLUMN outbox.targets.key_header IS 'Header carrying the idempotency 
 COMMENT ON COLUMN outbox.targets.status_url IS 'Reconciliation URL template; {key} is replaced by the percent-encoded key. NULL = none.';
 
 COMMENT ON COLUMN outbox.targets.max_attempts IS 'Optional cap on attempts (NULL = none: retry_for bounds the retries).';
-
-COMMENT ON COLUMN outbox.targets.retry_budget_ratio IS 'Retired in 0009 (read only by relays of earlier releases; to be dropped).';
-
-COMMENT ON COLUMN outbox.targets.retry_budget_floor IS 'Retired in 0009 (read only by relays of earlier releases; to be dropped).';
 
 COMMENT ON COLUMN outbox.targets.volatile_paths IS 'Paths (#- syntax, e.g. {meta,ts}) left out of the payload fingerprint.';
 
@@ -1149,28 +1141,6 @@ CREATE FUNCTION outbox.compensations(p_key text) RETURNS TABLE(key text, target 
      WHERE c.compensates = p_key
        AND outbox.caller_may_see(c.enqueued_by)   -- 0026
      ORDER BY c.id
-$$;
-
-CREATE FUNCTION outbox.defer(p_relay text, p_ids bigint[], p_attempts integer[], p_delay_ms integer) RETURNS integer
-    LANGUAGE plpgsql SECURITY DEFINER
-    SET search_path TO 'pg_catalog', 'pg_temp'
-    AS $$
-DECLARE
-    deferred integer;
-BEGIN
-    UPDATE outbox.intents i
-       SET state = 'pending',
-           attempts = i.attempts - 1,
-           lease_owner = NULL,
-           lease_expires_at = NULL,
-           next_attempt_at = now() + p_delay_ms * interval '1 millisecond',
-           updated_at = now()
-      FROM unnest(p_ids, p_attempts) AS u(id, attempt)
-     WHERE i.id = u.id AND i.state = 'in_flight' AND i.lease_owner = p_relay
-       AND i.attempts = u.attempt;
-    GET DIAGNOSTICS deferred = ROW_COUNT;
-    RETURN deferred;
-END
 $$;
 
 CREATE FUNCTION outbox.delivery_summary(p_intent bigint, OUT sent integer, OUT may_have_executed integer, OUT status_url_said_no boolean, OUT story text) RETURNS record
@@ -2251,25 +2221,6 @@ BEGIN
 END
 $$;
 
--- Retired in 0009: counts rows the relay will not claim. Kept for relays of
--- earlier releases.
-CREATE FUNCTION outbox.next_due_ms() RETURNS bigint
-    LANGUAGE plpgsql STABLE SECURITY DEFINER
-    SET search_path TO 'pg_catalog', 'pg_temp'
-    AS $$
-BEGIN
-    RETURN (SELECT CASE WHEN due IS NOT NULL
-                THEN greatest(0, (extract(epoch FROM (due - now())) * 1000)::bigint) END
-      FROM (SELECT least((SELECT min(next_attempt_at) FROM outbox.intents WHERE state = 'pending'),
-                         (SELECT min(lease_expires_at) FROM outbox.intents WHERE state = 'in_flight'),
-                         (SELECT min(greatest(i.next_attempt_at, coalesce(i.lease_expires_at, i.next_attempt_at)))
-                            FROM outbox.intents i JOIN outbox.targets t ON t.name = i.target
-                           WHERE i.state = 'unknown' AND t.status_url IS NOT NULL AND t.enabled))
-                   AS due) AS next);
-END
-$$;
-COMMENT ON FUNCTION outbox.next_due_ms() IS 'Retired in 0009: counts rows the relay will not claim. Kept for relays of earlier releases.';
-
 CREATE FUNCTION outbox.next_due_ms(p_targets text[]) RETURNS bigint
     LANGUAGE plpgsql STABLE SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'pg_temp'
@@ -2795,54 +2746,6 @@ CREATE FUNCTION outbox.rate_burst(p_rate real) RETURNS double precision
 CREATE FUNCTION outbox.rate_claim_at_least(p_rate real) RETURNS double precision
     LANGUAGE sql IMMUTABLE
     AS $$ SELECT greatest(1.0, floor(outbox.rate_burst(p_rate) / 2)) $$;
-
-CREATE FUNCTION outbox.record(p_relay text, p_ids bigint[], p_attempts integer[], p_states outbox.intent_state[], p_delay_ms integer[], p_ambiguous boolean[], p_classes outbox.attempt_class[], p_sent boolean[], p_http integer[], p_errors text[], p_latency_ms integer[], p_bodies text[]) RETURNS integer
-    LANGUAGE plpgsql SECURITY DEFINER
-    SET search_path TO 'pg_catalog', 'pg_temp'
-    SET plan_cache_mode TO 'force_generic_plan'
-    AS $$
-DECLARE
-    updated integer;
-BEGIN
-    WITH u AS (
-        SELECT *
-          FROM unnest(p_ids, p_attempts, p_states, p_delay_ms, p_ambiguous, p_classes, p_sent,
-                      p_http, p_errors, p_latency_ms, p_bodies)
-               AS u(id, attempt, state, delay_ms, ambiguous, class, sent, http, error, latency_ms, body)
-    ), changed AS (
-        UPDATE outbox.intents i
-           SET state = u.state,
-               next_attempt_at = CASE WHEN u.state IN ('pending', 'unknown')
-                                      THEN now() + coalesce(u.delay_ms, 0) * interval '1 millisecond'
-                                      ELSE i.next_attempt_at END,
-               lease_owner = NULL,
-               lease_expires_at = NULL,
-               -- Sticky: once an attempt may have executed, only the target's own
-               -- status URL saying "not executed" clears the doubt.
-               ambiguous = CASE WHEN u.class = 'reconciled_not_executed' THEN false
-                                ELSE i.ambiguous OR u.ambiguous END,
-               response_status = CASE WHEN u.state IN ('succeeded', 'failed') THEN u.http
-                                      ELSE i.response_status END,
-               response_body = CASE WHEN u.state IN ('succeeded', 'failed') THEN u.body
-                                    ELSE i.response_body END,
-               last_error = u.error,
-               updated_at = now()
-          FROM u
-         WHERE i.id = u.id AND i.state IN ('in_flight', 'unknown') AND i.lease_owner = p_relay
-           AND i.attempts = u.attempt
-        RETURNING i.id
-    ), history AS (
-        INSERT INTO outbox.attempts (intent_id, attempt, relay, class, request_sent, http_status,
-                                     error, latency_ms, response_body, recorded)
-        SELECT u.id, u.attempt, p_relay, u.class, u.sent, u.http, u.error, u.latency_ms,
-               left(u.body, 4096), changed.id IS NOT NULL
-          FROM u LEFT JOIN changed ON changed.id = u.id
-        RETURNING recorded
-    )
-    SELECT count(*) FILTER (WHERE recorded) INTO updated FROM history;
-    RETURN updated;
-END
-$$;
 
 CREATE FUNCTION outbox.record(p_relay text, p_ids bigint[], p_attempts integer[], p_states outbox.intent_state[], p_delay_ms integer[], p_ambiguous boolean[], p_classes outbox.attempt_class[], p_sent boolean[], p_http integer[], p_errors text[], p_latency_ms integer[], p_bodies text[], p_key_sent boolean[]) RETURNS integer
     LANGUAGE plpgsql SECURITY DEFINER
@@ -3404,31 +3307,6 @@ BEGIN
 END
 $$;
 
-CREATE FUNCTION outbox.take_over_expired(p_relay text, p_limit integer, p_lease_ms integer) RETURNS TABLE(id bigint, key text, target text, attempt integer, ambiguous boolean, first_attempt_ms bigint, previous_owner text)
-    LANGUAGE plpgsql SECURITY DEFINER
-    SET search_path TO 'pg_catalog', 'pg_temp'
-    AS $$
-BEGIN
-    RETURN QUERY
-    WITH expired AS (
-        SELECT i.id, i.lease_owner
-          FROM outbox.intents i
-         WHERE i.state = 'in_flight' AND i.lease_expires_at < now()
-         ORDER BY i.lease_expires_at
-         LIMIT p_limit
-           FOR UPDATE SKIP LOCKED
-    )
-    UPDATE outbox.intents i
-       SET lease_owner = p_relay,
-           lease_expires_at = now() + p_lease_ms * interval '1 millisecond',
-           updated_at = now()
-      FROM expired
-     WHERE i.id = expired.id
-    RETURNING i.id, i.key, i.target, i.attempts, i.ambiguous,
-              (extract(epoch FROM i.first_attempt_at) * 1000)::bigint, expired.lease_owner;
-END
-$$;
-
 CREATE FUNCTION outbox.take_over_expired(p_relay text, p_limit integer, p_lease_ms integer, p_held bigint[]) RETURNS TABLE(id bigint, key text, target text, attempt integer, ambiguous boolean, first_attempt_ms bigint, previous_owner text)
     LANGUAGE plpgsql SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'pg_temp'
@@ -3910,9 +3788,6 @@ GRANT ALL ON FUNCTION outbox.compensations(p_key text) TO outbox_app;
 GRANT ALL ON FUNCTION outbox.compensations(p_key text) TO outbox_operator;
 GRANT ALL ON FUNCTION outbox.compensations(p_key text) TO outbox_admin;
 
-REVOKE ALL ON FUNCTION outbox.defer(p_relay text, p_ids bigint[], p_attempts integer[], p_delay_ms integer) FROM PUBLIC;
-GRANT ALL ON FUNCTION outbox.defer(p_relay text, p_ids bigint[], p_attempts integer[], p_delay_ms integer) TO outbox_relay;
-
 REVOKE ALL ON FUNCTION outbox.delivery_summary(p_intent bigint, OUT sent integer, OUT may_have_executed integer, OUT status_url_said_no boolean, OUT story text) FROM PUBLIC;
 
 REVOKE ALL ON FUNCTION outbox.differing_fields(a jsonb, b jsonb) FROM PUBLIC;
@@ -4010,9 +3885,6 @@ REVOKE ALL ON FUNCTION outbox.needs_person(p_intent bigint, p_target text, p_fir
 GRANT ALL ON FUNCTION outbox.needs_person(p_intent bigint, p_target text, p_first_attempt_at timestamp with time zone) TO outbox_operator;
 GRANT ALL ON FUNCTION outbox.needs_person(p_intent bigint, p_target text, p_first_attempt_at timestamp with time zone) TO outbox_admin;
 
-REVOKE ALL ON FUNCTION outbox.next_due_ms() FROM PUBLIC;
-GRANT ALL ON FUNCTION outbox.next_due_ms() TO outbox_relay;
-
 REVOKE ALL ON FUNCTION outbox.next_due_ms(p_targets text[]) FROM PUBLIC;
 GRANT ALL ON FUNCTION outbox.next_due_ms(p_targets text[]) TO outbox_relay;
 
@@ -4067,9 +3939,6 @@ REVOKE ALL ON FUNCTION outbox.rate_burst(p_rate real) FROM PUBLIC;
 
 REVOKE ALL ON FUNCTION outbox.rate_claim_at_least(p_rate real) FROM PUBLIC;
 
-REVOKE ALL ON FUNCTION outbox.record(p_relay text, p_ids bigint[], p_attempts integer[], p_states outbox.intent_state[], p_delay_ms integer[], p_ambiguous boolean[], p_classes outbox.attempt_class[], p_sent boolean[], p_http integer[], p_errors text[], p_latency_ms integer[], p_bodies text[]) FROM PUBLIC;
-GRANT ALL ON FUNCTION outbox.record(p_relay text, p_ids bigint[], p_attempts integer[], p_states outbox.intent_state[], p_delay_ms integer[], p_ambiguous boolean[], p_classes outbox.attempt_class[], p_sent boolean[], p_http integer[], p_errors text[], p_latency_ms integer[], p_bodies text[]) TO outbox_relay;
-
 REVOKE ALL ON FUNCTION outbox.record(p_relay text, p_ids bigint[], p_attempts integer[], p_states outbox.intent_state[], p_delay_ms integer[], p_ambiguous boolean[], p_classes outbox.attempt_class[], p_sent boolean[], p_http integer[], p_errors text[], p_latency_ms integer[], p_bodies text[], p_key_sent boolean[]) FROM PUBLIC;
 GRANT ALL ON FUNCTION outbox.record(p_relay text, p_ids bigint[], p_attempts integer[], p_states outbox.intent_state[], p_delay_ms integer[], p_ambiguous boolean[], p_classes outbox.attempt_class[], p_sent boolean[], p_http integer[], p_errors text[], p_latency_ms integer[], p_bodies text[], p_key_sent boolean[]) TO outbox_relay;
 
@@ -4113,9 +3982,6 @@ GRANT ALL ON FUNCTION outbox.rule_text(p_rule jsonpath) TO outbox_admin;
 
 REVOKE ALL ON FUNCTION outbox.take_over(p_relay text, p_limit integer, p_lease_ms integer, p_held bigint[]) FROM PUBLIC;
 GRANT ALL ON FUNCTION outbox.take_over(p_relay text, p_limit integer, p_lease_ms integer, p_held bigint[]) TO outbox_relay;
-
-REVOKE ALL ON FUNCTION outbox.take_over_expired(p_relay text, p_limit integer, p_lease_ms integer) FROM PUBLIC;
-GRANT ALL ON FUNCTION outbox.take_over_expired(p_relay text, p_limit integer, p_lease_ms integer) TO outbox_relay;
 
 REVOKE ALL ON FUNCTION outbox.take_over_expired(p_relay text, p_limit integer, p_lease_ms integer, p_held bigint[]) FROM PUBLIC;
 GRANT ALL ON FUNCTION outbox.take_over_expired(p_relay text, p_limit integer, p_lease_ms integer, p_held bigint[]) TO outbox_relay;
@@ -4207,8 +4073,6 @@ COMMENT ON FUNCTION outbox.claim_due(p_relay text, p_targets text[], p_rooms int
 COMMENT ON FUNCTION outbox.compensate(p_original_key text, p_key text, p_target text, p_payload jsonb) IS 'Enqueue a compensating intent for a succeeded or unknown one (intents.compensates = original key), by the rules of outbox.enqueue.';
 
 COMMENT ON FUNCTION outbox.compensations(p_key text) IS 'The compensating intents of a key, oldest first, with their agent-visible status. No row: none (or no such key).';
-
-COMMENT ON FUNCTION outbox.defer(p_relay text, p_ids bigint[], p_attempts integer[], p_delay_ms integer) IS 'Retired in 0009 with the retry budget. Kept for relays of earlier releases.';
 
 COMMENT ON FUNCTION outbox.delivery_summary(p_intent bigint, OUT sent integer, OUT may_have_executed integer, OUT status_url_said_no boolean, OUT story text) IS 'What the attempts of an intent amount to: requests that reached (or may have reached) the target, attempts that may have executed, a status URL''s "not executed", and the story in words (NULL: nothing reached the target) (0026).';
 

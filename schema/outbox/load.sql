@@ -1,6 +1,6 @@
 -- schema/outbox/load.sql — the net schema of outbox-relay, one file per live
 -- object: what a database looks like after every migration up to and
--- including 0027_mcp_cancelled_message.sql. `psql -f schema/outbox/load.sql` builds it (the files in
+-- including 0028_drop_retired.sql. `psql -f schema/outbox/load.sql` builds it (the files in
 -- an order that works); tests/sql/run.sh proves it builds the same schema as
 -- migrations/, as it does for schema/outbox.sql.
 --
@@ -59,7 +59,6 @@ GRANT outbox_operator TO outbox_admin;
 \ir functions/claim_unknown.sql
 \ir functions/compensate.sql
 \ir functions/compensations.sql
-\ir functions/defer.sql
 \ir functions/delivery_summary.sql
 \ir functions/differing_fields.sql
 \ir functions/enqueue.sql

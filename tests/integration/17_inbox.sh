@@ -126,7 +126,7 @@ is "$(curl -s -m 5 -o /dev/null -w '%{http_code}' "$URL/by-key/never")" 404 "sta
 inbox_start lossy --drop-every 5 --max-children 64 --log
 target_add inbox "http://127.0.0.1:$INBOX_PORT_lossy/pay" \
     status_url="'http://127.0.0.1:$INBOX_PORT_lossy/by-key/{key}'" timeout_ms=5000 \
-    backoff_base_ms=20 backoff_cap_ms=200 retry_budget_floor=10000 max_in_flight=32
+    backoff_base_ms=20 backoff_cap_ms=200 max_in_flight=32
 sql "SELECT count(*) FROM (SELECT outbox.enqueue('relay:' || g, 'inbox',
          jsonb_build_object('account', g % 10 + 1, 'amount', 1)) FROM generate_series(1, 500) g) x" >/dev/null
 relay_start r1 --exit-when-idle --poll-interval-ms 100

@@ -146,17 +146,17 @@ SELECT has_function('outbox', f, a, format('outbox.%s(%s) exists', f, array_to_s
                ('approve', ARRAY['text', 'text']),
                ('reject', ARRAY['text', 'text', 'text']),
                ('cancel', ARRAY['text', 'text']),
-               ('claim', ARRAY['text', 'text[]', 'integer[]', 'integer', 'integer']),
-               ('take_over_expired', ARRAY['text', 'integer', 'integer']),
+               ('claim_due', ARRAY['text', 'text[]', 'integer[]', 'integer', 'integer']),
+               ('take_over', ARRAY['text', 'integer', 'integer', 'bigint[]']),
                ('renew_leases', ARRAY['text', 'bigint[]', 'integer']),
                ('release', ARRAY['text', 'bigint[]', 'integer[]']),
                ('relay_heartbeat', ARRAY['text', 'boolean']),
                ('relay_gone', ARRAY['text']),
-               ('next_due_ms', ARRAY[]::text[]),
+               ('next_due_ms', ARRAY['text[]']),
                ('fingerprint', ARRAY['jsonb', 'text[]'])) AS v(f, a);
 SELECT has_function('outbox', 'record',
        ARRAY['text', 'bigint[]', 'integer[]', 'outbox.intent_state[]', 'integer[]', 'boolean[]',
-             'outbox.attempt_class[]', 'boolean[]', 'integer[]', 'text[]', 'integer[]', 'text[]'],
+             'outbox.attempt_class[]', 'boolean[]', 'integer[]', 'text[]', 'integer[]', 'text[]', 'boolean[]'],
        'outbox.record(...) exists');
 SELECT lives_ok($$SELECT key, intent_id, target, status, inserted, response_status, response_body, mismatch_fields
                     FROM outbox.enqueue('schema-k', 'dflt', '{}')$$,

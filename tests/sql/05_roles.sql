@@ -34,7 +34,7 @@ SELECT throws_ok($$SELECT * FROM outbox.claim('evil', ARRAY['t1'], ARRAY[10], 10
                  '42501', 'permission denied for function claim', 'app cannot claim');
 SELECT throws_ok($$SELECT outbox.record('evil', ARRAY[1::bigint], ARRAY[1], ARRAY['succeeded']::outbox.intent_state[],
                                          ARRAY[NULL::int], ARRAY[false], ARRAY['succeeded']::outbox.attempt_class[],
-                                         ARRAY[true], ARRAY[200], ARRAY[NULL::text], ARRAY[1], ARRAY['forged'])$$,
+                                         ARRAY[true], ARRAY[200], ARRAY[NULL::text], ARRAY[1], ARRAY['forged'], NULL::boolean[])$$,
                  '42501', 'permission denied for function record', 'app cannot record outcomes');
 SELECT throws_ok($$SELECT secret_env FROM outbox.targets$$, '42501', 'permission denied for table targets',
                  'app cannot read targets'' secret references');
@@ -87,11 +87,11 @@ SET ROLE outbox_relay;
 SELECT lives_ok($$SELECT outbox.relay_heartbeat('r1', false)$$, 'relay can heartbeat');
 SELECT results_eq($$SELECT key, attempt FROM outbox.claim('r1', ARRAY['t1'], ARRAY[10], 10, 30000)$$,
                   $$VALUES ('rl-1'::text, 1)$$, 'relay can claim');
-SELECT is(outbox.record('r1', '{}', '{}', '{}', '{}', '{}', '{}', '{}', '{}', '{}', '{}', '{}'), 0,
+SELECT is(outbox.record('r1', '{}', '{}', '{}', '{}', '{}', '{}', '{}', '{}', '{}', '{}', '{}', NULL::boolean[]), 0,
           'relay can call record (empty batch)');
 SELECT lives_ok($$SELECT * FROM outbox.renew_leases('r1', '{}', 30000)$$, 'relay can renew leases');
-SELECT lives_ok($$SELECT * FROM outbox.take_over_expired('r1', 10, 30000)$$, 'relay can take over expired leases');
-SELECT lives_ok($$SELECT outbox.next_due_ms()$$, 'relay can ask when the next row is due');
+SELECT lives_ok($$SELECT * FROM outbox.take_over('r1', 10, 30000, '{}')$$, 'relay can take over expired leases');
+SELECT lives_ok($$SELECT outbox.next_due_ms('{}')$$, 'relay can ask when the next row is due');
 SELECT lives_ok($$SELECT name, url, key_header, secret_env FROM outbox.targets$$,
                 'relay can read targets (it needs the secret reference)');
 SELECT throws_ok($$SELECT outbox.enqueue('rl-2', 't1', '{}')$$, '42501', 'permission denied for function enqueue',
@@ -111,7 +111,7 @@ GRANT SELECT ON rl TO outbox_relay;
 SET ROLE outbox_relay;
 SELECT is(outbox.record('r1', ARRAY[rl.id], ARRAY[1], ARRAY['succeeded']::outbox.intent_state[], ARRAY[NULL::int],
                         ARRAY[false], ARRAY['succeeded']::outbox.attempt_class[], ARRAY[true], ARRAY[200],
-                        ARRAY[NULL::text], ARRAY[12], ARRAY['{"ok": true}']),
+                        ARRAY[NULL::text], ARRAY[12], ARRAY['{"ok": true}'], NULL::boolean[]),
           1, 'relay can record an outcome') FROM rl;
 RESET ROLE;
 SELECT is((SELECT status FROM outbox.outcome('rl-1')), 'succeeded', '(the recorded outcome is visible)');
@@ -159,7 +159,7 @@ SELECT set_eq(
              ('outbox_relay', 'outcome'), ('outbox_relay', 'relay_heartbeat'), ('outbox_relay', 'relay_gone'),
              ('outbox_relay', 'claim'), ('outbox_relay', 'take_over_expired'), ('outbox_relay', 'renew_leases'),
              ('outbox_relay', 'record'), ('outbox_relay', 'release'), ('outbox_relay', 'next_due_ms'),
-             ('outbox_relay', 'claim_unknown'), ('outbox_relay', 'defer'), ('outbox_relay', 'live_counts'),
+             ('outbox_relay', 'claim_unknown'), ('outbox_relay', 'live_counts'),
              ('outbox_relay', 'target_event'),
              ('outbox_operator', 'outcome'), ('outbox_operator', 'live_counts'),
              ('outbox_admin', 'enqueue'), ('outbox_admin', 'outcome'), ('outbox_admin', 'approve'),

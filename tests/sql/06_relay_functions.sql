@@ -4,7 +4,7 @@
 --   record             fenced by (lease owner, attempt number): a late or foreign writer changes
 --                      nothing, but its attempts row is still written (recorded = false)
 --   release            back to pending with the attempt number restored
---   take_over_expired  only rows whose lease expired; returns the previous owner; fences the old owner out
+--   take_over          only rows whose lease expired; returns the previous owner; fences the old owner out
 --   renew_leases       only the caller's in-flight rows
 --   relay_heartbeat / relay_gone   (next_due_ms: 08_next_due.sql)
 -- The whole file runs in one transaction, so now() is one instant: leases and
@@ -25,7 +25,7 @@ CREATE FUNCTION pg_temp.rec(relay text, k text, attempt int, st outbox.intent_st
                             http int DEFAULT NULL, body text DEFAULT NULL, amb boolean DEFAULT false,
                             delay_ms int DEFAULT NULL, err text DEFAULT NULL) RETURNS int LANGUAGE sql AS $$
     SELECT outbox.record(relay, ARRAY[pg_temp.id(k)], ARRAY[attempt], ARRAY[st], ARRAY[delay_ms], ARRAY[amb], ARRAY[cls],
-                         ARRAY[http IS NOT NULL OR amb], ARRAY[http], ARRAY[err], ARRAY[42], ARRAY[body]);
+                         ARRAY[http IS NOT NULL OR amb], ARRAY[http], ARRAY[err], ARRAY[42], ARRAY[body], NULL::boolean[]);
 $$;
 
 -- ---------------------------------------------------------------------------
@@ -143,7 +143,7 @@ SELECT key FROM outbox.claim('r1', ARRAY['td'], ARRAY[2], 2, 30000) \g /dev/null
 SELECT is(outbox.record('r1', ARRAY[pg_temp.id('rb1'), pg_temp.id('rb2')], ARRAY[1, 7],
                         ARRAY['failed', 'succeeded']::outbox.intent_state[], ARRAY[NULL, NULL]::int[], ARRAY[false, false],
                         ARRAY['permanent_failure', 'succeeded']::outbox.attempt_class[], ARRAY[true, true], ARRAY[404, 200],
-                        ARRAY['HTTP 404', NULL], ARRAY[5, 6], ARRAY[repeat('x', 5000), 'ok']),
+                        ARRAY['HTTP 404', NULL], ARRAY[5, 6], ARRAY[repeat('x', 5000), 'ok'], NULL::boolean[]),
           1, 'record a batch: only the element with the right attempt counts');
 SELECT results_eq($$SELECT key, state::text, last_error, response_status FROM outbox.intents WHERE key IN ('rb1', 'rb2') ORDER BY key$$,
                   $$VALUES ('rb1'::text, 'failed'::text, 'HTTP 404'::text, 404), ('rb2', 'in_flight', NULL, NULL)$$,
@@ -177,7 +177,7 @@ SELECT results_eq($$SELECT attempts, first_attempt_at FROM outbox.intents WHERE 
                   $$VALUES (1, now() - interval '1 hour')$$, 'attempt 2 released: attempts 1, first_attempt_at kept');
 
 -- ---------------------------------------------------------------------------
--- take_over_expired: only expired leases; returns the previous owner; fences it out
+-- take_over: only expired leases; returns the previous owner; fences it out
 DELETE FROM outbox.attempts;
 DELETE FROM outbox.intents;
 SELECT pg_temp.mk(k, 'td') FROM unnest(ARRAY['to-old', 'to-older', 'to-live', 'to-unknown', 'to-pending']) AS k \g /dev/null
@@ -190,12 +190,12 @@ UPDATE outbox.intents SET state = 'in_flight', attempts = 1, lease_owner = 'r-li
 UPDATE outbox.intents SET state = 'unknown', attempts = 1, lease_owner = 'r-dead',
                           lease_expires_at = now() - interval '1 hour' WHERE key = 'to-unknown';
 UPDATE outbox.intents SET next_attempt_at = now() - interval '1 hour' WHERE key = 'to-pending';
-SELECT results_eq($$SELECT key, attempt, previous_owner, first_attempt_ms FROM outbox.take_over_expired('r9', 1, 45000)$$,
+SELECT results_eq($$SELECT key, attempt, previous_owner, first_attempt_ms FROM outbox.take_over('r9', 1, 45000, '{}')$$,
                   $$VALUES ('to-older'::text, 1, 'r-dead2'::text, (extract(epoch FROM now() - interval '2 hours') * 1000)::bigint)$$,
-                  'take_over_expired: the limit applies, the longest-expired lease first, with its previous owner');
-SELECT results_eq($$SELECT key, attempt, previous_owner FROM outbox.take_over_expired('r9', 10, 45000)$$,
+                  'take_over: the limit applies, the longest-expired lease first, with its previous owner');
+SELECT results_eq($$SELECT key, attempt, previous_owner FROM outbox.take_over('r9', 10, 45000, '{}')$$,
                   $$VALUES ('to-old'::text, 3, 'r-dead'::text)$$,
-                  'take_over_expired: only in_flight rows whose lease expired (not live leases, unknown or pending rows)');
+                  'take_over: only in_flight rows whose lease expired (not live leases, unknown or pending rows)');
 SELECT results_eq($$SELECT key, state::text, attempts, lease_owner, lease_expires_at FROM outbox.intents ORDER BY key$$,
                   $$VALUES ('to-live'::text, 'in_flight'::text, 1, 'r-live'::text, now() + interval '1 second'),
                            ('to-old', 'in_flight', 3, 'r9', now() + interval '45 seconds'),
@@ -203,7 +203,7 @@ SELECT results_eq($$SELECT key, state::text, attempts, lease_owner, lease_expire
                            ('to-pending', 'pending', 0, NULL, NULL),
                            ('to-unknown', 'unknown', 1, 'r-dead', now() - interval '1 hour')$$,
                   'taken-over rows: new owner and lease, same attempt number; the others untouched');
-SELECT is_empty($$SELECT * FROM outbox.take_over_expired('r10', 10, 45000)$$, 'a fresh lease is not taken over again');
+SELECT is_empty($$SELECT * FROM outbox.take_over('r10', 10, 45000, '{}')$$, 'a fresh lease is not taken over again');
 SELECT is(pg_temp.rec('r-dead', 'to-old', 3, 'succeeded', 'succeeded', 200, 'late'), 0,
           'the previous owner''s late record is fenced out');
 SELECT is((SELECT state::text FROM outbox.intents WHERE key = 'to-old'), 'in_flight', '...and changes nothing');
@@ -232,9 +232,9 @@ SELECT is((SELECT lease_expires_at FROM outbox.intents WHERE key = 'to-unknown')
           '...and is left alone');
 
 -- 0020: record skips the reference check of its own history INSERT through
--- outbox.in_record, set by the function for its own duration only.
-SELECT is(nullif(current_setting('outbox.in_record', true), ''), NULL,
-          'outbox.in_record is not left set after record returns');
+-- outbox.in_record, on for that INSERT only (0021: set_config, then 'off').
+SELECT is(coalesce(nullif(current_setting('outbox.in_record', true), ''), 'off'), 'off',
+          'outbox.in_record is not left on after record returns');
 SELECT is(outbox.record('r1', ARRAY[-777]::bigint[], ARRAY[1], ARRAY['succeeded']::outbox.intent_state[], ARRAY[0],
                         ARRAY[false], ARRAY['succeeded']::outbox.attempt_class[], ARRAY[true], ARRAY[200],
                         ARRAY[NULL]::text[], ARRAY[1], ARRAY['x'], ARRAY[true]),

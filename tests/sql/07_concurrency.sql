@@ -208,7 +208,7 @@ CREATE FUNCTION pg_temp.retry_sql(k text, delay_ms int) RETURNS text LANGUAGE sq
     SELECT format($f$SELECT outbox.record('rn', ARRAY[(SELECT id FROM outbox.intents WHERE key = %L)], ARRAY[1],
                                           ARRAY['pending']::outbox.intent_state[], ARRAY[%s], ARRAY[false],
                                           ARRAY['not_sent']::outbox.attempt_class[], ARRAY[false], ARRAY[NULL::int],
-                                          ARRAY['connect refused'], ARRAY[3], ARRAY[NULL::text])$f$, k, delay_ms)
+                                          ARRAY['connect refused'], ARRAY[3], ARRAY[NULL::text], NULL::boolean[])$f$, k, delay_ms)
 $$;
 SELECT is((SELECT n FROM dblink('w', pg_temp.retry_sql('n2', 60000)) AS t(n int)), 1, '(a retry in 60 s is recorded)');
 SELECT is(pg_temp.notes('l', 0.4), 0, 'a retry that is not due yet does not notify');

@@ -158,7 +158,7 @@ CREATE TEMP TABLE claimed AS SELECT * FROM outbox.claim('relay-9', ARRAY['h4'], 
 SELECT is(outbox.record('relay-9', array_agg(id ORDER BY key), array_agg(attempt ORDER BY key),
                         ARRAY['pending', 'succeeded']::outbox.intent_state[], ARRAY[1000, NULL], ARRAY[false, false],
                         ARRAY['not_sent', 'succeeded']::outbox.attempt_class[], ARRAY[false, true], ARRAY[NULL, 200],
-                        ARRAY['connect refused', NULL], ARRAY[7, 42], ARRAY[NULL, '{}']), 2,
+                        ARRAY['connect refused', NULL], ARRAY[7, 42], ARRAY[NULL, '{}'], NULL::boolean[]), 2,
           '(outbox.record of one retry and one success)')
   FROM claimed;
 SELECT results_eq($$SELECT pending, in_flight, succeeded_5m, attempts_5m, attempts_succeeded_5m, success_ratio_5m,

@@ -2,7 +2,7 @@
 --   record             at most one outcome per row and batch (a delivery's before a take-over's);
 --                      the others are history with recorded = false; outcomes of intents deleted
 --                      meanwhile are skipped instead of failing the batch; key_sent is kept
---   take_over_expired  never a row the caller says it still holds
+--   take_over          never a row the caller says it still holds
 --   retry_now          refuses an unknown row whose maybe-executed attempt went without a key,
 --                      even after the target was switched to keyed
 BEGIN;
@@ -55,16 +55,16 @@ SELECT is((SELECT key_sent FROM outbox.attempts WHERE intent_id = pg_temp.id('hl
           'key_sent = false: the legacy target''s request carried no key');
 
 -- ---------------------------------------------------------------------------
--- take_over_expired: never the caller's own rows
+-- take_over: never the caller's own rows
 SELECT outbox.enqueue('hk-' || n, 'hk', jsonb_build_object('n', n)) FROM generate_series(5, 6) n \g /dev/null
 SELECT count(*) FROM outbox.claim('r1', ARRAY['hk'], ARRAY[10], 10, 1) \g /dev/null
 UPDATE outbox.intents SET lease_expires_at = now() - interval '1 second' WHERE key IN ('hk-5', 'hk-6');
-SELECT is_empty($$SELECT * FROM outbox.take_over_expired('r1', 10, 30000, ARRAY[pg_temp.id('hk-5'), pg_temp.id('hk-6')])$$,
+SELECT is_empty($$SELECT * FROM outbox.take_over('r1', 10, 30000, ARRAY[pg_temp.id('hk-5'), pg_temp.id('hk-6')])$$,
                 'rows the caller holds are not taken over, whatever their lease says');
-SELECT results_eq($$SELECT key, previous_owner FROM outbox.take_over_expired('r1', 10, 30000, ARRAY[pg_temp.id('hk-5')])$$,
+SELECT results_eq($$SELECT key, previous_owner FROM outbox.take_over('r1', 10, 30000, ARRAY[pg_temp.id('hk-5')])$$,
                   $$VALUES ('hk-6'::text, 'r1'::text)$$,
                   'a row it no longer holds (a previous incarnation''s) is taken over');
-SELECT results_eq($$SELECT key FROM outbox.take_over_expired('r2', 10, 30000, '{}')$$,
+SELECT results_eq($$SELECT key FROM outbox.take_over('r2', 10, 30000, '{}')$$,
                   $$VALUES ('hk-5'::text)$$, 'another relay takes over the expired row');
 
 -- ---------------------------------------------------------------------------

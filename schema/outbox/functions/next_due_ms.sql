@@ -1,21 +1,3 @@
-CREATE FUNCTION outbox.next_due_ms() RETURNS bigint
-    LANGUAGE plpgsql STABLE SECURITY DEFINER
-    SET search_path TO 'pg_catalog', 'pg_temp'
-    AS $$
-BEGIN
-    RETURN (SELECT CASE WHEN due IS NOT NULL
-                THEN greatest(0, (extract(epoch FROM (due - now())) * 1000)::bigint) END
-      FROM (SELECT least((SELECT min(next_attempt_at) FROM outbox.intents WHERE state = 'pending'),
-                         (SELECT min(lease_expires_at) FROM outbox.intents WHERE state = 'in_flight'),
-                         (SELECT min(greatest(i.next_attempt_at, coalesce(i.lease_expires_at, i.next_attempt_at)))
-                            FROM outbox.intents i JOIN outbox.targets t ON t.name = i.target
-                           WHERE i.state = 'unknown' AND t.status_url IS NOT NULL AND t.enabled))
-                   AS due) AS next);
-END
-$$;
-
-COMMENT ON FUNCTION outbox.next_due_ms() IS 'Retired in 0009: counts rows the relay will not claim. Kept for relays of earlier releases.';
-
 CREATE FUNCTION outbox.next_due_ms(p_targets text[]) RETURNS bigint
     LANGUAGE plpgsql STABLE SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'pg_temp'
@@ -60,9 +42,6 @@ BEGIN
     RETURN due_ms;
 END
 $$;
-
-REVOKE ALL ON FUNCTION outbox.next_due_ms() FROM PUBLIC;
-GRANT ALL ON FUNCTION outbox.next_due_ms() TO outbox_relay;
 
 REVOKE ALL ON FUNCTION outbox.next_due_ms(p_targets text[]) FROM PUBLIC;
 GRANT ALL ON FUNCTION outbox.next_due_ms(p_targets text[]) TO outbox_relay;

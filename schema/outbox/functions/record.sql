@@ -1,51 +1,3 @@
-CREATE FUNCTION outbox.record(p_relay text, p_ids bigint[], p_attempts integer[], p_states outbox.intent_state[], p_delay_ms integer[], p_ambiguous boolean[], p_classes outbox.attempt_class[], p_sent boolean[], p_http integer[], p_errors text[], p_latency_ms integer[], p_bodies text[]) RETURNS integer
-    LANGUAGE plpgsql SECURITY DEFINER
-    SET search_path TO 'pg_catalog', 'pg_temp'
-    SET plan_cache_mode TO 'force_generic_plan'
-    AS $$
-DECLARE
-    updated integer;
-BEGIN
-    WITH u AS (
-        SELECT *
-          FROM unnest(p_ids, p_attempts, p_states, p_delay_ms, p_ambiguous, p_classes, p_sent,
-                      p_http, p_errors, p_latency_ms, p_bodies)
-               AS u(id, attempt, state, delay_ms, ambiguous, class, sent, http, error, latency_ms, body)
-    ), changed AS (
-        UPDATE outbox.intents i
-           SET state = u.state,
-               next_attempt_at = CASE WHEN u.state IN ('pending', 'unknown')
-                                      THEN now() + coalesce(u.delay_ms, 0) * interval '1 millisecond'
-                                      ELSE i.next_attempt_at END,
-               lease_owner = NULL,
-               lease_expires_at = NULL,
-               -- Sticky: once an attempt may have executed, only the target's own
-               -- status URL saying "not executed" clears the doubt.
-               ambiguous = CASE WHEN u.class = 'reconciled_not_executed' THEN false
-                                ELSE i.ambiguous OR u.ambiguous END,
-               response_status = CASE WHEN u.state IN ('succeeded', 'failed') THEN u.http
-                                      ELSE i.response_status END,
-               response_body = CASE WHEN u.state IN ('succeeded', 'failed') THEN u.body
-                                    ELSE i.response_body END,
-               last_error = u.error,
-               updated_at = now()
-          FROM u
-         WHERE i.id = u.id AND i.state IN ('in_flight', 'unknown') AND i.lease_owner = p_relay
-           AND i.attempts = u.attempt
-        RETURNING i.id
-    ), history AS (
-        INSERT INTO outbox.attempts (intent_id, attempt, relay, class, request_sent, http_status,
-                                     error, latency_ms, response_body, recorded)
-        SELECT u.id, u.attempt, p_relay, u.class, u.sent, u.http, u.error, u.latency_ms,
-               left(u.body, 4096), changed.id IS NOT NULL
-          FROM u LEFT JOIN changed ON changed.id = u.id
-        RETURNING recorded
-    )
-    SELECT count(*) FILTER (WHERE recorded) INTO updated FROM history;
-    RETURN updated;
-END
-$$;
-
 CREATE FUNCTION outbox.record(p_relay text, p_ids bigint[], p_attempts integer[], p_states outbox.intent_state[], p_delay_ms integer[], p_ambiguous boolean[], p_classes outbox.attempt_class[], p_sent boolean[], p_http integer[], p_errors text[], p_latency_ms integer[], p_bodies text[], p_key_sent boolean[]) RETURNS integer
     LANGUAGE plpgsql SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'pg_temp'
@@ -142,9 +94,6 @@ END
 $$;
 
 COMMENT ON FUNCTION outbox.record(p_relay text, p_ids bigint[], p_attempts integer[], p_states outbox.intent_state[], p_delay_ms integer[], p_ambiguous boolean[], p_classes outbox.attempt_class[], p_sent boolean[], p_http integer[], p_errors text[], p_latency_ms integer[], p_bodies text[], p_key_sent boolean[]) IS 'Apply a batch of attempt outcomes, fenced by (lease owner, attempt); at most one per row; every attempt in the history. Returns rows updated.';
-
-REVOKE ALL ON FUNCTION outbox.record(p_relay text, p_ids bigint[], p_attempts integer[], p_states outbox.intent_state[], p_delay_ms integer[], p_ambiguous boolean[], p_classes outbox.attempt_class[], p_sent boolean[], p_http integer[], p_errors text[], p_latency_ms integer[], p_bodies text[]) FROM PUBLIC;
-GRANT ALL ON FUNCTION outbox.record(p_relay text, p_ids bigint[], p_attempts integer[], p_states outbox.intent_state[], p_delay_ms integer[], p_ambiguous boolean[], p_classes outbox.attempt_class[], p_sent boolean[], p_http integer[], p_errors text[], p_latency_ms integer[], p_bodies text[]) TO outbox_relay;
 
 REVOKE ALL ON FUNCTION outbox.record(p_relay text, p_ids bigint[], p_attempts integer[], p_states outbox.intent_state[], p_delay_ms integer[], p_ambiguous boolean[], p_classes outbox.attempt_class[], p_sent boolean[], p_http integer[], p_errors text[], p_latency_ms integer[], p_bodies text[], p_key_sent boolean[]) FROM PUBLIC;
 GRANT ALL ON FUNCTION outbox.record(p_relay text, p_ids bigint[], p_attempts integer[], p_states outbox.intent_state[], p_delay_ms integer[], p_ambiguous boolean[], p_classes outbox.attempt_class[], p_sent boolean[], p_http integer[], p_errors text[], p_latency_ms integer[], p_bodies text[], p_key_sent boolean[]) TO outbox_relay;

@@ -9,8 +9,6 @@ CREATE TABLE outbox.targets (
     max_attempts integer,
     backoff_base_ms integer DEFAULT 500 NOT NULL,
     backoff_cap_ms integer DEFAULT 300000 NOT NULL,
-    retry_budget_ratio real DEFAULT 0.2 NOT NULL,
-    retry_budget_floor integer DEFAULT 10 NOT NULL,
     reconcile_delay_ms integer,
     max_in_flight integer DEFAULT 1024 NOT NULL,
     max_payload_bytes integer DEFAULT 1048576 NOT NULL,
@@ -46,8 +44,6 @@ CREATE TABLE outbox.targets (
     CONSTRAINT targets_rate_limit_per_s_check CHECK (((rate_limit_per_s > (0)::double precision) AND (rate_limit_per_s <= (1000000)::double precision))),
     CONSTRAINT targets_reconcile_delay_ms_check CHECK ((reconcile_delay_ms >= 0)),
     CONSTRAINT targets_retain_for_check CHECK ((retain_for >= '00:00:01'::interval)),
-    CONSTRAINT targets_retry_budget_floor_check CHECK ((retry_budget_floor >= 0)),
-    CONSTRAINT targets_retry_budget_ratio_check CHECK (((retry_budget_ratio >= (0)::double precision) AND (retry_budget_ratio <= (10)::double precision))),
     CONSTRAINT targets_retry_for_check CHECK ((retry_for > '00:00:00'::interval)),
     CONSTRAINT targets_secret_env_check CHECK ((secret_env ~ '^[A-Za-z_][A-Za-z0-9_]{0,127}$'::text)),
     CONSTRAINT targets_status_url_check CHECK ((status_url ~ '^https?://[^[:space:]]*\{key\}[^[:space:]]*$'::text)),
@@ -62,10 +58,6 @@ COMMENT ON COLUMN outbox.targets.key_header IS 'Header carrying the idempotency 
 COMMENT ON COLUMN outbox.targets.status_url IS 'Reconciliation URL template; {key} is replaced by the percent-encoded key. NULL = none.';
 
 COMMENT ON COLUMN outbox.targets.max_attempts IS 'Optional cap on attempts (NULL = none: retry_for bounds the retries).';
-
-COMMENT ON COLUMN outbox.targets.retry_budget_ratio IS 'Retired in 0009 (read only by relays of earlier releases; to be dropped).';
-
-COMMENT ON COLUMN outbox.targets.retry_budget_floor IS 'Retired in 0009 (read only by relays of earlier releases; to be dropped).';
 
 COMMENT ON COLUMN outbox.targets.volatile_paths IS 'Paths (#- syntax, e.g. {meta,ts}) left out of the payload fingerprint.';
 
