@@ -3,7 +3,8 @@
 #
 # A scenario sources this file, calls itest_setup, then uses:
 #   receiver_start NAME [receiver options]  → sets RECV_PORT_<NAME>, RECV_PID_<NAME>
-#   relay_start NAME [relay options]        → sets RELAY_PID_<NAME> (log: $T/relay-NAME.log)
+#   relay_start NAME [relay options]        → sets RELAY_PID_<NAME> (log: $T/relay-NAME.log);
+#                                             logged in as itest_relay (only outbox_relay)
 #   target_add NAME URL [column=value ...]  → INSERT INTO outbox.targets
 #   sql "SELECT ..."                        → the single value, or rows as psql -tA prints them
 #   ok COND_CMD... / is GOT WANT DESC       → TAP lines
@@ -46,6 +47,14 @@ itest_setup() {
     # As the schema owner, not a superuser (pgcluster.sh).
     "$ITEST_ROOT/build/outbox-relay" migrate --db "$OWNER_URL" --migrations-dir "$ITEST_ROOT/migrations" \
         >"$T/migrate.log" 2>&1 || { cat "$T/migrate.log" >&2; bail "migrate failed"; }
+    # Relays log in as itest_relay, a login with only outbox_relay (what README
+    # tells an operator to grant), unless a scenario names its own --db or
+    # DATABASE_URL: a statement the relay sends that the role may not run
+    # fails the scenarios instead of passing unseen under a superuser.
+    psql -X -q -v ON_ERROR_STOP=1 -c "CREATE ROLE itest_relay LOGIN; GRANT outbox_relay TO itest_relay" \
+        >/dev/null || bail "could not create the relay's login"
+    ITEST_DB_URL=$DATABASE_URL
+    RELAY_DB_URL="postgresql://itest_relay@127.0.0.1:$PGPORT/postgres"
 }
 
 bail() {
@@ -169,7 +178,12 @@ mcp_start() {
 
 relay_start() {
     local name=$1; shift
-    "$RELAY_BIN" run --relay-id "relay-$name" --admin-listen "" "$@" \
+    local arg db=(--db "$RELAY_DB_URL")
+    [ "$DATABASE_URL" = "$ITEST_DB_URL" ] || db=()
+    for arg in "$@"; do
+        case $arg in --db | --db=*) db=() ;; esac
+    done
+    "$RELAY_BIN" run --relay-id "relay-$name" --admin-listen "" "${db[@]}" "$@" \
         >>"$T/relay-$name.log" 2>&1 &
     local pid=$!
     ITEST_PIDS+=("$pid")
