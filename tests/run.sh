@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # tests/run.sh — every test suite, against real PostgreSQL and real HTTP.
 #
-#   lint         clang-format, banned calls, released migrations unchanged, cppcheck
+#   lint         clang-format, banned calls, released migrations unchanged, HACKING.md's
+#                map, cppcheck
 #   unit         Check, relay modules under ASan+UBSan (build/asan/unit-tests)
 #   schema       the official JSON Schema test suite against the MCP front door's validator
 #   sql          pgTAP via pg_prove, plus schema equivalence (tests/sql/run.sh)
@@ -40,6 +41,7 @@ if want lint; then
     if make --no-print-directory format-check >"$LOG_DIR/lint.log" 2>&1 &&
         tests/lib/banned-calls.sh >>"$LOG_DIR/lint.log" 2>&1 &&
         tests/lib/released-migrations.sh >>"$LOG_DIR/lint.log" 2>&1 &&
+        tests/lib/hacking-map.sh >>"$LOG_DIR/lint.log" 2>&1 &&
         make --no-print-directory cppcheck >>"$LOG_DIR/lint.log" 2>&1; then
         count lint 1 0
     else
