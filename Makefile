@@ -127,6 +127,15 @@ bench: deps
 	@$(MAKE) --no-print-directory build/outbox-relay build/test-receiver
 	@tests/bench/run.sh
 
+# Mutation testing (tests/mutants/run.sh): every mutation in tests/mutants/mutations,
+# applied to a copy of the working tree, must be caught by the tests it names.
+# Not part of make test. MUTANT=text runs the mutations whose name contains text.
+.PHONY: mutants
+mutants: deps
+	@$(MAKE) --no-print-directory build/outbox-relay build/test-receiver build/asan/outbox-relay \
+	    build/asan/unit-tests
+	@tests/mutants/run.sh
+
 schema:
 	tests/lib/schema-file.sh
 
