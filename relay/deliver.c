@@ -137,17 +137,18 @@ static struct delivery *delivery_alloc(enum delivery_kind kind, struct target *t
     return d;
 }
 
-struct delivery *delivery_new(struct target *target, int64_t intent_id, const char *key,
-                              const char *payload, int attempt, bool was_ambiguous,
-                              int64_t first_attempt_ms, size_t body_limit, int64_t now_s)
+struct delivery *delivery_new(struct target *target, const struct claimed_row *row,
+                              size_t body_limit, int64_t now_s)
 {
-    struct delivery *d = delivery_alloc(DELIVERY_SEND, target, intent_id, key, payload, attempt,
-                                        was_ambiguous, first_attempt_ms, body_limit);
+    struct delivery *d =
+        delivery_alloc(DELIVERY_SEND, target, row->id, row->key, row->payload, row->attempt,
+                       row->ambiguous, row->first_attempt_ms, body_limit);
     if (d->easy == NULL) {
         delivery_free(d);
         return NULL;
     }
-    d->headers = target_request_headers(target, key, d->payload, d->payload_len, now_s);
+    d->probe = row->probe;
+    d->headers = target_request_headers(target, row->key, d->payload, d->payload_len, now_s);
     d->key_sent = target->key_header != NULL; /* the header above carries it */
     CURL *e = d->easy;
     curl_easy_setopt(e, CURLOPT_URL, target->url);
@@ -164,6 +165,8 @@ struct delivery *delivery_new(struct target *target, int64_t intent_id, const ch
         curl_easy_setopt(e, CURLOPT_FRESH_CONNECT, 1L);
         curl_easy_setopt(e, CURLOPT_FORBID_REUSE, 1L);
     }
+    if (row->traceparent)
+        delivery_set_trace(d, row->traceparent);
     d->started_ns = uv_hrtime();
     return d;
 }
@@ -240,12 +243,12 @@ char *status_url_for_key(const char *template_url, const char *key)
     return url.data;
 }
 
-struct delivery *delivery_new_status_check(struct target *target, int64_t intent_id,
-                                           const char *key, int attempt, int64_t first_attempt_ms,
+struct delivery *delivery_new_status_check(struct target *target, const struct claimed_row *row,
                                            size_t body_limit)
 {
-    struct delivery *d = delivery_alloc(DELIVERY_STATUS_CHECK, target, intent_id, key, "", attempt,
-                                        true, first_attempt_ms, body_limit);
+    const char *key = row->key;
+    struct delivery *d = delivery_alloc(DELIVERY_STATUS_CHECK, target, row->id, key, "",
+                                        row->attempt, true, row->first_attempt_ms, body_limit);
     char *url = status_url_for_key(target->status_url, key);
     if (d->easy == NULL || url == NULL) {
         free(url);

@@ -13,6 +13,7 @@
 #include <stdint.h>
 
 #include "outcome.h"
+#include "sql.h"
 #include "lib/strbuf.h"
 #include "targets.h"
 
@@ -64,17 +65,18 @@ bool delivery_set_trace(struct delivery *d, const char *traceparent);
 /* A random 64-bit parent id as 16 lower-case hex digits, never all zeros. */
 void delivery_new_span_id(char out[17]);
 
-/* Builds the request; payload is copied. NULL on failure to set up. */
-struct delivery *delivery_new(struct target *target, int64_t intent_id, const char *key,
-                              const char *payload, int attempt, bool was_ambiguous,
-                              int64_t first_attempt_ms, size_t body_limit, int64_t now_s);
+/* Builds the request of a claimed row (its payload, key, attempt, trace
+ * context and probe flag; what it points to is copied). NULL on failure to
+ * set up. */
+struct delivery *delivery_new(struct target *target, const struct claimed_row *row,
+                              size_t body_limit, int64_t now_s);
 /* The one wall clock of relay/: ms since the epoch (CLOCK_REALTIME). The
  * database's first_attempt_ms, key ages and Retry-After dates compare with
  * it; loop time (uv_now) is for timers only. */
 int64_t wall_clock_ms(void);
-/* Reconciliation: GET the status URL with {key} percent-encoded. */
-struct delivery *delivery_new_status_check(struct target *target, int64_t intent_id,
-                                           const char *key, int attempt, int64_t first_attempt_ms,
+/* Reconciliation of a row of claim_unknown: GET the status URL with {key}
+ * percent-encoded. */
+struct delivery *delivery_new_status_check(struct target *target, const struct claimed_row *row,
                                            size_t body_limit);
 /* The status URL for a key: template with every {key} replaced by the
  * percent-encoded key. Caller frees. */

@@ -229,21 +229,14 @@ static void on_delivery_done(CURL *easy, CURLcode result, void *data)
 static void relay_start_delivery(struct relay *r, struct target *t, const struct claimed_row *row)
 {
     size_t body_limit = (size_t)r->cfg->max_response_bytes;
-    struct delivery *d =
-        row->payload
-            ? delivery_new(t, row->id, row->key, row->payload, row->attempt, row->ambiguous,
-                           row->first_attempt_ms, body_limit, wall_clock_ms() / 1000)
-            : delivery_new_status_check(t, row->id, row->key, row->attempt, row->first_attempt_ms,
-                                        body_limit);
+    struct delivery *d = row->payload ? delivery_new(t, row, body_limit, wall_clock_ms() / 1000)
+                                      : delivery_new_status_check(t, row, body_limit);
     if (d == NULL) {
         log_event(LOG_ERROR, "delivery_setup_failed", "key", json_string(row->key), LOG_END);
         return; /* the lease expires and another pass takes it over */
     }
     if (d->kind == DELIVERY_SEND && row->attempt > 1)
         t->retries++;
-    if (d->kind == DELIVERY_SEND && row->traceparent)
-        delivery_set_trace(d, row->traceparent);
-    d->probe = row->probe;
     if (row->probe)
         log_event(LOG_INFO, "circuit_probe", "target", json_string(t->name), "key",
                   json_string(row->key), LOG_END);

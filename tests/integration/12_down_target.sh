@@ -21,13 +21,18 @@ ok "the healthy target drains while the other is down" wait_for 10 \
 ok "the down target's circuit opens" wait_for 10 \
     "SELECT circuit <> 'closed' FROM outbox.target_health WHERE target = 'down'" t
 sleep 1
+probes() { grep -c '"event":"circuit_probe","target":"down"' "$T/relay-one.log"; }
 before=$(sql "SELECT count(*) FROM outbox.attempts a JOIN outbox.intents i ON i.id = a.intent_id WHERE i.target = 'down'")
+probes_before=$(probes)
 sleep 7
 after=$(sql "SELECT count(*) FROM outbox.attempts a JOIN outbox.intents i ON i.id = a.intent_id WHERE i.target = 'down'")
-echo "# down target: $before attempts until the circuit opened (one burst of the first claim), $((after - before)) in the next 7 s"
+probes_after=$(probes)
+probed=$((probes_after - probes_before))
+echo "# down target: $before attempts until the circuit opened (one burst of the first claim), then $probed probes in 7 s"
 ok "the first burst is bounded by one claim: at most 100 attempts for 100 intents, and a probe ($before)" test "$before" -le 101
-ok "then probes only: at most 4 attempts in 7 s ($((after - before)))" test $((after - before)) -le 4
-ok "probes go out at all: at least 2 in 7 s ($((after - before)))" test $((after - before)) -ge 2
+ok "then probes only: at most 4 in 7 s ($probed)" test "$probed" -le 4
+ok "probes go out at all: at least 2 in 7 s ($probed)" test "$probed" -ge 2
+is "$after" "$before" "a refused probe spends no attempt of the intent it carried (given back)"
 is "$(sql "SELECT count(*) FROM outbox.intents WHERE target = 'down' AND state = 'pending'")" 100 \
     "the down target's intents wait in pending: none dropped, none failed"
 is "$(sql "SELECT max(attempts) <= 2 FROM outbox.intents WHERE target = 'down'")" t "no intent used more than 2 attempts"

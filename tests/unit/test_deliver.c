@@ -129,14 +129,27 @@ START_TEST(body_callback_keeps_a_bounded_copy)
 }
 END_TEST
 
+/* A claimed row as the claim answers it (the texts are literals). */
+static struct claimed_row claimed(int64_t id, const char *key, const char *payload, int attempt,
+                                  bool ambiguous, int64_t first_attempt_ms)
+{
+    return (struct claimed_row){.id = id,
+                                .key = key,
+                                .target = "t",
+                                .payload = payload,
+                                .attempt = attempt,
+                                .ambiguous = ambiguous,
+                                .first_attempt_ms = first_attempt_ms};
+}
+
 /* ---------------------------------------------------------------- a delivery */
 
 START_TEST(new_delivery_copies_and_decides_the_key_header)
 {
     struct target t = test_target("Idempotency-Key");
     char payload[] = "{\"amount\": 5}";
-    struct delivery *d =
-        delivery_new(&t, 42, "run:1", payload, 2, true, 1700000000000, 64, 1700000000);
+    struct claimed_row row = claimed(42, "run:1", payload, 2, true, 1700000000000);
+    struct delivery *d = delivery_new(&t, &row, 64, 1700000000);
     ck_assert_ptr_nonnull(d);
     payload[0] = 'X'; /* the delivery has its own copy */
     ck_assert_int_eq(d->kind, DELIVERY_SEND);
@@ -151,7 +164,10 @@ START_TEST(new_delivery_copies_and_decides_the_key_header)
     delivery_free(d);
 
     struct target keyless = test_target(NULL);
-    d = delivery_new(&keyless, 43, "run:2", "{}", 1, false, 0, 64, 1700000000);
+    row = claimed(43, "run:2", "{}", 1, false, 0);
+    row.probe = true;
+    d = delivery_new(&keyless, &row, 64, 1700000000);
+    ck_assert(d->probe); /* the claim's probe flag travels with the request */
     ck_assert(!d->key_sent);
     delivery_free(d);
 }
@@ -160,7 +176,8 @@ END_TEST
 START_TEST(status_check_has_no_payload)
 {
     struct target t = test_target("Idempotency-Key");
-    struct delivery *d = delivery_new_status_check(&t, 7, "run:3", 3, 1700000000000, 64);
+    struct claimed_row row = claimed(7, "run:3", NULL, 3, true, 1700000000000);
+    struct delivery *d = delivery_new_status_check(&t, &row, 64);
     ck_assert_ptr_nonnull(d);
     ck_assert_int_eq(d->kind, DELIVERY_STATUS_CHECK);
     ck_assert_str_eq(d->payload, "");
@@ -174,7 +191,8 @@ END_TEST
 START_TEST(report_of_a_transfer_that_sent_nothing)
 {
     struct target t = test_target("Idempotency-Key");
-    struct delivery *d = delivery_new(&t, 1, "k", "{}", 1, false, 0, 64, 0);
+    struct claimed_row row = claimed(1, "k", "{}", 1, false, 0);
+    struct delivery *d = delivery_new(&t, &row, 64, 0);
     struct delivery_report report;
     delivery_report(d, CURLE_ABORTED_BY_CALLBACK, true, &report);
     ck_assert_int_eq(report.sent, 0);
@@ -205,10 +223,14 @@ START_TEST(trace_context_continues_with_a_new_parent_per_attempt)
 {
     struct target t = test_target("Idempotency-Key");
     const char *caller = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
-    struct delivery *a = delivery_new(&t, 1, "k", "{}", 1, false, 0, 64, 0);
-    struct delivery *b = delivery_new(&t, 1, "k", "{}", 2, false, 0, 64, 0);
+    struct claimed_row row1 = claimed(1, "k", "{}", 1, false, 0),
+                       row2 = claimed(1, "k", "{}", 2, false, 0);
+    struct delivery *a = delivery_new(&t, &row1, 64, 0);
+    struct delivery *b = delivery_new(&t, &row2, 64, 0);
     ck_assert(delivery_set_trace(a, caller));
-    ck_assert(delivery_set_trace(b, caller));
+    row2.traceparent = caller; /* as the claim hands it: delivery_new continues it */
+    delivery_free(b);
+    b = delivery_new(&t, &row2, 64, 0);
     const char *ha = trace_header_of(a), *hb = trace_header_of(b);
     ck_assert_ptr_nonnull(ha);
     ck_assert_ptr_nonnull(hb);
@@ -237,7 +259,8 @@ START_TEST(trace_context_refuses_what_is_not_version_00)
         "00-4bf92f3577b34da6a3ce929d0e0e4736x00f067aa0ba902b7-01",
     };
     for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
-        struct delivery *d = delivery_new(&t, 1, "k", "{}", 1, false, 0, 64, 0);
+        struct claimed_row row = claimed(1, "k", "{}", 1, false, 0);
+        struct delivery *d = delivery_new(&t, &row, 64, 0);
         ck_assert_msg(!delivery_set_trace(d, bad[i]), "accepted '%s'", bad[i]);
         ck_assert_ptr_null(trace_header_of(d));
         ck_assert_str_eq(d->trace_id, "");
