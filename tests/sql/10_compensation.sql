@@ -17,32 +17,7 @@ SELECT plan(79);
 
 -- ---------------------------------------------------------------------------
 -- across connections
-CREATE FUNCTION pg_temp.connstr() RETURNS text LANGUAGE sql AS $$
-    SELECT format('host=%s port=%s dbname=%s user=%s application_name=outbox_sqltest_10',
-                  coalesce(host(inet_server_addr()), split_part(current_setting('unix_socket_directories'), ',', 1)),
-                  current_setting('port'), current_database(), current_user)
-$$;
-CREATE FUNCTION pg_temp.open(name text) RETURNS int LANGUAGE plpgsql AS $$
-DECLARE pid int;
-BEGIN
-    PERFORM dblink_connect(name, pg_temp.connstr());
-    PERFORM dblink_exec(name, 'SET statement_timeout = ''20s''');
-    PERFORM dblink_exec(name, 'SET lock_timeout = ''20s''');
-    SELECT p INTO pid FROM dblink(name, 'SELECT pg_backend_pid()') AS t(p int);
-    RETURN pid;
-END $$;
-CREATE FUNCTION pg_temp.waits_on_lock(p_pid int, secs float8) RETURNS boolean LANGUAGE plpgsql AS $$
-DECLARE deadline timestamptz := clock_timestamp() + secs * interval '1 second';
-BEGIN
-    LOOP
-        PERFORM pg_stat_clear_snapshot();
-        IF EXISTS (SELECT 1 FROM pg_stat_activity WHERE pid = p_pid AND wait_event_type = 'Lock') THEN
-            RETURN true;
-        END IF;
-        IF clock_timestamp() > deadline THEN RETURN false; END IF;
-        PERFORM pg_sleep(0.01);
-    END LOOP;
-END $$;
+\ir lib/sessions.sql
 CREATE TEMP TABLE conn (name text PRIMARY KEY, pid int);
 INSERT INTO conn SELECT n, pg_temp.open(n) FROM unnest(ARRAY['a', 'b']) AS n;
 CREATE FUNCTION pg_temp.pid(n text) RETURNS int LANGUAGE sql AS $$ SELECT pid FROM conn WHERE name = n $$;
