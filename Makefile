@@ -9,6 +9,7 @@
 #   make demo       throwaway PostgreSQL + receiver + relay delivering real intents
 #   make demo-mcp   the same behind the MCP front door, an official SDK client, lost answers
 #   make bench      throughput, latency and memory figures (build/bench.json)
+#   make soak       20 min steady load, faults, relays killed, retention: flat or not
 #   make lint       clang-format check, cppcheck, banned calls
 #   make clean
 
@@ -35,7 +36,7 @@ C_FILES   := $(foreach d,$(RELAY_DIRS),$(wildcard $(d)/*.[ch])) $(wildcard tests
 # The test receivers are built on the relay's HTTP server (relay/lib/http_server.c).
 HTTPD_SRC := relay/lib/http_server.c relay/lib/strbuf.c
 
-.PHONY: all deps build-deps unit-deps test unit demo demo-mcp bench lint cppcheck format format-check schema clean
+.PHONY: all deps build-deps unit-deps test unit demo demo-mcp bench soak lint cppcheck format format-check schema clean
 
 all: build/outbox-relay
 
@@ -126,6 +127,12 @@ demo-mcp: deps
 bench: deps
 	@$(MAKE) --no-print-directory build/outbox-relay build/test-receiver
 	@tests/bench/run.sh
+
+# 20 minutes at half the drain rate with faults, killed relays and 1-minute
+# retention (tests/soak/soak.sh; SOAK_MINUTES, SOAK_KILL_EVERY_S); not in make test.
+soak: deps
+	@$(MAKE) --no-print-directory build/outbox-relay build/test-receiver
+	@tests/soak/soak.sh
 
 # Mutation testing (tests/mutants/run.sh): every mutation in tests/mutants/mutations,
 # applied to a copy of the working tree, must be caught by the tests it names.
