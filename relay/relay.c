@@ -9,7 +9,7 @@
  *     ▲                                                                  │
  *     └──── NOTIFY / poll timer / a full batch / capacity freed ◄────────┘
  *
- * Claiming: one statement per batch (outbox.claim), bounded by the free
+ * Claiming: one statement per batch (outbox.claim_due), bounded by the free
  * capacity, globally and per target. After a claim that came back short the
  * relay tells the database it is idle (so enqueues NOTIFY it) and claims once
  * more: a row committed between the short claim and the flag would otherwise
@@ -40,7 +40,10 @@
  * outcome, say goodbye to outbox.relays, close every handle, and require
  * uv_loop_close() == 0. The phases are enum relay_phase (relay_int.h).
  *
- * Only the scheduler is here (relay_int.h lists the files around it).
+ * Only the scheduler is here (relay_int.h lists the files around it). It
+ * reads in the order a delivery runs: claim (and the idle flag, the next due
+ * time), deliveries and their end, record, give-back, leases and take-over,
+ * reconciliation; then targets, timers, database events, shutdown, close.
  */
 #include "relay_int.h"
 
@@ -62,6 +65,11 @@
 #define TAKE_OVER_BATCH 256
 
 static void relay_maybe_claim(struct relay *r);
+static void relay_set_idle(struct relay *r, bool idle);
+static void relay_query_next_due(struct relay *r);
+static void relay_start_delivery(struct relay *r, struct target *t, const struct claimed_row *row);
+static void relay_buffer_outcome(struct relay *r, struct target *t,
+                                 const struct pending_outcome *o);
 static void relay_flush(struct relay *r);
 static void relay_send_releases(struct relay *r);
 static void relay_check_shutdown(struct relay *r);
@@ -93,263 +101,6 @@ static bool relay_has_work(const struct relay *r)
 {
     return r->in_flight > 0 || record_queue_unrecorded(&r->records) > 0 || r->releases.count > 0 ||
            r->release.running;
-}
-
-/* ---------------------------------------------------------------- deliveries */
-
-/* Buffers one outcome for the next record statement (the buffer takes over
- * its error and body), and counts it. t is NULL for a row of a target this
- * relay does not know. */
-static void relay_buffer_outcome(struct relay *r, struct target *t, const struct pending_outcome *o)
-{
-    record_queue_push(&r->records, o);
-    r->attempts_by_class[o->cls]++;
-    if (t) {
-        t->attempts_by_class[o->cls]++;
-        t->decisions_by_state[o->state]++;
-    }
-}
-
-static void relay_detach(struct relay *r, struct delivery *d)
-{
-    DLIST_REMOVE(r->deliveries, d);
-    d->target->in_flight--;
-    r->in_flight--;
-}
-
-/* ---------------------------------------------------------------- flow control */
-
-/* target_events.c heard that a target's circuit closed. */
-static void on_circuit_closed(void *data, struct target *t)
-{
-    relay_maybe_claim(data); /* the target is back: its backlog is due now */
-}
-
-/* Classifies a finished request and decides what follows. What is safe
- * next depends on whether this request carried the key, not on the target's
- * header now (a reload may have changed it since). */
-static struct decision relay_decide(struct relay *r, const struct delivery *d,
-                                    struct delivery_report *report, enum attempt_class *cls)
-{
-    struct retry_policy policy = target_retry_policy(d->target);
-    if (d->kind == DELIVERY_SEND)
-        policy.honours_keys = report->facts.honours_keys = d->key_sent;
-    *cls = d->kind == DELIVERY_STATUS_CHECK ? outcome_classify_status_check(&report->facts)
-                                            : outcome_classify(&report->facts);
-    struct intent_progress progress = {
-        .attempt = d->attempt,
-        .was_ambiguous = d->was_ambiguous,
-        .first_attempt_ms = d->first_attempt_ms,
-        .now_ms = wall_clock_ms(),
-        .retry_after_ms = d->retry_after_ms,
-    };
-    return outcome_decide(*cls, &policy, &progress, relay_random(r));
-}
-
-/* libcurl 7.82 and later end the error buffer with the text of the code,
- * which delivery_report() puts first as well: "Couldn't connect to server:
- * Failed to connect to 127.0.0.1 port 1 after 0 ms: Couldn't connect to
- * server". The detail alone then says it all, once: in the attempt, the
- * row's last_error, the circuit's reason, outbox.stuck and the log. */
-static void relay_error_once(char *error, CURLcode result)
-{
-    const char *code = curl_easy_strerror(result);
-    size_t code_len = strlen(code), len = strlen(error);
-    if (len < code_len + 2 || strncmp(error, code, code_len) != 0 ||
-        strncmp(error + code_len, ": ", 2) != 0)
-        return; /* not "<code>: <detail>" */
-    const char *detail = error + code_len + 2;
-    size_t detail_len = len - code_len - 2;
-    bool repeats =
-        strcmp(detail, code) == 0 ||
-        (detail_len > code_len + 2 && strcmp(detail + detail_len - code_len, code) == 0 &&
-         strncmp(detail + detail_len - code_len - 2, ": ", 2) == 0);
-    if (repeats)
-        memmove(error, detail, detail_len + 1);
-}
-
-/* Decide and buffer the outcome of a finished (or aborted) delivery. */
-static void relay_conclude(struct relay *r, struct delivery *d, CURLcode result, bool aborted)
-{
-    struct delivery_report report;
-    delivery_report(d, result, aborted, &report);
-    if (!aborted && result != CURLE_OK)
-        relay_error_once(report.error, result);
-    relay_detach(r, d);
-    if (aborted && !report.sent) {
-        /* Never left this host: give the row back untouched. */
-        id_batch_push(&r->releases, d->intent_id, d->attempt);
-        delivery_free(d);
-        return;
-    }
-    enum attempt_class cls;
-    struct decision dec = relay_decide(r, d, &report, &cls);
-    if (d->kind == DELIVERY_SEND && d->probe &&
-        outcome_probe_failed(cls, report.sent, &dec) == PROBE_GIVE_BACK) {
-        /* The circuit hears the refusal; the intent keeps its attempts. */
-        target_events_observe(&r->reporter, d, cls, &report, uv_now(&r->loop));
-        log_event(LOG_INFO, "probe_given_back", "key", json_string(d->key), "target",
-                  json_string(d->target->name), "error", json_string(report.error), LOG_END);
-        id_batch_push(&r->releases, d->intent_id, d->attempt);
-        relay_send_releases(r);
-        delivery_free(d);
-        return;
-    }
-    char reason[sizeof(report.error) + 160];
-    const char *error = outcome_error_text(cls, &dec, d->attempt, report.http_status, report.error,
-                                           reason, sizeof(reason));
-    if (d->kind == DELIVERY_SEND) {
-        metrics_histogram_observe(&r->delivery_seconds, report.latency_ms / 1000.0);
-        target_events_observe(&r->reporter, d, cls, &report, uv_now(&r->loop));
-    }
-    struct pending_outcome o = pending_outcome_new(d->intent_id, d->attempt, cls, &dec, error);
-    o.sent = report.sent;
-    o.key_sent = d->kind == DELIVERY_SEND ? (d->key_sent ? 1 : 0) : -1;
-    o.http_status = report.http_status;
-    o.latency_ms = report.latency_ms;
-    o.body_len = d->body.len;
-    o.body = o.body_len > 0 ? strbuf_steal(&d->body) : NULL;
-    relay_buffer_outcome(r, d->target, &o);
-    relay_log_attempt(d, cls, &dec, &report);
-    delivery_free(d);
-}
-
-static void on_delivery_done(CURL *easy, CURLcode result, void *data)
-{
-    struct delivery *d = data;
-    struct relay *r = d->owner;
-    relay_conclude(r, d, result, false);
-    relay_flush(r);
-    if (relay_stopping(r))
-        relay_check_shutdown(r);
-    else if (r->more_due || r->in_flight == 0 || r->in_flight < r->cfg->max_in_flight / 2)
-        relay_maybe_claim(r);
-}
-
-static void relay_start_delivery(struct relay *r, struct target *t, const struct claimed_row *row)
-{
-    size_t body_limit = (size_t)r->cfg->max_response_bytes;
-    struct delivery *d = row->payload ? delivery_new(t, row, body_limit, wall_clock_ms() / 1000)
-                                      : delivery_new_status_check(t, row, body_limit);
-    if (d == NULL) {
-        log_event(LOG_ERROR, "delivery_setup_failed", "key", json_string(row->key), LOG_END);
-        return; /* the lease expires and another pass takes it over */
-    }
-    if (d->kind == DELIVERY_SEND && row->attempt > 1)
-        t->retries++;
-    if (row->probe)
-        log_event(LOG_INFO, "circuit_probe", "target", json_string(t->name), "key",
-                  json_string(row->key), LOG_END);
-    d->owner = r;
-    DLIST_PUSH_FRONT(r->deliveries, d);
-    t->in_flight++;
-    r->in_flight++;
-    if (!http_client_add(r->http, d->easy, d))
-        relay_conclude(r, d, CURLE_FAILED_INIT, false);
-}
-
-/* ---------------------------------------------------------------- idle flag */
-
-static void relay_set_idle(struct relay *r, bool idle);
-
-static void on_idle_changed(void *data, PGresult *res, const char *error)
-{
-    struct relay *r = data;
-    if (error) {
-        log_event(LOG_WARN, "heartbeat_failed", "error", json_string(error), LOG_END);
-        return;
-    }
-    if (r->idle_wanted != r->idle_in_db) {
-        relay_set_idle(r, r->idle_wanted); /* changed its mind while this one ran */
-        return;
-    }
-    if (r->idle_in_db)
-        relay_maybe_claim(r); /* the lost wake-up: look once more after raising the flag */
-}
-
-/* Tell the database whether enqueues should NOTIFY us. One change on the wire
- * at a time; the last wish wins. */
-static void relay_set_idle(struct relay *r, bool idle)
-{
-    r->idle_wanted = idle;
-    if (r->idle_in_db == idle || !stmt_slot_ready(&r->idle_change))
-        return;
-    const char *params[2] = {r->cfg->relay_id, idle ? "true" : "false"};
-    if (stmt_slot_start(&r->idle_change, 2, params)) {
-        r->idle_in_db = idle;
-        r->last_heartbeat_ms = uv_now(&r->loop);
-    }
-}
-
-/* ---------------------------------------------------------------- next due */
-
-static void on_poll_timer(uv_timer_t *timer);
-
-static void on_next_due(void *data, PGresult *res, const char *error)
-{
-    struct relay *r = data;
-    if (error || relay_stopping(r))
-        return;
-    if (PQntuples(res) == 0 || PQgetisnull(res, 0, 0)) {
-        if (r->cfg->exit_when_idle && !relay_has_work(r) && !r->claim.running) {
-            log_event(LOG_INFO, "idle_exit", LOG_END);
-            r->phase = RELAY_DRAINING;
-            relay_check_shutdown(r);
-        }
-        return;
-    }
-    uint64_t wait =
-        flow_next_due_wait_ms(strtoll(PQgetvalue(res, 0, 0), NULL, 10), r->empty_claims);
-    uint64_t due_in = uv_timer_get_due_in(&r->poll_timer);
-    if (wait < (uint64_t)r->cfg->poll_interval_ms && (due_in == 0 || wait < due_in))
-        uv_timer_start(&r->poll_timer, on_poll_timer, wait, (uint64_t)r->cfg->poll_interval_ms);
-}
-
-/* Asks when something this relay can take becomes due: a row of a target it
- * has room for whose gate is open, a lease to take over, a row to reconcile. */
-static void relay_query_next_due(struct relay *r)
-{
-    if (!stmt_slot_ready(&r->next_due))
-        return;
-    targets_claimable(&r->targets, r->cfg->max_in_flight_per_target, relay_random(r),
-                      &r->claim_targets, NULL, 0);
-    const char *params[1] = {r->claim_targets.data};
-    stmt_slot_start(&r->next_due, 1, params);
-}
-
-/* ---------------------------------------------------------------- reconciliation */
-
-static void on_unknown_claimed(void *data, PGresult *res, const char *error)
-{
-    struct relay *r = data;
-    if (error)
-        log_event(LOG_WARN, "reconcile_claim_failed", "error", json_string(error), LOG_END);
-    if (error || relay_stopping(r)) {
-        relay_check_shutdown(r); /* the leases lapse; another pass asks again */
-        return;
-    }
-    for (int i = 0; i < PQntuples(res); i++) {
-        struct claimed_row row = sql_unknown_row(res, i);
-        struct target *t = targets_find(&r->targets, row.target);
-        if (t == NULL || t->status_url == NULL)
-            continue; /* the lease lapses; asked again later */
-        relay_start_delivery(r, t, &row);
-    }
-}
-
-/* Ask status URLs about unknown rows that are due. */
-static void relay_reconcile(struct relay *r)
-{
-    if (r->phase != RELAY_RUNNING || !stmt_slot_ready(&r->reconcile))
-        return;
-    int room = r->cfg->max_in_flight - r->in_flight;
-    if (!targets_any_status_url(&r->targets) || room <= 0)
-        return;
-    char limit[24], lease[24];
-    const char *params[3] = {r->cfg->relay_id,
-                             int_text(limit, sizeof(limit), room < 64 ? room : 64),
-                             int_text(lease, sizeof(lease), r->cfg->lease_ms)};
-    stmt_slot_start(&r->reconcile, 3, params);
 }
 
 /* ---------------------------------------------------------------- claim */
@@ -503,6 +254,226 @@ static void relay_maybe_claim(struct relay *r)
         r->claim_started_ns = uv_hrtime();
         r->claim_again = false;
     }
+}
+
+/* ---------------------------------------------------------------- idle flag */
+
+static void on_idle_changed(void *data, PGresult *res, const char *error)
+{
+    struct relay *r = data;
+    if (error) {
+        log_event(LOG_WARN, "heartbeat_failed", "error", json_string(error), LOG_END);
+        return;
+    }
+    if (r->idle_wanted != r->idle_in_db) {
+        relay_set_idle(r, r->idle_wanted); /* changed its mind while this one ran */
+        return;
+    }
+    if (r->idle_in_db)
+        relay_maybe_claim(r); /* the lost wake-up: look once more after raising the flag */
+}
+
+/* Tell the database whether enqueues should NOTIFY us. One change on the wire
+ * at a time; the last wish wins. */
+static void relay_set_idle(struct relay *r, bool idle)
+{
+    r->idle_wanted = idle;
+    if (r->idle_in_db == idle || !stmt_slot_ready(&r->idle_change))
+        return;
+    const char *params[2] = {r->cfg->relay_id, idle ? "true" : "false"};
+    if (stmt_slot_start(&r->idle_change, 2, params)) {
+        r->idle_in_db = idle;
+        r->last_heartbeat_ms = uv_now(&r->loop);
+    }
+}
+
+/* ---------------------------------------------------------------- next due */
+
+static void on_poll_timer(uv_timer_t *timer);
+
+static void on_next_due(void *data, PGresult *res, const char *error)
+{
+    struct relay *r = data;
+    if (error || relay_stopping(r))
+        return;
+    if (PQntuples(res) == 0 || PQgetisnull(res, 0, 0)) {
+        if (r->cfg->exit_when_idle && !relay_has_work(r) && !r->claim.running) {
+            log_event(LOG_INFO, "idle_exit", LOG_END);
+            r->phase = RELAY_DRAINING;
+            relay_check_shutdown(r);
+        }
+        return;
+    }
+    uint64_t wait =
+        flow_next_due_wait_ms(strtoll(PQgetvalue(res, 0, 0), NULL, 10), r->empty_claims);
+    uint64_t due_in = uv_timer_get_due_in(&r->poll_timer);
+    if (wait < (uint64_t)r->cfg->poll_interval_ms && (due_in == 0 || wait < due_in))
+        uv_timer_start(&r->poll_timer, on_poll_timer, wait, (uint64_t)r->cfg->poll_interval_ms);
+}
+
+/* Asks when something this relay can take becomes due: a row of a target it
+ * has room for whose gate is open, a lease to take over, a row to reconcile. */
+static void relay_query_next_due(struct relay *r)
+{
+    if (!stmt_slot_ready(&r->next_due))
+        return;
+    targets_claimable(&r->targets, r->cfg->max_in_flight_per_target, relay_random(r),
+                      &r->claim_targets, NULL, 0);
+    const char *params[1] = {r->claim_targets.data};
+    stmt_slot_start(&r->next_due, 1, params);
+}
+
+/* ---------------------------------------------------------------- deliveries */
+
+/* Buffers one outcome for the next record statement (the buffer takes over
+ * its error and body), and counts it. t is NULL for a row of a target this
+ * relay does not know. */
+static void relay_buffer_outcome(struct relay *r, struct target *t, const struct pending_outcome *o)
+{
+    record_queue_push(&r->records, o);
+    r->attempts_by_class[o->cls]++;
+    if (t) {
+        t->attempts_by_class[o->cls]++;
+        t->decisions_by_state[o->state]++;
+    }
+}
+
+static void relay_detach(struct relay *r, struct delivery *d)
+{
+    DLIST_REMOVE(r->deliveries, d);
+    d->target->in_flight--;
+    r->in_flight--;
+}
+
+/* ---------------------------------------------------------------- flow control */
+
+/* target_events.c heard that a target's circuit closed. */
+static void on_circuit_closed(void *data, struct target *t)
+{
+    relay_maybe_claim(data); /* the target is back: its backlog is due now */
+}
+
+/* Classifies a finished request and decides what follows. What is safe
+ * next depends on whether this request carried the key, not on the target's
+ * header now (a reload may have changed it since). */
+static struct decision relay_decide(struct relay *r, const struct delivery *d,
+                                    struct delivery_report *report, enum attempt_class *cls)
+{
+    struct retry_policy policy = target_retry_policy(d->target);
+    if (d->kind == DELIVERY_SEND)
+        policy.honours_keys = report->facts.honours_keys = d->key_sent;
+    *cls = d->kind == DELIVERY_STATUS_CHECK ? outcome_classify_status_check(&report->facts)
+                                            : outcome_classify(&report->facts);
+    struct intent_progress progress = {
+        .attempt = d->attempt,
+        .was_ambiguous = d->was_ambiguous,
+        .first_attempt_ms = d->first_attempt_ms,
+        .now_ms = wall_clock_ms(),
+        .retry_after_ms = d->retry_after_ms,
+    };
+    return outcome_decide(*cls, &policy, &progress, relay_random(r));
+}
+
+/* libcurl 7.82 and later end the error buffer with the text of the code,
+ * which delivery_report() puts first as well: "Couldn't connect to server:
+ * Failed to connect to 127.0.0.1 port 1 after 0 ms: Couldn't connect to
+ * server". The detail alone then says it all, once: in the attempt, the
+ * row's last_error, the circuit's reason, outbox.stuck and the log. */
+static void relay_error_once(char *error, CURLcode result)
+{
+    const char *code = curl_easy_strerror(result);
+    size_t code_len = strlen(code), len = strlen(error);
+    if (len < code_len + 2 || strncmp(error, code, code_len) != 0 ||
+        strncmp(error + code_len, ": ", 2) != 0)
+        return; /* not "<code>: <detail>" */
+    const char *detail = error + code_len + 2;
+    size_t detail_len = len - code_len - 2;
+    bool repeats =
+        strcmp(detail, code) == 0 ||
+        (detail_len > code_len + 2 && strcmp(detail + detail_len - code_len, code) == 0 &&
+         strncmp(detail + detail_len - code_len - 2, ": ", 2) == 0);
+    if (repeats)
+        memmove(error, detail, detail_len + 1);
+}
+
+/* Decide and buffer the outcome of a finished (or aborted) delivery. */
+static void relay_conclude(struct relay *r, struct delivery *d, CURLcode result, bool aborted)
+{
+    struct delivery_report report;
+    delivery_report(d, result, aborted, &report);
+    if (!aborted && result != CURLE_OK)
+        relay_error_once(report.error, result);
+    relay_detach(r, d);
+    if (aborted && !report.sent) {
+        /* Never left this host: give the row back untouched. */
+        id_batch_push(&r->releases, d->intent_id, d->attempt);
+        delivery_free(d);
+        return;
+    }
+    enum attempt_class cls;
+    struct decision dec = relay_decide(r, d, &report, &cls);
+    if (d->kind == DELIVERY_SEND && d->probe &&
+        outcome_probe_failed(cls, report.sent, &dec) == PROBE_GIVE_BACK) {
+        /* The circuit hears the refusal; the intent keeps its attempts. */
+        target_events_observe(&r->reporter, d, cls, &report, uv_now(&r->loop));
+        log_event(LOG_INFO, "probe_given_back", "key", json_string(d->key), "target",
+                  json_string(d->target->name), "error", json_string(report.error), LOG_END);
+        id_batch_push(&r->releases, d->intent_id, d->attempt);
+        relay_send_releases(r);
+        delivery_free(d);
+        return;
+    }
+    char reason[sizeof(report.error) + 160];
+    const char *error = outcome_error_text(cls, &dec, d->attempt, report.http_status, report.error,
+                                           reason, sizeof(reason));
+    if (d->kind == DELIVERY_SEND) {
+        metrics_histogram_observe(&r->delivery_seconds, report.latency_ms / 1000.0);
+        target_events_observe(&r->reporter, d, cls, &report, uv_now(&r->loop));
+    }
+    struct pending_outcome o = pending_outcome_new(d->intent_id, d->attempt, cls, &dec, error);
+    o.sent = report.sent;
+    o.key_sent = d->kind == DELIVERY_SEND ? (d->key_sent ? 1 : 0) : -1;
+    o.http_status = report.http_status;
+    o.latency_ms = report.latency_ms;
+    o.body_len = d->body.len;
+    o.body = o.body_len > 0 ? strbuf_steal(&d->body) : NULL;
+    relay_buffer_outcome(r, d->target, &o);
+    relay_log_attempt(d, cls, &dec, &report);
+    delivery_free(d);
+}
+
+static void on_delivery_done(CURL *easy, CURLcode result, void *data)
+{
+    struct delivery *d = data;
+    struct relay *r = d->owner;
+    relay_conclude(r, d, result, false);
+    relay_flush(r);
+    if (relay_stopping(r))
+        relay_check_shutdown(r);
+    else if (r->more_due || r->in_flight == 0 || r->in_flight < r->cfg->max_in_flight / 2)
+        relay_maybe_claim(r);
+}
+
+static void relay_start_delivery(struct relay *r, struct target *t, const struct claimed_row *row)
+{
+    size_t body_limit = (size_t)r->cfg->max_response_bytes;
+    struct delivery *d = row->payload ? delivery_new(t, row, body_limit, wall_clock_ms() / 1000)
+                                      : delivery_new_status_check(t, row, body_limit);
+    if (d == NULL) {
+        log_event(LOG_ERROR, "delivery_setup_failed", "key", json_string(row->key), LOG_END);
+        return; /* the lease expires and another pass takes it over */
+    }
+    if (d->kind == DELIVERY_SEND && row->attempt > 1)
+        t->retries++;
+    if (row->probe)
+        log_event(LOG_INFO, "circuit_probe", "target", json_string(t->name), "key",
+                  json_string(row->key), LOG_END);
+    d->owner = r;
+    DLIST_PUSH_FRONT(r->deliveries, d);
+    t->in_flight++;
+    r->in_flight++;
+    if (!http_client_add(r->http, d->easy, d))
+        relay_conclude(r, d, CURLE_FAILED_INIT, false);
 }
 
 /* ---------------------------------------------------------------- record */
@@ -746,6 +717,41 @@ static void relay_renew_leases(struct relay *r)
         stmt_slot_start(&r->renew, 3, params);
     }
     strbuf_free(&ids);
+}
+
+/* ---------------------------------------------------------------- reconciliation */
+
+static void on_unknown_claimed(void *data, PGresult *res, const char *error)
+{
+    struct relay *r = data;
+    if (error)
+        log_event(LOG_WARN, "reconcile_claim_failed", "error", json_string(error), LOG_END);
+    if (error || relay_stopping(r)) {
+        relay_check_shutdown(r); /* the leases lapse; another pass asks again */
+        return;
+    }
+    for (int i = 0; i < PQntuples(res); i++) {
+        struct claimed_row row = sql_unknown_row(res, i);
+        struct target *t = targets_find(&r->targets, row.target);
+        if (t == NULL || t->status_url == NULL)
+            continue; /* the lease lapses; asked again later */
+        relay_start_delivery(r, t, &row);
+    }
+}
+
+/* Ask status URLs about unknown rows that are due. */
+static void relay_reconcile(struct relay *r)
+{
+    if (r->phase != RELAY_RUNNING || !stmt_slot_ready(&r->reconcile))
+        return;
+    int room = r->cfg->max_in_flight - r->in_flight;
+    if (!targets_any_status_url(&r->targets) || room <= 0)
+        return;
+    char limit[24], lease[24];
+    const char *params[3] = {r->cfg->relay_id,
+                             int_text(limit, sizeof(limit), room < 64 ? room : 64),
+                             int_text(lease, sizeof(lease), r->cfg->lease_ms)};
+    stmt_slot_start(&r->reconcile, 3, params);
 }
 
 /* ---------------------------------------------------------------- targets */
