@@ -58,7 +58,7 @@ struct outcome_list {
     size_t count, cap;
 };
 
-/* outbox.record's parameters $2..$13, in that order (migrations/0011). */
+/* outbox.record's parameters $2..$13, in that order (schema/outbox/functions/record.sql). */
 struct record_arrays {
     struct strbuf ids, attempts, states, delays, ambiguous, classes, sent, http_status, errors,
         latencies, bodies, key_sent;

@@ -27,7 +27,7 @@
 #define STMT_TAKE_OVER "take_over"
 /* $1 relay, $2 bigint[] ids, $3 lease ms */
 #define STMT_RENEW "renew"
-/* $1 relay, $2..$13 parallel arrays (see outbox.record, migrations/0011) */
+/* $1 relay, $2..$13 parallel arrays (see schema/outbox/functions/record.sql) */
 #define STMT_RECORD "record"
 /* $1 relay, $2 bigint[] ids, $3 int[] attempts */
 #define STMT_RELEASE "release"

@@ -72,7 +72,7 @@ enum ui_stuck_column {
     UI_STUCK_COLUMNS,
 };
 
-/* outbox.approvals (0023): the reason names fields and types, never a value. */
+/* outbox.approvals: the reason names fields and types, never a value. */
 enum ui_approval_column {
     UI_APPROVAL_KEY,
     UI_APPROVAL_TARGET,

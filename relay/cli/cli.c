@@ -5,7 +5,7 @@
  * Shape: each command is a short-lived process that runs one statement, so
  * it uses libpq's blocking API (the event-loop rule applies to `run` only),
  * in autocommit. The rules live in SQL, not here: every decision is one
- * SECURITY DEFINER function (migrations/0004, 0006) that locks the row,
+ * SECURITY DEFINER function (schema/outbox/functions/) that locks the row,
  * checks its state and writes the audit row in one transaction, so the CLI,
  * psql and any script get the same answers. This file only parses the
  * command line, calls the function, maps SQLSTATEs to exit codes (cli.h) and
@@ -201,7 +201,7 @@ static void print_trimmed(const char *command, const char *prefix, const char *m
     fputc('\n', stderr);
 }
 
-/* The role a command needs (migrations/0005): reading is outbox_operator's,
+/* The role a command needs (README "Roles"): reading is outbox_operator's,
  * deciding and sending again outbox_admin's. */
 static const char *required_role(const struct cli_args *args);
 
@@ -690,7 +690,7 @@ static int command_stuck(PGconn *conn, const struct cli_args *args)
 
 /* approvals: what waits for a person's approve or reject, oldest first,
  * with the target's rule and why it holds each intent (outbox.approvals,
- * 0023: names fields and types, never a value of the payload). */
+ * it names fields and types, never a value of the payload). */
 static int command_approvals(PGconn *conn, const struct cli_args *args)
 {
     static const struct column json_columns[] = {

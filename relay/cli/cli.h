@@ -1,8 +1,8 @@
 /*
  * cli.h — the operator commands: status, stuck, approvals, resolve, approve, reject,
- * cancel, retry, targets. Thin over the SQL functions of migrations/0004 and
- * 0006; the database decides, the CLI shows and maps the answer to an exit
- * code.
+ * cancel, retry, targets. Thin over the SQL functions (schema/outbox/functions/:
+ * outcome, resolve, cancel, retry_now, ...); the database decides, the CLI shows and maps the
+ * answer to an exit code.
  *
  * Exit codes (a contract for scripts; --help lists them too):
  *   0  ok (stuck with nothing stuck is ok)

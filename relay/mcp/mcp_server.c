@@ -13,9 +13,9 @@
  * Otherwise the call waits, bounded by --mcp-wait-ms.
  *
  * The wait is woken by the outcome's commit, not by a poll: the intents of
- * MCP calls NOTIFY outbox_mcp with their key when they settle (0022), the
- * first database connection LISTENs, and every call waiting for that key
- * looks its outcome up once more. NOTIFY is a hint (lost while a
+ * MCP calls NOTIFY outbox_mcp with their key when they settle (trigger
+ * intents_mcp_settled), the first database connection LISTENs, and every
+ * call waiting for that key looks its outcome up once more. NOTIFY is a hint (lost while a
  * connection is down): once a second every waiting call looks up anyway.
  * When the wait ends, one last lookup decides the answer, so it is never
  * older than the deadline; a call that is not final then is answered with
@@ -67,7 +67,7 @@
 #define MCP_MAX_BODY_BYTES (1024 * 1024)
 #define MCP_LISTEN_CHANNEL "outbox_mcp"
 
-/* The statements of the front door (every one a function of 0022). */
+/* The statements of the front door (every one an outbox.mcp_* function). */
 #define ANSWER_COLUMNS                                                                             \
     "client, key, intent_key, tool, target, status, state::text, final, inserted, "                \
     "response_status, response_body, attempts, message, conflict_fields::text, task_id, "          \
