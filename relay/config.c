@@ -80,6 +80,9 @@ static const struct option_def options[] = {
         "a time); 0 = never (a CronJob runs outbox-relay prune)"),
     OPT("prune-batch", OPT_INT, prune_batch, "5000", 1, 100000,
         "intents pruned per transaction by a prune (the relay's and outbox-relay prune's)"),
+    OPT("ca-file", OPT_STRING, ca_file, "", 0, 0,
+        "PEM bundle of the CAs that verify targets' certificates, for targets without their own "
+        "ca_file; empty = the system store (verification is always on)"),
     OPT("exit-when-idle", OPT_BOOL, exit_when_idle, "false", 0, 0,
         "exit 0 once nothing is due or in flight (for demos and batch runs)"),
     OPT("mcp-listen", OPT_STRING, mcp_listen, "127.0.0.1:9465", 0, 0,
@@ -279,7 +282,7 @@ static enum config_result config_read_arguments(struct config *cfg, int argc, ch
 }
 
 /* The values whose check needs more than a range: the log level (applied
- * here) and the admin port's address. */
+ * here), the admin port's address and --ca-file (readable at start). */
 static bool config_check(const struct config *cfg)
 {
     log_level_t level;
@@ -299,6 +302,13 @@ static bool config_check(const struct config *cfg)
                 "outbox-relay: invalid value '%s' for --admin-listen (OUTBOX_RELAY_ADMIN_LISTEN): "
                 "%s; expected host:port, e.g. 127.0.0.1:9464\n",
                 cfg->admin_listen, admin_problem);
+        return false;
+    }
+    if (!is_blank(cfg->ca_file) && (cfg->ca_file[0] != '/' || access(cfg->ca_file, R_OK) != 0)) {
+        fprintf(stderr,
+                "outbox-relay: invalid value '%s' for --ca-file (OUTBOX_RELAY_CA_FILE): expected "
+                "the absolute path of a readable PEM file\n",
+                cfg->ca_file);
         return false;
     }
     struct sockaddr_storage mcp_address;

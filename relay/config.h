@@ -33,6 +33,7 @@ struct config {
     int targets_refresh_ms;       /* how often targets are reloaded */
     int prune_interval_ms;        /* retention run period; 0 = off */
     int prune_batch;              /* intents per prune transaction */
+    char *ca_file;                /* CAs for targets without their own ca_file; "" = system store */
     bool exit_when_idle;          /* exit 0 once nothing is due or in flight (demo, tests) */
     char *mcp_listen;             /* mcp: host:port of POST /mcp */
     int mcp_wait_ms;              /* mcp: a call's wait for its outcome */

@@ -18,6 +18,24 @@
  * Security: TLS peer and host verification stay on (libcurl's defaults,
  * set explicitly), only http and https are allowed, redirects are not
  * followed (the URL is the one an admin registered).
+ *
+ * TLS files (0029): a target's ca_file (else --ca-file, else the system
+ * store) verifies its certificate, and its client_cert_file and
+ * client_key_file are presented when it asks for one. They are paths given
+ * to libcurl, which reads the files when it makes a connection: nothing
+ * here reads a key. Reuse stays safe across targets because libcurl reuses
+ * a connection (and resumes a TLS session) only for a transfer whose TLS
+ * settings match the ones it was made with, CA file and client certificate
+ * included (curl's CVE-2016-5420 and CVE-2022-27782 fixes; 7.88 here), so a
+ * target never gets a connection made with another one's certificate. The
+ * key's path is not compared (tests/integration/64_mutual_tls.sh saw it): a
+ * target whose key file is missing can ride a connection made with the same
+ * certificate file by another target; that connection presents the same
+ * certificate, the identity this target names too.
+ * libcurl keeps the parsed CA store of the last CA file for
+ * CA_CACHE_SECONDS: a replaced ca_file applies to new connections within
+ * that. A file that cannot be used fails the attempt before any byte is
+ * sent (not_sent), with an error that names the setting (delivery_tls_file_error).
  */
 #include "deliver.h"
 #include "version.h"
@@ -91,6 +109,43 @@ static size_t on_header(char *data, size_t size, size_t nmemb, void *userp)
     return n;
 }
 
+/* How long libcurl may keep a parsed CA store (default 24 h): a CA bundle
+ * replaced on disk is used by new connections within this. Parsing the
+ * system store costs milliseconds, once per period, not per connection. */
+#define CA_CACHE_SECONDS 300L
+
+/* --ca-file: "" or NULL = the system store. */
+static const char *relay_ca_file;
+
+void delivery_set_ca_file(const char *path)
+{
+    relay_ca_file = path != NULL && *path ? path : NULL;
+}
+
+/* The CA bundle that verifies target: its own, else the relay's, else NULL
+ * (the system store). */
+static const char *ca_file_of(const struct target *target)
+{
+    return target->ca_file ? target->ca_file : relay_ca_file;
+}
+
+bool delivery_tls_file_error(CURLcode result, const struct target *target, const char *relay_ca,
+                             const char *detail, char *out, size_t out_size)
+{
+    const char *setting;
+    if (result == CURLE_SSL_CACERT_BADFILE)
+        setting = target->ca_file         ? "the target's ca_file"
+                  : relay_ca && *relay_ca ? "--ca-file"
+                                          : "the system CA store";
+    else if (result == CURLE_SSL_CERTPROBLEM && target->client_cert_file)
+        setting = "the target's client_cert_file or client_key_file";
+    else
+        return false;
+    snprintf(out, out_size, "%s cannot be used: %s: %s", setting, curl_easy_strerror(result),
+             detail && *detail ? detail : "no detail");
+    return true;
+}
+
 /* Options every request of a target shares: limits, security, callbacks. */
 static void set_common_options(struct delivery *d, const struct target *target)
 {
@@ -104,6 +159,14 @@ static void set_common_options(struct delivery *d, const struct target *target)
     curl_easy_setopt(e, CURLOPT_FOLLOWLOCATION, 0L);
     curl_easy_setopt(e, CURLOPT_SSL_VERIFYPEER, 1L);
     curl_easy_setopt(e, CURLOPT_SSL_VERIFYHOST, 2L);
+    const char *ca_file = ca_file_of(target);
+    if (ca_file)
+        curl_easy_setopt(e, CURLOPT_CAINFO, ca_file);
+    curl_easy_setopt(e, CURLOPT_CA_CACHE_TIMEOUT, CA_CACHE_SECONDS);
+    if (target->client_cert_file && target->client_key_file) {
+        curl_easy_setopt(e, CURLOPT_SSLCERT, target->client_cert_file);
+        curl_easy_setopt(e, CURLOPT_SSLKEY, target->client_key_file);
+    }
     curl_easy_setopt(e, CURLOPT_TCP_KEEPALIVE, 1L);
     curl_easy_setopt(e, CURLOPT_TCP_NODELAY, 1L);
     curl_easy_setopt(e, CURLOPT_USERAGENT, "outbox-relay/" OUTBOX_RELAY_VERSION);
@@ -299,7 +362,8 @@ void delivery_report(struct delivery *d, CURLcode result, bool aborted,
     if (aborted)
         snprintf(report->error, sizeof(report->error), "aborted at shutdown (%s)",
                  report->sent ? "request sent, no answer yet" : "nothing sent");
-    else
+    else if (!delivery_tls_file_error(result, d->target, relay_ca_file, d->error, report->error,
+                                      sizeof(report->error)))
         snprintf(report->error, sizeof(report->error), "%s: %s", curl_easy_strerror(result),
                  *d->error ? d->error : "no detail");
 }

@@ -81,6 +81,15 @@ struct delivery *delivery_new_status_check(struct target *target, const struct c
 /* The status URL for a key: template with every {key} replaced by the
  * percent-encoded key. Caller frees. */
 char *status_url_for_key(const char *template_url, const char *key);
+/* --ca-file: the CA bundle for targets without their own ca_file; NULL or
+ * "" = the system store. The string must outlive every delivery. */
+void delivery_set_ca_file(const char *path);
+/* When result is libcurl's "cannot use a local TLS file" (the CA bundle,
+ * the client certificate or its key), writes into out which setting of the
+ * target (or --ca-file, relay_ca) it was, then libcurl's text and detail
+ * (a path at most, never a file's content), and returns true; else false. */
+bool delivery_tls_file_error(CURLcode result, const struct target *target, const char *relay_ca,
+                             const char *detail, char *out, size_t out_size);
 /* After the transfer ended with result (or was aborted: aborted = true). */
 void delivery_report(struct delivery *d, CURLcode result, bool aborted,
                      struct delivery_report *report);

@@ -14,6 +14,7 @@
 #include "cli/cli.h"
 #include "config.h"
 #include "cli/migrate.h"
+#include "deliver.h"
 #include "mcp/mcp_server.h"
 #include "relay.h"
 #include "version.h"
@@ -48,9 +49,11 @@ int main(int argc, char **argv)
         config_free(&cfg);
         return loaded == CONFIG_HELP ? 0 : 2;
     }
+    delivery_set_ca_file(cfg.ca_file); /* the pointer lives until config_free */
     int rc = !strcmp(command, "run")   ? relay_run(&cfg)
              : !strcmp(command, "mcp") ? mcp_server_run(&cfg)
                                        : migrate_run(&cfg);
+    delivery_set_ca_file(NULL);
     config_free(&cfg);
     return rc;
 }

@@ -65,7 +65,7 @@ static const struct pg_statement relay_statements[] = {
      " coalesce(reconcile_delay_ms, 3 * timeout_ms), max_in_flight, headers::text, secret_env,"
      " enabled, (extract(epoch FROM retry_for) * 1000)::bigint, rate_limit_per_s,"
      " circuit_failure_threshold, coalesce(s.circuit, 'closed'),"
-     " coalesce(s.paused_until > now(), false)"
+     " coalesce(s.paused_until > now(), false), t.ca_file, t.client_cert_file, t.client_key_file"
      " FROM outbox.targets t LEFT JOIN outbox.target_state s ON s.target = t.name ORDER BY t.name"},
 };
 

@@ -14,7 +14,10 @@
  * static header's value may be {"env": "OUTBOX_SECRET_..."} instead of a
  * string, read here, so that credentials stay out of the table. Secrets come
  * only from variables named OUTBOX_SECRET_*: a row naming DATABASE_URL must
- * not turn the database password into a signing key or a header.
+ * not turn the database password into a signing key or a header. The TLS
+ * files (ca_file, client_cert_file, client_key_file) are kept as paths:
+ * libcurl reads them when it connects (deliver.c); the relay's own code
+ * never reads a key's bytes.
  */
 #include "targets.h"
 #include "lib/xalloc.h"
@@ -51,6 +54,9 @@ static void target_clear(struct target *t)
     free(t->key_header);
     free(t->status_url);
     free(t->secret_env);
+    free(t->ca_file);
+    free(t->client_cert_file);
+    free(t->client_key_file);
     free_strings(t->static_headers);
     for (size_t i = 0; i < t->secret_count; i++) {
         memset(t->secrets[i].bytes, 0, t->secrets[i].len);
@@ -59,6 +65,7 @@ static void target_clear(struct target *t)
         t->secrets[i].len = 0;
     }
     t->url = t->method = t->key_header = t->status_url = t->secret_env = NULL;
+    t->ca_file = t->client_cert_file = t->client_key_file = NULL;
     t->static_headers = NULL;
     t->secret_count = 0;
 }
@@ -282,6 +289,16 @@ void targets_load(struct target_set *set, PGresult *res)
         t->circuit_failure_threshold = (int)strtol(PQgetvalue(res, r, 17), NULL, 10);
         t->circuit = flow_circuit_parse(PQgetvalue(res, r, 18));
         t->paused = PQgetvalue(res, r, 19)[0] == 't';
+        t->ca_file = dup_or_null(res, r, 20);
+        t->client_cert_file = dup_or_null(res, r, 21);
+        t->client_key_file = dup_or_null(res, r, 22);
+        if ((t->client_cert_file == NULL) != (t->client_key_file == NULL)) {
+            /* The table refuses this (targets_client_cert_and_key); a
+             * certificate without its key cannot be presented anyway. */
+            free(t->client_cert_file);
+            free(t->client_key_file);
+            t->client_cert_file = t->client_key_file = NULL;
+        }
         t->present = true;
         load_secrets(t);
         if (t->secret_count > 0 && t->secret_count != secrets_before)

@@ -45,6 +45,11 @@ struct target {
     int circuit_failure_threshold;
     char **static_headers; /* "Name: value", NULL-terminated */
     char *secret_env;
+    /* TLS files on the relay's host (0029), paths only, read by libcurl when
+     * it connects: never their contents here, in the database or in logs. */
+    char *ca_file; /* PEM CAs that verify the target; NULL: --ca-file or the system store */
+    char *client_cert_file; /* PEM client certificate (chain); NULL: none */
+    char *client_key_file;  /* its PEM private key; set exactly when client_cert_file is */
     struct target_secret secrets[TARGET_MAX_SECRETS]; /* in the variable's order */
     size_t secret_count;                              /* 0: requests are not signed */
     bool enabled;

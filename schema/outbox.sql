@@ -1,5 +1,5 @@
 -- schema/outbox.sql — the net schema of outbox-relay: what a database looks
--- like after every migration up to and including 0028_drop_retired.sql.
+-- like after every migration up to and including 0029_target_tls.sql.
 --
 -- Read it to learn the data model; build databases with migrations/
 -- (`outbox-relay migrate`), which also records what is applied. The file is
@@ -126,11 +126,18 @@ CREATE TABLE outbox.targets (
     retain_for interval DEFAULT '7 days'::interval NOT NULL,
     dedupe_window interval DEFAULT '30 days'::interval NOT NULL,
     forget_pre_retention boolean DEFAULT false NOT NULL,
+    ca_file text,
+    client_cert_file text,
+    client_key_file text,
     CONSTRAINT targets_backoff_base_ms_check CHECK (((backoff_base_ms >= 1) AND (backoff_base_ms <= 3600000))),
     CONSTRAINT targets_backoff_cap_ms_check CHECK (((backoff_cap_ms >= 1) AND (backoff_cap_ms <= 86400000))),
+    CONSTRAINT targets_ca_file_path CHECK (((ca_file ~ '^/[^[:cntrl:]]*$'::text) AND (octet_length(ca_file) <= 4095))),
     CONSTRAINT targets_check CHECK ((backoff_cap_ms >= backoff_base_ms)),
     CONSTRAINT targets_circuit_failure_threshold_check CHECK (((circuit_failure_threshold >= 1) AND (circuit_failure_threshold <= 100000))),
     CONSTRAINT targets_circuit_probe_max_ms_check CHECK (((circuit_probe_max_ms >= 100) AND (circuit_probe_max_ms <= 3600000))),
+    CONSTRAINT targets_client_cert_and_key CHECK (((client_cert_file IS NULL) = (client_key_file IS NULL))),
+    CONSTRAINT targets_client_cert_file_path CHECK (((client_cert_file ~ '^/[^[:cntrl:]]*$'::text) AND (octet_length(client_cert_file) <= 4095))),
+    CONSTRAINT targets_client_key_file_path CHECK (((client_key_file ~ '^/[^[:cntrl:]]*$'::text) AND (octet_length(client_key_file) <= 4095))),
     CONSTRAINT targets_dedupe_window_covers_retention CHECK ((dedupe_window >= retain_for)),
     CONSTRAINT targets_headers_check CHECK ((jsonb_typeof(headers) = 'object'::text)),
     CONSTRAINT targets_key_header_check CHECK ((key_header ~ '^[A-Za-z0-9-]{1,64}$'::text)),
@@ -176,6 +183,12 @@ COMMENT ON COLUMN outbox.targets.retain_for IS 'How long a final intent (succeed
 COMMENT ON COLUMN outbox.targets.dedupe_window IS 'How long a key is remembered after its intent settled (a tombstone once pruned): an enqueue of it within the window never delivers again. At least retain_for.';
 
 COMMENT ON COLUMN outbox.targets.forget_pre_retention IS 'false (default): keys of intents that settled before retention began (0012) are remembered for good once pruned; true: forgotten after dedupe_window like the others.';
+
+COMMENT ON COLUMN outbox.targets.ca_file IS 'Absolute path, on the relay''s host, of a PEM bundle of the CAs that verify the target''s certificate instead of the system store; NULL = the system store. Verification is always on.';
+
+COMMENT ON COLUMN outbox.targets.client_cert_file IS 'Absolute path, on the relay''s host, of the PEM client certificate the relay presents (mutual TLS); set with client_key_file. NULL = none. Never the certificate itself.';
+
+COMMENT ON COLUMN outbox.targets.client_key_file IS 'Absolute path, on the relay''s host, of the unencrypted PEM private key of client_cert_file, readable by the relay''s user only. NULL = none. Never the key itself.';
 
 ALTER TABLE ONLY outbox.targets
     ADD CONSTRAINT targets_pkey PRIMARY KEY (name);

@@ -8,7 +8,7 @@
  * Input: the first line is the value of the environment variable
  * OUTBOX_SECRET_FUZZ; every further line is a row of the STMT_TARGETS
  * result, cells separated by TAB, "\N" for SQL NULL (COPY's text format).
- * A row with fewer than 20 cells takes the rest from a valid default row
+ * A row with fewer than 23 cells takes the rest from a valid default row
  * (whose secret_env is OUTBOX_SECRET_FUZZ). At most 8 rows; the result is
  * loaded twice (a reload keeps the records).
  *
@@ -30,7 +30,7 @@
 #include <ctype.h>
 #include <stdbool.h>
 
-#define COLUMNS 20
+#define COLUMNS 23
 #define MAX_ROWS 8
 #define SECRET_ENV "OUTBOX_SECRET_FUZZ"
 
@@ -55,6 +55,9 @@ static const char *const default_row[COLUMNS] = {
     "10",
     "closed",
     "f",
+    "/etc/outbox/ca.pem",
+    "/etc/outbox/client.pem",
+    "/etc/outbox/client.key",
 };
 
 static const char *const column_names[COLUMNS] = {
@@ -78,6 +81,9 @@ static const char *const column_names[COLUMNS] = {
     "circuit_failure_threshold",
     "circuit",
     "paused",
+    "ca_file",
+    "client_cert_file",
+    "client_key_file",
 };
 
 int LLVMFuzzerInitialize(int *argc, char ***argv)

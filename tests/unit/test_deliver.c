@@ -209,6 +209,56 @@ START_TEST(report_of_a_transfer_that_sent_nothing)
 }
 END_TEST
 
+/* TLS files: the request names the target's ca_file (else --ca-file) and
+ * client certificate; a file libcurl cannot use is reported by the
+ * setting's name, not_sent; other TLS failures keep libcurl's text. */
+START_TEST(report_names_the_tls_file_that_cannot_be_used)
+{
+    struct target t = test_target("Idempotency-Key");
+    char out[CURL_ERROR_SIZE + 64];
+    ck_assert(delivery_tls_file_error(CURLE_SSL_CACERT_BADFILE, &t, NULL, "", out, sizeof(out)));
+    ck_assert_str_eq(out, "the system CA store cannot be used: Problem with the SSL CA cert (path? "
+                          "access rights?): no detail");
+    ck_assert(delivery_tls_file_error(CURLE_SSL_CACERT_BADFILE, &t, "/relay/ca.pem", "d", out,
+                                      sizeof(out)));
+    ck_assert_str_eq(out, "--ca-file cannot be used: Problem with the SSL CA cert (path? access "
+                          "rights?): d");
+    t.ca_file = (char *)"/t/ca.pem";
+    ck_assert(delivery_tls_file_error(CURLE_SSL_CACERT_BADFILE, &t, "/relay/ca.pem",
+                                      "error setting certificate file: /t/ca.pem", out,
+                                      sizeof(out)));
+    ck_assert_str_eq(out,
+                     "the target's ca_file cannot be used: Problem with the SSL CA cert (path? "
+                     "access rights?): error setting certificate file: /t/ca.pem");
+    /* a client certificate problem names the pair, only for a target that has one */
+    ck_assert(!delivery_tls_file_error(CURLE_SSL_CERTPROBLEM, &t, NULL, "d", out, sizeof(out)));
+    t.client_cert_file = (char *)"/t/client.pem";
+    t.client_key_file = (char *)"/t/client.key";
+    ck_assert(delivery_tls_file_error(CURLE_SSL_CERTPROBLEM, &t, NULL, "d", out, sizeof(out)));
+    ck_assert_str_eq(out,
+                     "the target's client_cert_file or client_key_file cannot be used: Problem "
+                     "with the local SSL certificate: d");
+    /* verification failures and the rest are not about a local file */
+    ck_assert(
+        !delivery_tls_file_error(CURLE_PEER_FAILED_VERIFICATION, &t, NULL, "d", out, sizeof(out)));
+    ck_assert(!delivery_tls_file_error(CURLE_COULDNT_CONNECT, &t, NULL, "d", out, sizeof(out)));
+
+    /* through delivery_report: not sent, the setting named */
+    struct claimed_row row = claimed(1, "k", "{}", 1, false, 0);
+    struct delivery *d = delivery_new(&t, &row, 64, 0);
+    snprintf(d->error, sizeof(d->error),
+             "unable to set private key file: '/t/client.key' type PEM");
+    struct delivery_report report;
+    delivery_report(d, CURLE_SSL_CERTPROBLEM, false, &report);
+    ck_assert_int_eq(report.facts.transport, TRANSPORT_FAILED_UNSENT);
+    ck_assert_str_eq(report.error,
+                     "the target's client_cert_file or client_key_file cannot be used: Problem "
+                     "with the local SSL certificate: unable to set private key file: "
+                     "'/t/client.key' type PEM");
+    delivery_free(d);
+}
+END_TEST
+
 /* ---------------------------------------------------------------- trace context */
 
 static const char *trace_header_of(const struct delivery *d)
@@ -298,6 +348,7 @@ Suite *deliver_suite(void)
     tcase_add_test(tc, new_delivery_copies_and_decides_the_key_header);
     tcase_add_test(tc, status_check_has_no_payload);
     tcase_add_test(tc, report_of_a_transfer_that_sent_nothing);
+    tcase_add_test(tc, report_names_the_tls_file_that_cannot_be_used);
     tcase_add_test(tc, trace_context_continues_with_a_new_parent_per_attempt);
     tcase_add_test(tc, trace_context_refuses_what_is_not_version_00);
     tcase_add_test(tc, wall_clock_is_the_epoch_in_ms);

@@ -471,7 +471,7 @@ END_TEST
 /* ---------------------------------------------------------------- targets_load */
 
 /* A PGresult shaped like STMT_TARGETS, built client-side (no server). */
-#define TARGET_COLUMNS 20
+#define TARGET_COLUMNS 23
 
 struct target_row {
     const char *v[TARGET_COLUMNS]; /* NULL = SQL NULL */
@@ -490,6 +490,8 @@ static struct target_row default_row(const char *name)
         "t",        "259200000",
         NULL,       "10",
         "closed",   "f",
+        NULL,       NULL,
+        NULL,
     }};
     return r;
 }
@@ -517,6 +519,9 @@ static PGresult *targets_result(const struct target_row *rows, int count)
         "circuit_failure_threshold",
         "circuit",
         "paused",
+        "ca_file",
+        "client_cert_file",
+        "client_key_file",
     };
     const char *cells[8 * TARGET_COLUMNS];
     ck_assert_int_le(count, 8);
@@ -878,6 +883,33 @@ START_TEST(load_at_most_eight_secrets)
 }
 END_TEST
 
+/* The TLS files are kept as paths (NULL: none); a reload that clears them
+ * clears them; a certificate without its key (the table refuses it) is
+ * dropped with its key, never presented half. */
+START_TEST(load_reads_tls_paths)
+{
+    struct target_row row = default_row("mtls");
+    row.v[20] = "/etc/outbox/ca.pem";
+    row.v[21] = "/etc/outbox/client.pem";
+    row.v[22] = "/etc/outbox/client.key";
+    struct target_set set = load_targets(&row, 1);
+    struct target *t = targets_find(&set, "mtls");
+    ck_assert_str_eq(t->ca_file, "/etc/outbox/ca.pem");
+    ck_assert_str_eq(t->client_cert_file, "/etc/outbox/client.pem");
+    ck_assert_str_eq(t->client_key_file, "/etc/outbox/client.key");
+
+    row.v[20] = NULL;
+    row.v[22] = NULL;
+    PGresult *res = targets_result(&row, 1);
+    targets_load(&set, res);
+    PQclear(res);
+    ck_assert_ptr_null(t->ca_file);
+    ck_assert_ptr_null(t->client_cert_file);
+    ck_assert_ptr_null(t->client_key_file);
+    targets_free(&set);
+}
+END_TEST
+
 /* A reload keeps the records (deliveries hold pointers to them), updates
  * them in place, and marks the ones that disappeared. */
 START_TEST(load_reload_keeps_records)
@@ -1024,6 +1056,7 @@ Suite *targets_suite(void)
     tcase_add_test(tc, load_several_secrets);
     tcase_add_test(tc, load_invalid_secret_among_valid);
     tcase_add_test(tc, load_at_most_eight_secrets);
+    tcase_add_test(tc, load_reads_tls_paths);
     tcase_add_test(tc, load_reload_keeps_records);
     suite_add_tcase(s, tc);
 
