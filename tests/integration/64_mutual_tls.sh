@@ -44,7 +44,8 @@ cp "$C/client.pem" "$C/client-b.pem"
 
 receiver_start keyed --dedupe
 
-# ---- nginx: TLS 1.3, client certificate required, proxy to the receiver
+# ---- nginx: TLS 1.3, client certificate required, proxy to the receiver;
+# one process (master_process off), so that the cleanup's kill ends it all
 N=$T/nginx
 mkdir -p "$N/tmp" "$N/logs"
 NGINX_PORT=""
@@ -53,7 +54,7 @@ for try in 1 2 3 4 5 6; do
     pgcluster_port_free "$port" || continue
     cat >"$N/nginx.conf" <<CONF
 daemon off;
-worker_processes 1;
+master_process off;
 pid $N/nginx.pid;
 error_log $N/logs/error.log info;
 events { worker_connections 256; }
