@@ -87,6 +87,13 @@ RELAY_OPTS=(--admin-listen "" --log-level warn)
 
 S=$(mktemp -d /tmp/outbox-soak.XXXXXX)
 chmod 755 "$S"
+# The binaries and migrations as they are now: a rebuild in the tree during
+# the 20 minutes (a relay started after a kill would run it) cannot mix
+# versions (a newer relay reads target columns the soak's schema lacks).
+mkdir -p "$S/bin"
+cp "$RELAY" "$RECEIVER" "$S/bin/" && cp -r "$ROOT/migrations" "$S/migrations" || { echo "soak: cannot copy build/" >&2; exit 2; }
+RELAY=$S/bin/outbox-relay
+RECEIVER=$S/bin/test-receiver
 PIDS=()
 BROKEN=""
 OUT=$ROOT/build/soak.txt
@@ -162,7 +169,7 @@ mkdir -p "$ROOT/build"
 say "PostgreSQL in $S/pg (${PG_SETTINGS[*]})"
 pgcluster_start "$S/pg" "${PG_SETTINGS[@]}" || broken "PostgreSQL did not start"
 owner_url=$(pgcluster_owner_db soak) || broken "createdb soak"
-"$RELAY" migrate --db "$owner_url" --migrations-dir "$ROOT/migrations" >>"$S/migrate.log" 2>&1 ||
+"$RELAY" migrate --db "$owner_url" --migrations-dir "$S/migrations" >>"$S/migrate.log" 2>&1 ||
     { cat "$S/migrate.log" >&2; broken "migrate soak"; }
 # The logins a deployment has: the relays with outbox_relay only, the
 # application with outbox_app only (and its own table).
@@ -182,7 +189,7 @@ burst_drain() {
     local name=$1 half=$((BURST_N / 2)) loaders=() pid relay_pid t0 t95="" ok=0 url
     shift
     url=$(pgcluster_owner_db "$name") || broken "createdb $name"
-    "$RELAY" migrate --db "$url" --migrations-dir "$ROOT/migrations" >>"$S/migrate.log" 2>&1 || broken "migrate $name"
+    "$RELAY" migrate --db "$url" --migrations-dir "$S/migrations" >>"$S/migrate.log" 2>&1 || broken "migrate $name"
     receiver_start "${name}_keyed" --dedupe "$@"
     receiver_start "${name}_status" "$@"
     local pk=RPORT_${name}_keyed ps=RPORT_${name}_status
