@@ -3,7 +3,7 @@
  * headline scenario; issue 17, item 3).
  *
  *   curl_probe --url URL [--requests N] [--in-flight K] [--prefix P]
- *              [--max-host-connections C]
+ *              [--max-host-connections C] [--cacert FILE]
  *
  * Sends N POST requests to URL with libcurl's multi interface, at most K at
  * once, and prints one line:
@@ -39,6 +39,12 @@
  * sets none; 0, the default, is none): K transfers wait for C connections.
  * Not used by the bench; it tells whether a cost follows the number of
  * transfers or the number of connections.
+ *
+ * --cacert FILE sets CURLOPT_CAINFO, as the relay does for a target with
+ * ca_file (the headline over TLS, issue 26). Like the relay, every request
+ * has CURLOPT_CA_CACHE_TIMEOUT 300 and one share object for TLS sessions
+ * (CURL_LOCK_DATA_SSL_SESSION), so that a new connection may resume a
+ * session another easy handle made.
  */
 #include <curl/curl.h>
 #include <errno.h>
@@ -204,7 +210,8 @@ static size_t on_header(char *data, size_t size, size_t nmemb, void *userp)
     return n;
 }
 
-static const char *url, *prefix = "probe:";
+static const char *url, *prefix = "probe:", *cacert;
+static CURLSH *tls_sessions;
 static long sent, done_ok, errors;
 
 static void start(struct request *r, long n)
@@ -233,6 +240,10 @@ static void start(struct request *r, long n)
     curl_easy_setopt(e, CURLOPT_FOLLOWLOCATION, 0L);
     curl_easy_setopt(e, CURLOPT_SSL_VERIFYPEER, 1L);
     curl_easy_setopt(e, CURLOPT_SSL_VERIFYHOST, 2L);
+    if (cacert)
+        curl_easy_setopt(e, CURLOPT_CAINFO, cacert);
+    curl_easy_setopt(e, CURLOPT_CA_CACHE_TIMEOUT, 300L);
+    curl_easy_setopt(e, CURLOPT_SHARE, tls_sessions);
     curl_easy_setopt(e, CURLOPT_TCP_KEEPALIVE, 1L);
     curl_easy_setopt(e, CURLOPT_TCP_NODELAY, 1L);
     curl_easy_setopt(e, CURLOPT_USERAGENT, "outbox-relay/0.1");
@@ -294,17 +305,22 @@ int main(int argc, char **argv)
             prefix = argv[++i];
         else if (!strcmp(argv[i], "--max-host-connections") && i + 1 < argc)
             max_host_connections = strtol(argv[++i], NULL, 10);
+        else if (!strcmp(argv[i], "--cacert") && i + 1 < argc)
+            cacert = argv[++i];
         else
             url = NULL, i = argc;
     }
     if (url == NULL || requests < 1 || in_flight_max < 1) {
         fprintf(stderr, "usage: curl_probe --url URL [--requests N] [--in-flight K] [--prefix P] "
-                        "[--max-host-connections C]\n");
+                        "[--max-host-connections C] [--cacert FILE]\n");
         return 2;
     }
     curl_global_init(CURL_GLOBAL_DEFAULT);
     epfd = epoll_create1(EPOLL_CLOEXEC);
     multi = curl_multi_init();
+    tls_sessions = curl_share_init();
+    if (tls_sessions)
+        curl_share_setopt(tls_sessions, CURLSHOPT_SHARE, CURL_LOCK_DATA_SSL_SESSION);
     if (epfd < 0 || multi == NULL) {
         perror("curl_probe: init");
         return 1;

@@ -29,14 +29,35 @@
 #     not judged.
 # The two probes alternate in order from round to round.
 #
-# Raw figures go to kind=headline lines (one per round) and one
-# kind=headline_meta line; report.py prints them first. The headline's own
+# The same rounds then run over TLS (issue 26; BENCH_HEADLINE_TLS_RUNS, 3;
+# BENCH_ONLY=headline_tls runs only these): the same nginx also listens with
+# TLS 1.3 only, its certificate (ECDSA P-256, for 127.0.0.1) signed by a
+# throwaway CA made here with openssl; the relay trusts it through the
+# target's ca_file, curl_probe through --cacert. nginx's defaults for
+# resumption (session tickets on, no shared session cache). Per drain and per
+# probe: handshakes = connections nginx accepted (stub_status, /_status's
+# own excluded), of which resumed = first requests of a connection with
+# $ssl_session_reused "r" (an access log on the TLS server only, buffered);
+# connections open at the target = established sockets on nginx's port
+# (ss, every 0.2 s: maximum and mean). The HTTP rounds record their
+# connections too. One more TLS drain (BENCH_HEADLINE_STORM=1, the default)
+# reloads nginx (SIGHUP: new workers, the old ones close their kept-alive
+# connections) a third of the way in: a reconnect storm, its handshakes and
+# the relay's CPU against the plain TLS rounds.
+#
+# Raw figures go to kind=headline lines (one per round; kind=headline_tls
+# over TLS, kind=headline_storm) and one kind=headline_meta line; report.py
+# prints them first. The headline's own
 # time is not counted against BENCH_BUDGET_S (HEADLINE_S, which run.sh's
 # over_budget subtracts), so the other scenarios run as many rounds as before.
 
 HEADLINE_RUNS=${BENCH_HEADLINE_RUNS:-3}
 N_HEADLINE=${BENCH_HEADLINE_INTENTS:-100000}
 HEADLINE_IN_FLIGHT=1024 # the relay's --max-in-flight default (and targets.max_in_flight's)
+HEADLINE_TLS_RUNS=${BENCH_HEADLINE_TLS_RUNS:-3}
+HEADLINE_STORM=${BENCH_HEADLINE_STORM:-1}
+NGINX_TLS_PORT=""
+HEADLINE_CA="" # the throwaway CA's certificate (PEM), the TLS target's ca_file
 NGINX=${BENCH_NGINX:-$(command -v nginx || echo /usr/sbin/nginx)}
 NGINX_PID=""
 NGINX_PORT=""
@@ -64,13 +85,32 @@ nginx_requests() {
 # in flight open up to 1,024 connections and two workers do not share them
 # evenly; and the paths under $B. Everything else is nginx's default
 # (keepalive_timeout 75 s, keepalive_requests 1000, worker_processes auto).
+# headline_tls_files DIR: a throwaway CA and nginx's certificate for
+# 127.0.0.1 (ECDSA P-256, one day) in DIR; sets HEADLINE_CA.
+headline_tls_files() {
+    local d=$1
+    mkdir -p "$d"
+    {
+        openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -days 1 \
+            -subj "/CN=outbox bench CA" -keyout "$d/ca.key" -out "$d/ca.pem" &&
+            openssl req -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -subj "/CN=127.0.0.1" \
+                -keyout "$d/server.key" -out "$d/server.csr" &&
+            printf 'subjectAltName = IP:127.0.0.1\nextendedKeyUsage = serverAuth\n' >"$d/server.ext" &&
+            openssl x509 -req -in "$d/server.csr" -CA "$d/ca.pem" -CAkey "$d/ca.key" -CAcreateserial \
+                -days 1 -extfile "$d/server.ext" -out "$d/server.pem"
+    } >"$d/openssl.log" 2>&1 || { broken "headline: openssl: $(tail -2 "$d/openssl.log" | tr '\n' ' ')"; return 1; }
+    HEADLINE_CA=$d/ca.pem
+}
+
 nginx_start() {
-    local dir=$B/nginx try port _
+    local dir=$B/nginx try port tls_port _
     [ -x "$NGINX" ] || { broken "headline: nginx is missing (make deps installs it)"; return 1; }
     mkdir -p "$dir/tmp" "$dir/logs"
+    headline_tls_files "$dir/tls" || return 1
     for try in 1 2 3 4 5 6 7 8; do
         port=$((20000 + (RANDOM * 7 + $$ + try * 173) % 40000))
-        pgcluster_port_free "$port" || continue
+        tls_port=$((port + 1))
+        pgcluster_port_free "$port" && pgcluster_port_free "$tls_port" || continue
         cat >"$dir/nginx.conf" <<CONF
 daemon off;
 worker_processes auto;
@@ -86,6 +126,7 @@ http {
     fastcgi_temp_path $dir/tmp/fastcgi;
     uwsgi_temp_path $dir/tmp/uwsgi;
     scgi_temp_path $dir/tmp/scgi;
+    log_format tls '\$connection \$connection_requests \$ssl_session_reused \$ssl_protocol';
     server {
         listen 127.0.0.1:$port;
         location = /deliveries {
@@ -99,6 +140,20 @@ http {
             stub_status;
         }
     }
+    server {
+        listen 127.0.0.1:$tls_port ssl;
+        ssl_protocols TLSv1.3;
+        ssl_certificate $dir/tls/server.pem;
+        ssl_certificate_key $dir/tls/server.key;
+        access_log $dir/logs/tls.log tls buffer=64k flush=1s;
+        location = /deliveries {
+            if (\$request_method != POST) {
+                return 405;
+            }
+            default_type application/json;
+            return 200 '{"ok":true}';
+        }
+    }
 }
 CONF
         : >"$dir/logs/error.log"
@@ -106,6 +161,7 @@ CONF
         NGINX_PID=$!
         PIDS+=("$NGINX_PID")
         NGINX_PORT=$port
+        NGINX_TLS_PORT=$tls_port
         for _ in $(seq 1 100); do
             kill -0 "$NGINX_PID" 2>/dev/null || break
             [ -n "$(nginx_requests)" ] && return 0
@@ -135,17 +191,64 @@ nginx_stop() {
     NGINX_PID=""
 }
 
-# headline_probe ROUND NAME K: libcurl alone, N_HEADLINE requests to nginx,
-# K at once; appends NAME_* fields to PROBE_FIELDS.
+# conn_sampler_start PORT FILE: the number of established connections to
+# nginx's PORT (server side), every 0.2 s, one line each, until stopped;
+# sets SAMPLER_PID. ss reads the kernel's table: nginx does not see it.
+conn_sampler_start() {
+    local port=$1 file=$2
+    : >"$file"
+    while :; do
+        ss -Htn state established "( sport = :$port )" 2>/dev/null | wc -l
+        sleep 0.2
+    done >>"$file" &
+    SAMPLER_PID=$!
+    PIDS+=("$SAMPLER_PID")
+}
+# conn_sampler_stop FILE → "MAX MEAN" of the samples
+conn_sampler_stop() {
+    kill "$SAMPLER_PID" 2>/dev/null
+    wait "$SAMPLER_PID" 2>/dev/null
+    forget_pid "$SAMPLER_PID"
+    awk '{ if ($1 > m) m = $1; s += $1; n++ } END { printf "%d %.0f\n", m, n ? s / n : 0 }' "$1"
+}
+# tls_log_reset / tls_log_count: the TLS server's access log (flushed every
+# second) emptied before a run and read after it → "NEW RESUMED": first
+# requests of a connection, and those whose TLS session was resumed.
+tls_log_reset() {
+    sleep 1.1
+    : >"$B/nginx/logs/tls.log"
+}
+tls_log_count() {
+    sleep 1.1
+    awk '$2 == 1 { n++; if ($3 == "r") r++ } END { printf "%d %d\n", n, r }' "$B/nginx/logs/tls.log"
+}
+
+# headline_probe ROUND NAME K [SCHEME]: libcurl alone, N_HEADLINE requests to
+# nginx (SCHEME http, the default, or https), K at once; appends NAME_*
+# fields to PROBE_FIELDS.
 headline_probe() {
-    local r=$1 name=$2 k=$3 n0 n1 a0 a1 c0 c1 out
+    local r=$1 name=$2 k=$3 scheme=${4:-http} n0 n1 a0 a1 c0 c1 out url tls_args=() conns new resumed
+    url="http://127.0.0.1:$NGINX_PORT/deliveries"
+    if [ "$scheme" = https ]; then
+        url="https://127.0.0.1:$NGINX_TLS_PORT/deliveries"
+        tls_args=(--cacert "$HEADLINE_CA")
+        tls_log_reset
+    fi
     read -r a0 n0 <<<"$(nginx_requests)"
     c0=$(nginx_cpu)
-    out=$(timeout -k 5 240 "$BIN/curl_probe" --url "http://127.0.0.1:$NGINX_PORT/deliveries" \
+    conn_sampler_start "$([ "$scheme" = https ] && echo "$NGINX_TLS_PORT" || echo "$NGINX_PORT")" \
+        "$B/headline-$scheme-$name-$r.conns"
+    out=$(timeout -k 5 240 "$BIN/curl_probe" --url "$url" "${tls_args[@]}" \
         --requests "$N_HEADLINE" --in-flight "$k" --prefix "$name:$r:" 2>"$B/headline-$name-$r.err") ||
         { broken "headline/$r: curl_probe failed: $(head -3 "$B/headline-$name-$r.err" | tr '\n' ' ')"; return 1; }
     c1=$(nginx_cpu)
     read -r a1 n1 <<<"$(nginx_requests)"
+    conns=$(conn_sampler_stop "$B/headline-$scheme-$name-$r.conns")
+    PROBE_FIELDS+=("${name}_conns_max=${conns% *}" "${name}_conns_mean=${conns#* }")
+    if [ "$scheme" = https ]; then
+        read -r new resumed <<<"$(tls_log_count)"
+        PROBE_FIELDS+=("${name}_tls_new=$new" "${name}_tls_resumed=$resumed")
+    fi
     echo "$out" >"$B/headline-$name-$r.out"
     # requests N ok N errors E connections C wall_s W user_s U sys_s S maxrss_kb M
     local -a f
@@ -154,28 +257,39 @@ headline_probe() {
         "${name}_wall_s=${f[9]}" "${name}_user_s=${f[11]}" "${name}_sys_s=${f[13]}" "${name}_maxrss_kb=${f[15]}"
         "${name}_nginx_cpu_s=$(awk -v a="$c0" -v b="$c1" 'BEGIN {printf "%.3f", b - a}')"
         "${name}_nginx_requests=$((n1 - n0 - 1))" "${name}_nginx_accepts=$((a1 - a0 - 1))")
-    say "headline round $r: curl_probe, $k in flight: $N_HEADLINE requests in ${f[9]}s, $(awk -v u="${f[11]}" -v s="${f[13]}" -v n="$N_HEADLINE" 'BEGIN {printf "%.1f", (u + s) * 1e6 / n}') µs CPU each"
+    say "headline round $r ($scheme): curl_probe, $k in flight: $N_HEADLINE requests in ${f[9]}s, $(awk -v u="${f[11]}" -v s="${f[13]}" -v n="$N_HEADLINE" 'BEGIN {printf "%.1f", (u + s) * 1e6 / n}') µs CPU each"
 }
 
-# headline_drain ROUND: a fresh database on the stock cluster, its target
-# pointed at nginx, N_HEADLINE intents, one relay with default options.
+# headline_drain ROUND [SCHEME [STORM]]: a fresh database on the stock
+# cluster, its target pointed at nginx (SCHEME http, the default, or https
+# with the throwaway CA as the target's ca_file), N_HEADLINE intents, one
+# relay with default options. STORM=1: nginx reloads (SIGHUP) once a third
+# of the intents succeeded.
 headline_drain() {
-    local r=$1 rc=0
+    local r=$1 scheme=${2:-http} storm=${3:-0} rc=0
     local db=bench_headline_$r
+    [ "$scheme" = https ] && db=bench_headline_tls_$r
+    [ "$storm" = 1 ] && db=bench_headline_storm_$r
     local -x PGPORT=$DEF_PGPORT
     # shellcheck disable=SC2034  # read by pg_cpu, pg_children (run.sh)
     local PGDIR=$B/pgdef
     newdb "$db" || { broken "headline/$r: createdb"; return 1; }
     # bench_tmpl of the stock cluster has target `bench` with only name and
     # url; only its url changes, to nginx.
-    q "$db" "UPDATE outbox.targets SET url = 'http://127.0.0.1:$NGINX_PORT/deliveries' WHERE name = 'bench'" \
+    local port=$NGINX_PORT set_url="url = 'http://127.0.0.1:$NGINX_PORT/deliveries'"
+    if [ "$scheme" = https ]; then
+        port=$NGINX_TLS_PORT
+        set_url="url = 'https://127.0.0.1:$NGINX_TLS_PORT/deliveries', ca_file = '$HEADLINE_CA'"
+    fi
+    q "$db" "UPDATE outbox.targets SET $set_url WHERE name = 'bench'" \
         >/dev/null || { broken "headline/$r: target"; return 1; }
     local t0=$EPOCHREALTIME load_s
     enqueue_intents "$db" bench "headline:$r:" "$N_HEADLINE" || { broken "headline/$r: enqueue"; return 1; }
     load_s=$(awk -v a="$t0" -v b="$EPOCHREALTIME" 'BEGIN {printf "%.3f", b - a}')
     q "$db" "ANALYZE outbox.intents" "CHECKPOINT" >/dev/null
 
-    local base_children pg0 pg1 ng0 ng1 n0 n1 a0 a1 wal0 wal1
+    local base_children pg0 pg1 ng0 ng1 n0 n1 a0 a1 wal0 wal1 conns tls_new=0 tls_resumed=0 storm_at=""
+    [ "$scheme" = https ] && tls_log_reset
     base_children=$(pg_children)
     # WAL written during the drain (bytes): unlike CPU time, it does not
     # move with the machine's load, so it shows a change in what a delivery
@@ -184,15 +298,31 @@ headline_drain() {
     read -r a0 n0 <<<"$(nginx_requests)"
     pg0=$(pg_cpu)
     ng0=$(nginx_cpu)
+    conn_sampler_start "$port" "$B/$db.conns"
     local start=$EPOCHREALTIME
     timeout -k 5 240 "$BIN/runstat" -o "$B/$db.relay.stat" -- \
         "$RELAY" run --db "$(dburl "$db")" --relay-id "bench-headline" "${DEF_RELAY_OPTS[@]}" \
         >"$B/$db.relay.log" 2>&1 &
     local wrapper=$!
     PIDS+=("$wrapper")
+    if [ "$storm" = 1 ]; then
+        # the reconnect storm: nginx reloads once a third has succeeded
+        local _
+        for _ in $(seq 1 600); do
+            kill -0 "$wrapper" 2>/dev/null || break
+            [ "$(q "$db" "SELECT count(*) >= $((N_HEADLINE / 3)) FROM outbox.intents WHERE state = 'succeeded'")" = t ] && {
+                kill -HUP "$NGINX_PID"
+                storm_at=$(awk -v a="$start" -v b="$EPOCHREALTIME" 'BEGIN {printf "%.3f", b - a}')
+                break
+            }
+            sleep 0.1
+        done
+    fi
     wait "$wrapper" || rc=$?
     forget_pid "$wrapper"
     local end=$EPOCHREALTIME
+    conns=$(conn_sampler_stop "$B/$db.conns")
+    [ "$scheme" = https ] && read -r tls_new tls_resumed <<<"$(tls_log_count)"
     wait_backends "$base_children"
     pg1=$(pg_cpu)
     ng1=$(nginx_cpu)
@@ -213,9 +343,10 @@ headline_drain() {
         nginx_cpu_s="$(awk -v a="$ng0" -v b="$ng1" 'BEGIN {printf "%.3f", b - a}')"
         nginx_requests=$((n1 - n0 - 1)) nginx_accepts=$((a1 - a0 - 1)) succeeded="$succeeded"
         attempts="$attempts" attempts_latency_s="$latency_s" wal_bytes="$(awk -v a="$wal0" -v b="$wal1" 'BEGIN {printf "%d", b - a}')"
-        relay_log_lines="$(wc -l <"$B/$db.relay.log")")
+        relay_log_lines="$(wc -l <"$B/$db.relay.log")" conns_max="${conns% *}" conns_mean="${conns#* }"
+        tls_new="$tls_new" tls_resumed="$tls_resumed" storm_at_s="${storm_at:-0}")
     MEAN_IN_FLIGHT=$(awk -v l="$latency_s" -v w="$wall" 'BEGIN {k = int(l / w + 0.5); print (k < 1 ? 1 : k)}')
-    say "headline round $r: $N_HEADLINE intents in ${wall}s (load ${load_s}s), relay peak RSS ${maxrss} kB, $MEAN_IN_FLIGHT in flight on average"
+    say "headline round $r ($scheme${storm_at:+, nginx reloaded at ${storm_at}s}): $N_HEADLINE intents in ${wall}s (load ${load_s}s), relay peak RSS ${maxrss} kB, $MEAN_IN_FLIGHT in flight on average"
     dropdb_quiet "$db"
 }
 
@@ -224,12 +355,16 @@ scenario_headline() {
     HEADLINE_S=0
     [ -n "$DEF_PGPORT" ] || { broken "headline: the stock PostgreSQL is not there"; return 1; }
     nginx_start || return 1
-    say "headline: stock PostgreSQL, nginx on 127.0.0.1:$NGINX_PORT (pid $NGINX_PID), relay ${DEF_RELAY_OPTS[*]}"
+    say "headline: stock PostgreSQL, nginx on 127.0.0.1:$NGINX_PORT and (TLS) :$NGINX_TLS_PORT (pid $NGINX_PID), relay ${DEF_RELAY_OPTS[*]}"
+    local http_runs=$HEADLINE_RUNS tls_runs=$HEADLINE_TLS_RUNS
+    want headline || http_runs=0 # BENCH_ONLY=headline_tls
     emit_text kind=headline_meta nginx="$("$NGINX" -v 2>&1 | sed 's/^nginx version: //')" \
         nginx_conf="worker_processes auto, worker_connections 4096, access_log off, keep-alive (timeout 75 s, 1000 requests), return 200 {\"ok\":true}" \
-        relay_options="$(printf '%q ' "${DEF_RELAY_OPTS[@]}")" intents="$N_HEADLINE" runs="$HEADLINE_RUNS" \
+        nginx_tls="TLS 1.3 only, ECDSA P-256 certificate from a throwaway CA (the target's ca_file, curl_probe --cacert), session tickets on (nginx's default), no shared session cache; an access log on the TLS server only (buffer 64k, flushed every 1 s) to count resumed sessions" \
+        relay_options="$(printf '%q ' "${DEF_RELAY_OPTS[@]}")" intents="$N_HEADLINE" runs="$http_runs" tls_runs="$tls_runs" \
+        storm="$HEADLINE_STORM" \
         probe="tests/bench/curl_probe.c: libcurl multi + epoll, the relay's request options; at the relay's mean in flight of the round (the ratio's), and at $HEADLINE_IN_FLIGHT (the default cap)"
-    for r in $(seq 1 "$HEADLINE_RUNS"); do
+    for r in $(seq 1 "$http_runs"); do
         local DRAIN_FIELDS=() PROBE_FIELDS=() MEAN_IN_FLIGHT=1 load
         load=$(cut -d' ' -f1 /proc/loadavg)
         headline_drain "$r" || break
@@ -243,6 +378,30 @@ scenario_headline() {
         emit kind=headline round="$r" load1_before="$load" "${DRAIN_FIELDS[@]}" "${PROBE_FIELDS[@]}" \
             load1_after="$(cut -d' ' -f1 /proc/loadavg)"
     done
+    # The same over TLS (issue 26): the probes at the same concurrency, over
+    # the same TLS, in the same round.
+    for r in $(seq 1 "$tls_runs"); do
+        local DRAIN_FIELDS=() PROBE_FIELDS=() MEAN_IN_FLIGHT=1 load
+        load=$(cut -d' ' -f1 /proc/loadavg)
+        headline_drain "$r" https || break
+        if [ $((r % 2)) = 1 ]; then
+            { headline_probe "$r" probe "$MEAN_IN_FLIGHT" https &&
+                headline_probe "$r" probecap "$HEADLINE_IN_FLIGHT" https; } || break
+        else
+            { headline_probe "$r" probecap "$HEADLINE_IN_FLIGHT" https &&
+                headline_probe "$r" probe "$MEAN_IN_FLIGHT" https; } || break
+        fi
+        emit kind=headline_tls round="$r" load1_before="$load" "${DRAIN_FIELDS[@]}" "${PROBE_FIELDS[@]}" \
+            load1_after="$(cut -d' ' -f1 /proc/loadavg)"
+    done
+    # The reconnect storm: one more TLS drain, nginx reloaded a third of the way in.
+    if [ "$HEADLINE_STORM" = 1 ] && [ "$tls_runs" -gt 0 ]; then
+        local DRAIN_FIELDS=() MEAN_IN_FLIGHT=1 load
+        load=$(cut -d' ' -f1 /proc/loadavg)
+        headline_drain 1 https 1 &&
+            emit kind=headline_storm round=1 load1_before="$load" "${DRAIN_FIELDS[@]}" \
+                load1_after="$(cut -d' ' -f1 /proc/loadavg)"
+    fi
     nginx_stop
     # The headline's time does not count against the drain rounds' budget
     # (run.sh's over_budget subtracts it).

@@ -95,8 +95,10 @@ def main():
     # with default options; libcurl alone (tests/bench/curl_probe.c) against
     # the same nginx in the same round. Printed first, with the issue's targets.
     heads = [r for r in raw if r["kind"] == "headline"]
+    tls_heads = [r for r in raw if r["kind"] == "headline_tls"]
+    storms = [r for r in raw if r["kind"] == "headline_storm"]
     hmeta = next((r for r in raw if r["kind"] == "headline_meta"), {})
-    for r in heads:
+    for r in heads + tls_heads + storms:
         n = r["intents"]
         r["rate"] = n / r["wall_s"] if r["wall_s"] > 0 else 0.0
         r["relay_cpu_us"] = (r["relay_user_s"] + r["relay_sys_s"]) * 1e6 / n
@@ -105,6 +107,8 @@ def main():
         r["mean_in_flight"] = r.get("attempts_latency_s", 0) / r["wall_s"] if r["wall_s"] > 0 else 0.0
         if r.get("wal_bytes") is not None:
             r["wal_per_intent"] = r["wal_bytes"] / n
+        # handshakes: connections nginx accepted during the drain, per 1,000 deliveries
+        r["handshakes_per_1000"] = r.get("nginx_accepts", 0) * 1000.0 / n
         # `probe`: libcurl alone at the relay's mean in flight; `probecap`: at 1,024
         for p in ("probe", "probecap"):
             req = r.get(p + "_requests")
@@ -113,7 +117,8 @@ def main():
                 r[p + "_rate"] = req / r[p + "_wall_s"] if r[p + "_wall_s"] > 0 else 0.0
                 r[p + "_nginx_cpu_us"] = r[p + "_nginx_cpu_s"] * 1e6 / req
                 r[p + "_ratio"] = r["relay_cpu_us"] / r[p + "_cpu_us"] if r[p + "_cpu_us"] > 0 else None
-    if wanted("headline") or heads:
+                r[p + "_handshakes_per_1000"] = r.get(p + "_nginx_accepts", 0) * 1000.0 / req
+    if heads or wanted("headline"):
         hn = heads[0]["intents"] if heads else 100000
         hs = "headline: {:,} intents".format(int(hn))
 
@@ -209,6 +214,87 @@ def main():
                        fmt="{:.1f}",
                        shown="{:.1f} µs CPU/request, {:,.0f}/s; relay = {:.2f} ×".format(
                            pm(p + "_cpu_us"), pm(p + "_rate"), pm(p + "_ratio")))
+
+    # ---------------------------------------------------------------- headline over TLS
+    # Issue 26: the same rounds against the same nginx over TLS 1.3, its
+    # certificate from a throwaway CA (the target's ca_file); libcurl alone
+    # over the same TLS at the same concurrency; handshakes = connections
+    # nginx accepted; connections open = established sockets at nginx's port.
+    if tls_heads or wanted("headline_tls"):
+        tn = tls_heads[0]["intents"] if tls_heads else 100000
+        ts = "headline over TLS: {:,} intents".format(int(tn))
+
+        def tm(k):
+            return median([r[k] for r in tls_heads if r.get(k) is not None])
+
+        figure(ts, "drain intents/s (start to exit)", tm("rate"), "/s",
+               runs=[round(r["rate"]) for r in tls_heads],
+               note="{}; HTTP rounds above: {}".format(
+                   hmeta.get("nginx_tls", "TLS 1.3"),
+                   ", ".join(str(round(r["rate"])) for r in heads) or "not run"))
+        ratio_t = tm("probe_ratio")
+        figure(ts, "relay CPU / libcurl alone over TLS", ratio_t, "x", 1.15, "<=",
+               [round(r["probe_ratio"], 2) for r in tls_heads if r.get("probe_ratio") is not None],
+               "as the HTTP ratio, both over TLS 1.3 to the same nginx, the probe at the relay's mean in flight "
+               "({}); relay µs: {}; libcurl µs: {}".format(
+                   ", ".join(str(r.get("probe_in_flight", "?")) for r in tls_heads),
+                   ", ".join(str(round(r["relay_cpu_us"], 1)) for r in tls_heads),
+                   ", ".join(str(round(r.get("probe_cpu_us", 0), 1)) for r in tls_heads)),
+               fmt="{:.2f}",
+               shown=None if ratio_t is None else "{:.2f} × (relay {:.1f} µs, libcurl {:.1f} µs)".format(
+                   ratio_t, tm("relay_cpu_us"), tm("probe_cpu_us")),
+               target_shown="≤ 1.15 × libcurl")
+        figure(ts, "TLS handshakes per 1,000 deliveries", tm("handshakes_per_1000"), "", 20, "<=",
+               [round(r["handshakes_per_1000"], 1) for r in tls_heads],
+               "connections nginx accepted during the drain (stub_status) per 1,000 intents; first requests of a "
+               "connection seen by nginx: {} (of which TLS resumptions: {}); the floor is nginx's keepalive_requests "
+               "1000 (1 per 1,000) plus the ramp-up to the window (up to 1,024 connections per drain, ~10 per 1,000); "
+               "libcurl alone at the same concurrency: {} per 1,000; at 1,024 in flight: {}".format(
+                   ", ".join(str(r.get("tls_new", "?")) for r in tls_heads),
+                   ", ".join(str(r.get("tls_resumed", "?")) for r in tls_heads),
+                   ", ".join("{:.1f}".format(r.get("probe_handshakes_per_1000", 0)) for r in tls_heads),
+                   ", ".join("{:.1f}".format(r.get("probecap_handshakes_per_1000", 0)) for r in tls_heads)),
+               fmt="{:.1f}", target_shown="≤ 20 (none per delivery)",
+               shown=None if not tls_heads else "{:.1f} ({:,.0f} per drain)".format(
+                   tm("handshakes_per_1000"), tm("nginx_accepts")))
+        figure(ts, "connections open at nginx", tm("conns_max"), "",
+               runs=[r.get("conns_max") for r in tls_heads],
+               note="established sockets on nginx's TLS port every 0.2 s during the drain: maximum {}, mean {}; "
+                    "libcurl alone at the relay's mean in flight: maximum {}; HTTP drains above: maximum {}".format(
+                        ", ".join(str(r.get("conns_max")) for r in tls_heads),
+                        ", ".join(str(r.get("conns_mean")) for r in tls_heads),
+                        ", ".join(str(r.get("probe_conns_max", "?")) for r in tls_heads),
+                        ", ".join(str(r.get("conns_max", "?")) for r in heads) or "not run"),
+               fmt="{:.0f}", shown=None if not tls_heads else "max {:.0f}, mean {:.0f}".format(
+                   tm("conns_max"), tm("conns_mean")))
+        if tls_heads:
+            figure(ts, "CPU per intent, each process", tm("relay_cpu_us") + tm("pg_cpu_us") + tm("nginx_cpu_us"),
+                   "µs", runs=[round(r["relay_cpu_us"] + r["pg_cpu_us"] + r["nginx_cpu_us"], 1) for r in tls_heads],
+                   note="medians: relay {:.1f} µs (HTTP: {}), PostgreSQL {:.1f} µs, nginx {:.1f} µs (its access log on "
+                        "the TLS server included); relay peak RSS {:.1f} MiB".format(
+                       tm("relay_cpu_us"),
+                       "{:.1f}".format(median([r["relay_cpu_us"] for r in heads])) if heads else "not run",
+                       tm("pg_cpu_us"), tm("nginx_cpu_us"), tm("relay_maxrss_kb") / 1024.0),
+                   fmt="{:.1f}", shown="relay {:.1f} + PG {:.1f} + nginx {:.1f} µs".format(
+                       tm("relay_cpu_us"), tm("pg_cpu_us"), tm("nginx_cpu_us")))
+        for r in storms:
+            base_hs = tm("nginx_accepts")
+            base_cpu = tm("relay_cpu_us")
+            base_wall = tm("wall_s")
+            figure(ts, "reconnect storm (nginx reloaded)", r["nginx_accepts"] - (base_hs or 0), "handshakes",
+                   note="one more TLS drain, nginx reloaded (SIGHUP) at {} s when a third had succeeded: {:,} "
+                        "handshakes (plain TLS drains: {}), attempts {:,} for {:,} intents ({} succeeded), relay CPU "
+                        "{:.1f} µs per intent ({}), drain {:.1f} s ({}), connections open max {}".format(
+                            r.get("storm_at_s"), r["nginx_accepts"],
+                            "{:,.0f}".format(base_hs) if base_hs is not None else "not run",
+                            r["attempts"], r["intents"], r["succeeded"], r["relay_cpu_us"],
+                            "{:+.1f} % vs the plain TLS median".format((r["relay_cpu_us"] / base_cpu - 1) * 100)
+                            if base_cpu else "no plain TLS round",
+                            r["wall_s"], "{:+.2f} s".format(r["wall_s"] - base_wall) if base_wall else "-",
+                            r.get("conns_max")),
+                   fmt="{:,.0f}", shown="+{:,.0f} handshakes, relay CPU {}".format(
+                       r["nginx_accepts"] - (base_hs or 0),
+                       "{:+.1f} %".format((r["relay_cpu_us"] / base_cpu - 1) * 100) if base_cpu else "?"))
 
     # ---------------------------------------------------------------- drains
     drains = [r for r in raw if r["kind"] == "drain"]

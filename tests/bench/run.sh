@@ -10,7 +10,10 @@
 # Scenarios (see tests/bench/README.md for what each measures and why):
 #   headline     printed first: stock PostgreSQL, Debian's nginx as the receiver, the
 #                relay with default options, 100,000 intents; libcurl alone beside it
-#                (tests/bench/headline.sh, tests/bench/curl_probe.c)
+#                (tests/bench/headline.sh, tests/bench/curl_probe.c); then the same over
+#                TLS 1.3 (a throwaway CA as the target's ca_file: handshakes, connections
+#                open at nginx) and one TLS drain with a reconnect storm (headline_tls
+#                alone: BENCH_ONLY=headline_tls)
 #   drain        N intents already enqueued (ANALYZEd), one relay, until all succeeded
 #   defaults     the same drain as users run it: stock PostgreSQL settings (its own
 #                cluster), a target with only name and url, a relay with no tuning options
@@ -37,7 +40,9 @@
 # BENCH_BUDGET_S (540: later drain rounds are skipped past it),
 # BENCH_STEADY_SECONDS (300) and BENCH_STEADY_RATE (2000) for the retention
 # steady state (tests/bench/retention.sh), BENCH_HEADLINE_RUNS (3) and
-# BENCH_HEADLINE_INTENTS (100000) for `headline` (tests/bench/headline.sh), KEEP_TMP=1.
+# BENCH_HEADLINE_INTENTS (100000) for `headline` (tests/bench/headline.sh),
+# BENCH_HEADLINE_TLS_RUNS (3) and BENCH_HEADLINE_STORM (1; 0 = no storm drain)
+# for its TLS rounds, KEEP_TMP=1.
 #
 # Exit status: 0 when every scenario produced its figures (a MISS against a
 # target is a finding, not a failure); 1 when the bench itself broke
@@ -803,7 +808,7 @@ q bench_tmpl "INSERT INTO outbox.targets (name, url, max_in_flight)
 # target has no optional column (the table's defaults apply). pgcluster_start
 # exports PG* for its cluster: the tuned cluster's stay the script's own.
 DEF_PGPORT=""
-if want defaults || want headline; then
+if want defaults || want headline || want headline_tls; then
     say "PostgreSQL (stock settings) in $B/pgdef (${DEF_PG_SETTINGS[*]})"
     saved_env=("$PGHOST" "$PGPORT" "$PGUSER" "$PGDATABASE" "$DATABASE_URL")
     if pgcluster_start "$B/pgdef" "${DEF_PG_SETTINGS[@]}"; then
@@ -848,7 +853,7 @@ emit_text kind=meta git_commit="$git_commit" relay_or_migrations_modified="$git_
     memory="$N_MEMORY intents, receiver --delay-ms 2000 (then also --response-bytes $MEMORY_RESPONSE_CAP), relay --max-in-flight $MEMORY_IN_FLIGHT --max-in-flight-per-target $MEMORY_IN_FLIGHT --max-response-bytes $MEMORY_RESPONSE_CAP, target max_in_flight $MEMORY_IN_FLIGHT" \
     load_before="$(cut -d' ' -f1-3 /proc/loadavg)"
 
-want headline && { scenario_headline || true; }
+{ want headline || want headline_tls; } && { scenario_headline || true; }
 want drain || want defaults || want no_analyze || want two_relays || want four_relays && scenario_drains
 # The stock cluster's work is done: stop it so its checkpoints and
 # background writes stay out of the scenarios that follow.
