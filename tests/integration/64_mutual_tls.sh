@@ -15,6 +15,10 @@
 #   badkey    client_key_file that does not exist; badca: ca_file that does
 #             not exist: not_sent, the error names the target's setting, not
 #             the key; the key's bytes are in no log and no table
+#   mtlsstatus  a target that cannot deduplicate, its status URL behind the
+#             same nginx: the receiver acts and drops the answer (nginx: 502,
+#             ambiguous), the status check (GET, client certificate too)
+#             finds it executed: succeeded, one effect
 #   --ca-file the relay-wide CA bundle verifies a target without ca_file
 . "$(dirname "$0")/../lib/itest.sh"
 itest_setup
@@ -100,6 +104,9 @@ is "$(curl -s -o /dev/null -w '%{http_code}' --cacert "$C/ca.pem" -X POST -d '{}
 
 target_add mtls "$URL" ca_file="'$C/ca.pem'" client_cert_file="'$C/client.pem'" \
     client_key_file="'$C/client.key'"
+target_add mtlsstatus "$URL" key_header=NULL reconcile_delay_ms=300 \
+    "status_url='https://127.0.0.1:$NGINX_PORT/status/{key}'" ca_file="'$C/ca.pem'" \
+    client_cert_file="'$C/client.pem'" client_key_file="'$C/client.key'"
 target_add nocert "$URL" ca_file="'$C/ca.pem'" max_attempts=2 backoff_base_ms=10 backoff_cap_ms=20
 target_add noca "$URL" client_cert_file="'$C/client.pem'" client_key_file="'$C/client.key'" \
     max_attempts=2 backoff_base_ms=10 backoff_cap_ms=20
@@ -118,6 +125,14 @@ is "$(sql "SELECT count(*) FROM outbox.intents WHERE target = 'mtls' AND state =
     "mtls: 20 intents succeeded through nginx with the client certificate"
 is "$(grep -c '^TLSv1.3 "CN=outbox-relay-itest" SUCCESS 200 mtls:' "$N/logs/access.log")" 20 \
     "nginx saw the relay's certificate (verified, TLS 1.3) on the 20 deliveries"
+
+# ---- a status check over mutual TLS settles an ambiguous delivery
+sql "SELECT outbox.enqueue('mtlsstatus:1', 'mtlsstatus', '{\"ref\": \"mtlsstatus:1\", \"_fault\": \"drop_after\"}')" >/dev/null
+wait_for 30 "SELECT state FROM outbox.intents WHERE key = 'mtlsstatus:1'" succeeded
+is "$(sql "SELECT state || ' ' || response_status FROM outbox.intents WHERE key = 'mtlsstatus:1'")" "succeeded 200" \
+    "mtlsstatus: ambiguous (nginx 502), then the status check over mutual TLS found it executed"
+is "$(grep -c '^TLSv1.3 "CN=outbox-relay-itest" SUCCESS 200 - [0-9]* [.r]$' "$N/logs/access.log")" 1 \
+    "... nginx saw that status check with the relay's certificate"
 
 # ---- then the others, while mtls's connections are open to the same host:port
 for t in nocert noca badkey badca; do
@@ -164,7 +179,8 @@ is "$(first_attempt_error badca:1 | cut -c1-37)" \
 effects_table keyed
 is "$(sql "SELECT count(*) || ' ' || coalesce(max(n), 0) FROM effects WHERE key LIKE 'mtls:%'")" "20 1" \
     "20 mtls effects at the receiver, one each"
-is "$(sql "SELECT count(*) FROM effects WHERE key !~ '^(mtls|setup):'")" 0 "no effect of another target"
+is "$(sql "SELECT n FROM effects WHERE key = 'mtlsstatus:1'")" 1 "one mtlsstatus effect"
+is "$(sql "SELECT count(*) FROM effects WHERE key !~ '^(mtls|mtlsstatus|setup):'")" 0 "no effect of another target"
 
 # ---- the relay-wide --ca-file verifies a target without its own ca_file
 kill -TERM "$RELAY_PID_one"
