@@ -9,6 +9,7 @@
 #   make demo       throwaway PostgreSQL + receiver + relay delivering real intents
 #   make demo-mcp   the same behind the MCP front door, an official SDK client, lost answers
 #   make bench      throughput, latency and memory figures (build/bench.json)
+#   make bench-peers  the relay beside graphile-worker, same PostgreSQL and nginx
 #   make soak       20 min steady load, faults, relays killed, retention: flat or not
 #   make lint       clang-format check, cppcheck, banned calls
 #   make clean
@@ -127,6 +128,14 @@ demo-mcp: deps
 bench: deps
 	@$(MAKE) --no-print-directory build/outbox-relay build/test-receiver
 	@tests/bench/run.sh
+
+# The relay beside graphile-worker 0.18 (tuned), same PostgreSQL and nginx,
+# alternating pairs, the ratio (tests/bench/peers.sh; PEERS_INTENTS,
+# PEERS_PAIRS); npm ci of tests/bench/peers; not in make test.
+.PHONY: bench-peers
+bench-peers: deps
+	@$(MAKE) --no-print-directory build/outbox-relay
+	@tests/bench/peers.sh
 
 # 20 minutes at half the drain rate with faults, killed relays and 1-minute
 # retention (tests/soak/soak.sh; SOAK_MINUTES, SOAK_KILL_EVERY_S); not in make test.
