@@ -51,6 +51,7 @@
 # time is not counted against BENCH_BUDGET_S (HEADLINE_S, which run.sh's
 # over_budget subtracts), so the other scenarios run as many rounds as before.
 
+. "$ROOT/tests/bench/bare_claim.sh" # headline_bare: the limit's PostgreSQL share
 HEADLINE_RUNS=${BENCH_HEADLINE_RUNS:-3}
 N_HEADLINE=${BENCH_HEADLINE_INTENTS:-100000}
 HEADLINE_IN_FLIGHT=1024 # the relay's --max-in-flight default (and targets.max_in_flight's)
@@ -375,6 +376,7 @@ scenario_headline() {
             { headline_probe "$r" probecap "$HEADLINE_IN_FLIGHT" &&
                 headline_probe "$r" probe "$MEAN_IN_FLIGHT"; } || break
         fi
+        headline_bare "$r" || break # the limit's PostgreSQL share (tests/bench/bare_claim.sh)
         emit kind=headline round="$r" load1_before="$load" "${DRAIN_FIELDS[@]}" "${PROBE_FIELDS[@]}" \
             load1_after="$(cut -d' ' -f1 /proc/loadavg)"
     done

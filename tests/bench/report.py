@@ -176,6 +176,43 @@ def main():
                        ", ".join(str(round(r["nginx_cpu_us"], 1)) for r in heads)), fmt="{:.1f}",
                    shown="relay {:.1f} + PG {:.1f} + nginx {:.1f} µs".format(
                        hm("relay_cpu_us"), hm("pg_cpu_us"), hm("nginx_cpu_us")))
+            # Issue 26: the limit per delivery, what any relay must spend, taken
+            # in the same round: libcurl alone at the relay's mean in flight +
+            # nginx answering it (during that probe) + a bare SKIP LOCKED
+            # claim-and-complete (tests/bench/bare_claim.sh); the relay's
+            # all-in CPU (relay + PostgreSQL + nginx during the drain) / it.
+            lim = [r for r in heads if r.get("probe_cpu_us") is not None and r.get("bare_pg_cpu_s") is not None]
+            for r in lim:
+                r["bare_pg_cpu_us"] = r["bare_pg_cpu_s"] * 1e6 / r["bare_rows"]
+                r["limit_us"] = r["probe_cpu_us"] + r["probe_nginx_cpu_us"] + r["bare_pg_cpu_us"]
+                r["all_in_us"] = r["relay_cpu_us"] + r["pg_cpu_us"] + r["nginx_cpu_us"]
+                r["limit_ratio"] = r["all_in_us"] / r["limit_us"] if r["limit_us"] > 0 else None
+            if lim:
+                lm = lambda k: median([r[k] for r in lim if r.get(k) is not None])
+                figure(hs, "all-in CPU / the limit", lm("limit_ratio"), "x", 1.2, "<=",
+                       [round(r["limit_ratio"], 2) for r in lim if r["limit_ratio"]],
+                       "relay + PostgreSQL + nginx CPU per intent during the drain / the limit of the same round: "
+                       "libcurl alone (curl_probe at the relay's mean in flight) + nginx during that probe + "
+                       "PostgreSQL for a bare SKIP LOCKED claim-and-complete ({:,} rows, batches of {}, two "
+                       "commits per batch, tests/bench/bare_claim.sh); all-in µs per round: {}; limit µs per "
+                       "round: {}".format(int(lim[0]["bare_rows"]), lim[0].get("bare_batch", 256),
+                                          ", ".join(str(round(r["all_in_us"], 1)) for r in lim),
+                                          ", ".join(str(round(r["limit_us"], 1)) for r in lim)),
+                       fmt="{:.2f}",
+                       shown="{:.2f} × ({:.1f} µs / {:.1f} µs)".format(
+                           lm("limit_ratio"), lm("all_in_us"), lm("limit_us")),
+                       target_shown="≤ 1.20 × the limit")
+                figure(hs, "the limit per delivery", lm("limit_us"), "µs",
+                       runs=[round(r["limit_us"], 1) for r in lim],
+                       note="medians: libcurl alone {:.1f} µs + nginx {:.1f} µs + bare claim-and-complete "
+                            "{:.1f} µs of PostgreSQL CPU ({:,.0f} rows/s in one session); against the relay's "
+                            "relay {:.1f} + PostgreSQL {:.1f} + nginx {:.1f} µs".format(
+                           lm("probe_cpu_us"), lm("probe_nginx_cpu_us"), lm("bare_pg_cpu_us"),
+                           median([r["bare_rows"] / r["bare_wall_s"] for r in lim if r["bare_wall_s"] > 0]),
+                           lm("relay_cpu_us"), lm("pg_cpu_us"), lm("nginx_cpu_us")),
+                       fmt="{:.1f}",
+                       shown="libcurl {:.1f} + nginx {:.1f} + PG {:.1f} µs".format(
+                           lm("probe_cpu_us"), lm("probe_nginx_cpu_us"), lm("bare_pg_cpu_us")))
             walr = [r for r in heads if r.get("wal_per_intent") is not None]
             if walr:
                 figure(hs, "WAL per delivered intent", median([r["wal_per_intent"] for r in walr]), "B",
