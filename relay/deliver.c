@@ -36,6 +36,25 @@
  * CA_CACHE_SECONDS: a replaced ca_file applies to new connections within
  * that. A file that cannot be used fails the attempt before any byte is
  * sent (not_sent), with an error that names the setting (delivery_tls_file_error).
+ *
+ * HTTP/2 (0030): the HTTP version is set on every request, 1.1 included
+ * (libcurl 7.62 and later offer h2 by ALPN to https:// URLs unless told
+ * otherwise). An h2 request waits for a connection to the target that is
+ * being made (CURLOPT_PIPEWAIT) and then rides it as one more stream, as
+ * many as the target's SETTINGS allow; the relay puts h2 requests on a
+ * multi of their own that holds DELIVERY_H2_CONNECTIONS_PER_HOST
+ * connections to a host at most, the rest waiting there for a stream. A target
+ * that cannot deduplicate is spoken to in HTTP/1.1 whatever its row says
+ * (the table refuses it too, targets_http2_needs_key): on h2 every request
+ * but the first shares a connection, which is what the rule above forbids.
+ * Was an h2 request sent? CURLINFO_REQUEST_SIZE counts the request's header
+ * block once it is handed to the h2 layer (which may still buffer it): if
+ * anything, more "sent" than on the wire, so ambiguous, never a false
+ * not_sent. A stream error (CURLE_HTTP2_STREAM, RST_STREAM or a stream
+ * closed uncleanly) needs an open stream, hence a request handed over: sent
+ * whatever the count says. REFUSED_STREAM (the server did not process it,
+ * RFC 9113 8.7) is retried by libcurl itself on a new connection; only if
+ * those retries fail does it come back, as a failure after send.
  */
 #include "deliver.h"
 #include "version.h"
@@ -170,11 +189,28 @@ bool delivery_tls_file_error(CURLcode result, const struct target *target, const
     return true;
 }
 
+long delivery_http_version(const struct target *target, const char *url)
+{
+    if (target->key_header == NULL || target->http != TARGET_HTTP_2)
+        return CURL_HTTP_VERSION_1_1;
+    /* h2 needs TLS here: cleartext has no negotiation, and libcurl 7.88
+     * fails every request after the first on a kept prior-knowledge (h2c)
+     * connection (0030), so http:// stays on HTTP/1.1 */
+    if (url != NULL && strncasecmp(url, "https://", 8) == 0)
+        return CURL_HTTP_VERSION_2TLS;
+    return CURL_HTTP_VERSION_1_1;
+}
+
 /* Options every request of a target shares: limits, security, callbacks. */
-static void set_common_options(struct delivery *d, const struct target *target)
+static void set_common_options(struct delivery *d, const struct target *target, const char *url)
 {
     CURL *e = d->easy;
     curl_easy_setopt(e, CURLOPT_PROTOCOLS_STR, "http,https");
+    long http_version = delivery_http_version(target, url);
+    curl_easy_setopt(e, CURLOPT_HTTP_VERSION, http_version);
+    d->multiplexed = http_version != CURL_HTTP_VERSION_1_1;
+    if (d->multiplexed)
+        curl_easy_setopt(e, CURLOPT_PIPEWAIT, 1L);
     curl_easy_setopt(e, CURLOPT_HTTPHEADER, d->headers);
     curl_easy_setopt(e, CURLOPT_TIMEOUT_MS, (long)target->timeout_ms);
     curl_easy_setopt(e, CURLOPT_CONNECTTIMEOUT_MS,
@@ -242,7 +278,7 @@ struct delivery *delivery_new(struct target *target, const struct claimed_row *r
     d->key_sent = target->key_header != NULL; /* the header above carries it */
     CURL *e = d->easy;
     curl_easy_setopt(e, CURLOPT_URL, target->url);
-    set_common_options(d, target);
+    set_common_options(d, target, target->url);
     curl_easy_setopt(e, CURLOPT_POSTFIELDS, d->payload);
     curl_easy_setopt(e, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)d->payload_len);
     if (strcmp(target->method, "POST") != 0)
@@ -354,8 +390,8 @@ struct delivery *delivery_new_status_check(struct target *target, const struct c
     for (char **h = target->static_headers; h && *h; h++)
         d->headers = curl_slist_append(d->headers, *h);
     curl_easy_setopt(e, CURLOPT_URL, url);
+    set_common_options(d, target, url);
     free(url);
-    set_common_options(d, target);
     curl_easy_setopt(e, CURLOPT_HTTPGET, 1L);
     /* The path exactly as templated: libcurl would otherwise resolve dot
      * segments, and a key of ".." would ask about GET / (whose 404 reads as
@@ -373,7 +409,8 @@ void delivery_report(struct delivery *d, CURLcode result, bool aborted,
     long request_size = 0;
     curl_easy_getinfo(d->easy, CURLINFO_REQUEST_SIZE, &request_size);
     curl_easy_getinfo(d->easy, CURLINFO_RESPONSE_CODE, &report->http_status);
-    report->sent = request_size > 0;
+    /* a stream error needs a stream, opened by the request (DESIGN) */
+    report->sent = request_size > 0 || (!aborted && result == CURLE_HTTP2_STREAM);
     report->latency_ms = (int)((uv_hrtime() - d->started_ns) / 1000000);
     report->facts.honours_keys = d->target->key_header != NULL;
     report->facts.http_status = report->http_status;

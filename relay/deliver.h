@@ -34,6 +34,7 @@ struct delivery {
     int64_t first_attempt_ms;
     bool probe;        /* the one request of a half-open circuit (set by the relay) */
     bool key_sent;     /* the request carries the key header (decided with the headers) */
+    bool multiplexed;  /* asks for h2 (delivery_http_version): goes on the relay's h2 multi */
     char trace_id[33]; /* the caller's W3C trace id, sent in traceparent; "": none */
     char span_id[17];  /* this attempt's parent id in that header */
 
@@ -90,6 +91,20 @@ void delivery_set_ca_file(const char *path);
  * (a path at most, never a file's content), and returns true; else false. */
 bool delivery_tls_file_error(CURLcode result, const struct target *target, const char *relay_ca,
                              const char *detail, char *out, size_t out_size);
+/* Connections the relay's h2 multi may hold to one host:port (a target):
+ * requests beyond what they carry (streams per connection, the server's
+ * SETTINGS) wait in libcurl's queue for a stream. libcurl 7.88 waits for
+ * a connection being made only until it knows the host multiplexes; after
+ * that, each request that finds the connections full opened one of its own
+ * (200 requests to nginx's 128 streams: 73 connections). */
+#define DELIVERY_H2_CONNECTIONS_PER_HOST 4L
+
+/* libcurl's CURLOPT_HTTP_VERSION for a request of target to url (the
+ * delivery URL or a status URL): CURL_HTTP_VERSION_2TLS for a '2' target
+ * with a key header and an https:// url, else CURL_HTTP_VERSION_1_1. _2TLS
+ * also makes the request wait for a pending connection to multiplex on
+ * (CURLOPT_PIPEWAIT). */
+long delivery_http_version(const struct target *target, const char *url);
 /* After the transfer ended with result (or was aborted: aborted = true). */
 void delivery_report(struct delivery *d, CURLcode result, bool aborted,
                      struct delivery_report *report);

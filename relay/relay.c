@@ -472,7 +472,7 @@ static void relay_start_delivery(struct relay *r, struct target *t, const struct
     DLIST_PUSH_FRONT(r->deliveries, d);
     t->in_flight++;
     r->in_flight++;
-    if (!http_client_add(r->http, d->easy, d))
+    if (!http_client_add(d->multiplexed ? r->http2 : r->http, d->easy, d))
         relay_conclude(r, d, CURLE_FAILED_INIT, false);
 }
 
@@ -838,7 +838,7 @@ static void relay_abort_deliveries(struct relay *r)
     r->phase = RELAY_RECORDING;
     while (r->deliveries) {
         struct delivery *d = r->deliveries;
-        http_client_remove(r->http, d->easy);
+        http_client_remove(d->multiplexed ? r->http2 : r->http, d->easy);
         relay_conclude(r, d, CURLE_ABORTED_BY_CALLBACK, true);
     }
     relay_flush(r);
@@ -940,6 +940,7 @@ void relay_close(struct relay *r)
     pruner_close(r->pruner);
     r->pruner = NULL;
     http_client_close(r->http, on_closed, r);
+    http_client_close(r->http2, on_closed, r);
 }
 
 /* ---------------------------------------------------------------- the loop */
@@ -996,6 +997,11 @@ static void relay_init_timers(struct relay *r)
 void relay_attach(struct relay *r)
 {
     r->http = http_client_new(&r->loop, on_delivery_done);
+    /* h2 on a multi of its own: its cap on connections per host would
+     * hold HTTP/1.1 targets to as many requests in flight */
+    r->http2 = http_client_new(&r->loop, on_delivery_done);
+    if (r->http2)
+        http_client_set_max_host_connections(r->http2, DELIVERY_H2_CONNECTIONS_PER_HOST);
     relay_open_database(r);
     relay_init_timers(r);
 }

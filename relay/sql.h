@@ -65,8 +65,9 @@ static const struct pg_statement relay_statements[] = {
      " coalesce(reconcile_delay_ms, 3 * timeout_ms), max_in_flight, headers::text, secret_env,"
      " enabled, (extract(epoch FROM retry_for) * 1000)::bigint, rate_limit_per_s,"
      " circuit_failure_threshold, coalesce(s.circuit, 'closed'),"
-     " coalesce(s.paused_until > now(), false), t.ca_file, t.client_cert_file, t.client_key_file"
-     " FROM outbox.targets t LEFT JOIN outbox.target_state s ON s.target = t.name ORDER BY t.name"},
+     " coalesce(s.paused_until > now(), false), t.ca_file, t.client_cert_file, t.client_key_file,"
+     " t.http_version FROM outbox.targets t LEFT JOIN outbox.target_state s ON s.target = t.name "
+     "ORDER BY t.name"},
 };
 
 #define RELAY_STATEMENT_COUNT (sizeof(relay_statements) / sizeof(relay_statements[0]))

@@ -47,6 +47,13 @@ static char *dup_or_null(PGresult *res, int row, int col)
     return PQgetisnull(res, row, col) ? NULL : xstrdup(PQgetvalue(res, row, col));
 }
 
+enum target_http target_http_parse(const char *text)
+{
+    if (text != NULL && strcmp(text, "2") == 0)
+        return TARGET_HTTP_2;
+    return TARGET_HTTP_1_1;
+}
+
 static void target_clear(struct target *t)
 {
     free(t->url);
@@ -292,6 +299,7 @@ void targets_load(struct target_set *set, PGresult *res)
         t->ca_file = dup_or_null(res, r, 20);
         t->client_cert_file = dup_or_null(res, r, 21);
         t->client_key_file = dup_or_null(res, r, 22);
+        t->http = target_http_parse(PQgetisnull(res, r, 23) ? NULL : PQgetvalue(res, r, 23));
         if ((t->client_cert_file == NULL) != (t->client_key_file == NULL)) {
             /* The table refuses this (targets_client_cert_and_key); a
              * certificate without its key cannot be presented anyway. */

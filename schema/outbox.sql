@@ -1,5 +1,5 @@
 -- schema/outbox.sql — the net schema of outbox-relay: what a database looks
--- like after every migration up to and including 0029_target_tls.sql.
+-- like after every migration up to and including 0030_target_http2.sql.
 --
 -- Read it to learn the data model; build databases with migrations/
 -- (`outbox-relay migrate`), which also records what is applied. The file is
@@ -129,6 +129,7 @@ CREATE TABLE outbox.targets (
     ca_file text,
     client_cert_file text,
     client_key_file text,
+    http_version text DEFAULT '1.1'::text NOT NULL,
     CONSTRAINT targets_backoff_base_ms_check CHECK (((backoff_base_ms >= 1) AND (backoff_base_ms <= 3600000))),
     CONSTRAINT targets_backoff_cap_ms_check CHECK (((backoff_cap_ms >= 1) AND (backoff_cap_ms <= 86400000))),
     CONSTRAINT targets_ca_file_path CHECK (((ca_file ~ '^/[^[:cntrl:]]*$'::text) AND (octet_length(ca_file) <= 4095))),
@@ -140,6 +141,8 @@ CREATE TABLE outbox.targets (
     CONSTRAINT targets_client_key_file_path CHECK (((client_key_file ~ '^/[^[:cntrl:]]*$'::text) AND (octet_length(client_key_file) <= 4095))),
     CONSTRAINT targets_dedupe_window_covers_retention CHECK ((dedupe_window >= retain_for)),
     CONSTRAINT targets_headers_check CHECK ((jsonb_typeof(headers) = 'object'::text)),
+    CONSTRAINT targets_http2_needs_key CHECK (((http_version = '1.1'::text) OR (key_header IS NOT NULL))),
+    CONSTRAINT targets_http_version_check CHECK ((http_version = ANY (ARRAY['1.1'::text, '2'::text]))),
     CONSTRAINT targets_key_header_check CHECK ((key_header ~ '^[A-Za-z0-9-]{1,64}$'::text)),
     CONSTRAINT targets_key_ttl_check CHECK ((key_ttl > '00:00:00'::interval)),
     CONSTRAINT targets_max_attempts_check CHECK (((max_attempts >= 1) AND (max_attempts <= 1000))),
@@ -189,6 +192,8 @@ COMMENT ON COLUMN outbox.targets.ca_file IS 'Absolute path, on the relay''s host
 COMMENT ON COLUMN outbox.targets.client_cert_file IS 'Absolute path, on the relay''s host, of the PEM client certificate the relay presents (mutual TLS); set with client_key_file. NULL = none. Never the certificate itself.';
 
 COMMENT ON COLUMN outbox.targets.client_key_file IS 'Absolute path, on the relay''s host, of the unencrypted PEM private key of client_cert_file, readable by the relay''s user only. NULL = none. Never the key itself.';
+
+COMMENT ON COLUMN outbox.targets.http_version IS 'HTTP the relay speaks to the target: ''1.1''; ''2'' (h2 offered by ALPN over TLS, HTTP/1.1 if the target refuses it; http:// URLs stay on 1.1). ''2'' only with a key_header. Requests to an h2 target share at most 4 connections.';
 
 ALTER TABLE ONLY outbox.targets
     ADD CONSTRAINT targets_pkey PRIMARY KEY (name);

@@ -282,7 +282,21 @@ http_client_t *http_client_new(uv_loop_t *loop, http_done_cb on_done)
     curl_multi_setopt(client->multi, CURLMOPT_TIMERDATA, client);
     /* Keep-alive connections for many targets and many parallel requests. */
     curl_multi_setopt(client->multi, CURLMOPT_MAXCONNECTS, 1024L);
+    /* HTTP/2 transfers share a connection as streams (libcurl's default,
+     * set here because the relay counts on it: a transfer that asks for h2
+     * and CURLOPT_PIPEWAIT rides a connection already made or being made),
+     * at most this many per connection (fewer if the server's SETTINGS say
+     * so); beyond it libcurl opens another connection, unless
+     * http_client_set_max_host_connections holds it to a cap. */
+    curl_multi_setopt(client->multi, CURLMOPT_PIPELINING, (long)CURLPIPE_MULTIPLEX);
+    curl_multi_setopt(client->multi, CURLMOPT_MAX_CONCURRENT_STREAMS,
+                      HTTP_CLIENT_STREAMS_PER_CONNECTION);
     return client;
+}
+
+void http_client_set_max_host_connections(http_client_t *client, long n)
+{
+    curl_multi_setopt(client->multi, CURLMOPT_MAX_HOST_CONNECTIONS, n);
 }
 
 bool http_client_add(http_client_t *client, CURL *easy, void *data)

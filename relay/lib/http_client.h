@@ -16,11 +16,19 @@
 
 typedef struct http_client http_client_t;
 
+/* HTTP/2 streams per connection (CURLMOPT_MAX_CONCURRENT_STREAMS; libcurl's
+ * default is 100): high enough that the server's SETTINGS decide (nginx:
+ * 128), so that its connections carry all it allows. */
+#define HTTP_CLIENT_STREAMS_PER_CONNECTION 1000L
+
 /* data is what was passed to http_client_add for this easy handle. */
 typedef void (*http_done_cb)(CURL *easy, CURLcode result, void *data);
 
 http_client_t *http_client_new(uv_loop_t *loop, http_done_cb on_done);
 bool http_client_add(http_client_t *client, CURL *easy, void *data);
+/* At most n connections to one host:port (CURLMOPT_MAX_HOST_CONNECTIONS):
+ * transfers beyond them wait in libcurl's queue (their timeout runs). */
+void http_client_set_max_host_connections(http_client_t *client, long n);
 /* Stop a transfer without a done callback (shutdown after the grace period). */
 void http_client_remove(http_client_t *client, CURL *easy);
 /* All easy handles must be removed first. on_closed runs once the timer

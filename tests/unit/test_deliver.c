@@ -259,6 +259,53 @@ START_TEST(report_names_the_tls_file_that_cannot_be_used)
 }
 END_TEST
 
+/* HTTP version per target (0030): 1.1 set explicitly (libcurl would offer
+ * h2 to https:// otherwise); '2' offers h2 by ALPN, over TLS only; never
+ * h2 for a target without a key header. */
+START_TEST(http_version_per_target)
+{
+    struct target t = test_target("Idempotency-Key");
+    const char *https = "https://api.test/hook", *http = "http://api.test/hook";
+    ck_assert_int_eq(delivery_http_version(&t, https), CURL_HTTP_VERSION_1_1);
+    ck_assert_int_eq(delivery_http_version(&t, http), CURL_HTTP_VERSION_1_1);
+    t.http = TARGET_HTTP_2;
+    ck_assert_int_eq(delivery_http_version(&t, https), CURL_HTTP_VERSION_2TLS);
+    ck_assert_int_eq(delivery_http_version(&t, "HTTPS://api.test/"), CURL_HTTP_VERSION_2TLS);
+    /* cleartext: HTTP/1.1 (a status URL may be http:// under an https:// target) */
+    ck_assert_int_eq(delivery_http_version(&t, http), CURL_HTTP_VERSION_1_1);
+    ck_assert_int_eq(delivery_http_version(&t, "httpsx"), CURL_HTTP_VERSION_1_1);
+    ck_assert_int_eq(delivery_http_version(&t, NULL), CURL_HTTP_VERSION_1_1);
+
+    /* without a key header: HTTP/1.1 and a connection per request, always */
+    struct target keyless = test_target(NULL);
+    keyless.http = TARGET_HTTP_2;
+    ck_assert_int_eq(delivery_http_version(&keyless, https), CURL_HTTP_VERSION_1_1);
+    ck_assert_int_eq(delivery_http_version(&keyless, http), CURL_HTTP_VERSION_1_1);
+}
+END_TEST
+
+/* An HTTP/2 stream error needs an open stream, which only the request
+ * opens: sent (ambiguous), even when libcurl's count of request bytes says
+ * 0; other failures with nothing counted stay unsent. */
+START_TEST(http2_stream_error_is_after_send)
+{
+    struct target t = test_target("Idempotency-Key");
+    t.http = TARGET_HTTP_2;
+    struct claimed_row row = claimed(1, "k", "{}", 1, false, 0);
+    struct delivery *d = delivery_new(&t, &row, 64, 0);
+    struct delivery_report report;
+    delivery_report(d, CURLE_HTTP2_STREAM, false, &report);
+    ck_assert(report.sent);
+    ck_assert_int_eq(report.facts.transport, TRANSPORT_FAILED_AFTER_SEND);
+    delivery_report(d, CURLE_HTTP2, false, &report);
+    ck_assert(!report.sent);
+    ck_assert_int_eq(report.facts.transport, TRANSPORT_FAILED_UNSENT);
+    delivery_report(d, CURLE_HTTP2_STREAM, true, &report);
+    ck_assert_str_eq(report.error, "aborted at shutdown (nothing sent)");
+    delivery_free(d);
+}
+END_TEST
+
 /* ---------------------------------------------------------------- trace context */
 
 static const char *trace_header_of(const struct delivery *d)
@@ -349,6 +396,8 @@ Suite *deliver_suite(void)
     tcase_add_test(tc, status_check_has_no_payload);
     tcase_add_test(tc, report_of_a_transfer_that_sent_nothing);
     tcase_add_test(tc, report_names_the_tls_file_that_cannot_be_used);
+    tcase_add_test(tc, http_version_per_target);
+    tcase_add_test(tc, http2_stream_error_is_after_send);
     tcase_add_test(tc, trace_context_continues_with_a_new_parent_per_attempt);
     tcase_add_test(tc, trace_context_refuses_what_is_not_version_00);
     tcase_add_test(tc, wall_clock_is_the_epoch_in_ms);

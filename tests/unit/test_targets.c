@@ -471,7 +471,7 @@ END_TEST
 /* ---------------------------------------------------------------- targets_load */
 
 /* A PGresult shaped like STMT_TARGETS, built client-side (no server). */
-#define TARGET_COLUMNS 23
+#define TARGET_COLUMNS 24
 
 struct target_row {
     const char *v[TARGET_COLUMNS]; /* NULL = SQL NULL */
@@ -491,7 +491,7 @@ static struct target_row default_row(const char *name)
         NULL,       "10",
         "closed",   "f",
         NULL,       NULL,
-        NULL,
+        NULL,       "1.1",
     }};
     return r;
 }
@@ -522,6 +522,7 @@ static PGresult *targets_result(const struct target_row *rows, int count)
         "ca_file",
         "client_cert_file",
         "client_key_file",
+        "http_version",
     };
     const char *cells[8 * TARGET_COLUMNS];
     ck_assert_int_le(count, 8);
@@ -910,6 +911,37 @@ START_TEST(load_reads_tls_paths)
 }
 END_TEST
 
+/* http_version (0030): each of the table's values, and anything else (a
+ * value of a later release, NULL) read as '1.1', which every target speaks;
+ * a reload changes it in place. */
+START_TEST(load_reads_http_version)
+{
+    ck_assert_int_eq(target_http_parse("1.1"), TARGET_HTTP_1_1);
+    ck_assert_int_eq(target_http_parse("2"), TARGET_HTTP_2);
+    ck_assert_int_eq(target_http_parse("2-prior-knowledge"), TARGET_HTTP_1_1);
+    ck_assert_int_eq(target_http_parse("3"), TARGET_HTTP_1_1);
+    ck_assert_int_eq(target_http_parse("2 "), TARGET_HTTP_1_1);
+    ck_assert_int_eq(target_http_parse(""), TARGET_HTTP_1_1);
+    ck_assert_int_eq(target_http_parse(NULL), TARGET_HTTP_1_1);
+
+    struct target_row row = default_row("h2");
+    struct target_set set = load_targets(&row, 1);
+    struct target *t = targets_find(&set, "h2");
+    ck_assert_int_eq(t->http, TARGET_HTTP_1_1);
+    row.v[23] = "2";
+    PGresult *res = targets_result(&row, 1);
+    targets_load(&set, res);
+    PQclear(res);
+    ck_assert_int_eq(t->http, TARGET_HTTP_2);
+    row.v[23] = NULL;
+    res = targets_result(&row, 1);
+    targets_load(&set, res);
+    PQclear(res);
+    ck_assert_int_eq(t->http, TARGET_HTTP_1_1);
+    targets_free(&set);
+}
+END_TEST
+
 /* A reload keeps the records (deliveries hold pointers to them), updates
  * them in place, and marks the ones that disappeared. */
 START_TEST(load_reload_keeps_records)
@@ -1057,6 +1089,7 @@ Suite *targets_suite(void)
     tcase_add_test(tc, load_invalid_secret_among_valid);
     tcase_add_test(tc, load_at_most_eight_secrets);
     tcase_add_test(tc, load_reads_tls_paths);
+    tcase_add_test(tc, load_reads_http_version);
     tcase_add_test(tc, load_reload_keeps_records);
     suite_add_tcase(s, tc);
 
