@@ -45,6 +45,13 @@
 # connections) a third of the way in: a reconnect storm, its handshakes and
 # the relay's CPU against the plain TLS rounds.
 #
+# HTTP/2 (issue 26 item 2; BENCH_ONLY=headline_h2 only, not in a full run):
+# BENCH_HEADLINE_H2_RUNS (3) pairs of TLS drains, the target at
+# http_version '1.1' (kind=headline_h2_base, the TLS rounds' listener) and
+# '2' (kind=headline_h2, a third listener of the same nginx, the same TLS
+# and certificate plus http2), in alternating order; no probes. Per drain:
+# intents/s, relay CPU per delivery, handshakes and connections at nginx.
+#
 # Raw figures go to kind=headline lines (one per round; kind=headline_tls
 # over TLS, kind=headline_storm) and one kind=headline_meta line; report.py
 # prints them first. The headline's own
@@ -57,7 +64,9 @@ N_HEADLINE=${BENCH_HEADLINE_INTENTS:-100000}
 HEADLINE_IN_FLIGHT=1024 # the relay's --max-in-flight default (and targets.max_in_flight's)
 HEADLINE_TLS_RUNS=${BENCH_HEADLINE_TLS_RUNS:-3}
 HEADLINE_STORM=${BENCH_HEADLINE_STORM:-1}
+HEADLINE_H2_RUNS=${BENCH_HEADLINE_H2_RUNS:-3}
 NGINX_TLS_PORT=""
+NGINX_H2_PORT=""
 HEADLINE_CA="" # the throwaway CA's certificate (PEM), the TLS target's ca_file
 NGINX=${BENCH_NGINX:-$(command -v nginx || echo /usr/sbin/nginx)}
 NGINX_PID=""
@@ -111,7 +120,8 @@ nginx_start() {
     for try in 1 2 3 4 5 6 7 8; do
         port=$((20000 + (RANDOM * 7 + $$ + try * 173) % 40000))
         tls_port=$((port + 1))
-        pgcluster_port_free "$port" && pgcluster_port_free "$tls_port" || continue
+        pgcluster_port_free "$port" && pgcluster_port_free "$tls_port" &&
+            pgcluster_port_free $((port + 2)) || continue
         cat >"$dir/nginx.conf" <<CONF
 daemon off;
 worker_processes auto;
@@ -155,6 +165,20 @@ http {
             return 200 '{"ok":true}';
         }
     }
+    server {
+        listen 127.0.0.1:$((port + 2)) ssl http2;
+        ssl_protocols TLSv1.3;
+        ssl_certificate $dir/tls/server.pem;
+        ssl_certificate_key $dir/tls/server.key;
+        access_log $dir/logs/tls.log tls buffer=64k flush=1s;
+        location = /deliveries {
+            if (\$request_method != POST) {
+                return 405;
+            }
+            default_type application/json;
+            return 200 '{"ok":true}';
+        }
+    }
 }
 CONF
         : >"$dir/logs/error.log"
@@ -163,6 +187,7 @@ CONF
         PIDS+=("$NGINX_PID")
         NGINX_PORT=$port
         NGINX_TLS_PORT=$tls_port
+        NGINX_H2_PORT=$((port + 2))
         for _ in $(seq 1 100); do
             kill -0 "$NGINX_PID" 2>/dev/null || break
             [ -n "$(nginx_requests)" ] && return 0
@@ -263,7 +288,8 @@ headline_probe() {
 
 # headline_drain ROUND [SCHEME [STORM]]: a fresh database on the stock
 # cluster, its target pointed at nginx (SCHEME http, the default, or https
-# with the throwaway CA as the target's ca_file), N_HEADLINE intents, one
+# with the throwaway CA as the target's ca_file, or h2: https to the http2
+# listener, http_version '2'), N_HEADLINE intents, one
 # relay with default options. STORM=1: nginx reloads (SIGHUP) once a third
 # of the intents succeeded.
 headline_drain() {
@@ -271,6 +297,7 @@ headline_drain() {
     local db=bench_headline_$r
     [ "$scheme" = https ] && db=bench_headline_tls_$r
     [ "$storm" = 1 ] && db=bench_headline_storm_$r
+    [ "$scheme" = h2 ] && db=bench_headline_h2_$r
     local -x PGPORT=$DEF_PGPORT
     # shellcheck disable=SC2034  # read by pg_cpu, pg_children (run.sh)
     local PGDIR=$B/pgdef
@@ -281,6 +308,9 @@ headline_drain() {
     if [ "$scheme" = https ]; then
         port=$NGINX_TLS_PORT
         set_url="url = 'https://127.0.0.1:$NGINX_TLS_PORT/deliveries', ca_file = '$HEADLINE_CA'"
+    elif [ "$scheme" = h2 ]; then
+        port=$NGINX_H2_PORT
+        set_url="url = 'https://127.0.0.1:$NGINX_H2_PORT/deliveries', ca_file = '$HEADLINE_CA', http_version = '2'"
     fi
     q "$db" "UPDATE outbox.targets SET $set_url WHERE name = 'bench'" \
         >/dev/null || { broken "headline/$r: target"; return 1; }
@@ -290,7 +320,7 @@ headline_drain() {
     q "$db" "ANALYZE outbox.intents" "CHECKPOINT" >/dev/null
 
     local base_children pg0 pg1 ng0 ng1 n0 n1 a0 a1 wal0 wal1 conns tls_new=0 tls_resumed=0 storm_at=""
-    [ "$scheme" = https ] && tls_log_reset
+    [ "$scheme" != http ] && tls_log_reset
     base_children=$(pg_children)
     # WAL written during the drain (bytes): unlike CPU time, it does not
     # move with the machine's load, so it shows a change in what a delivery
@@ -323,7 +353,7 @@ headline_drain() {
     forget_pid "$wrapper"
     local end=$EPOCHREALTIME
     conns=$(conn_sampler_stop "$B/$db.conns")
-    [ "$scheme" = https ] && read -r tls_new tls_resumed <<<"$(tls_log_count)"
+    [ "$scheme" != http ] && read -r tls_new tls_resumed <<<"$(tls_log_count)"
     wait_backends "$base_children"
     pg1=$(pg_cpu)
     ng1=$(nginx_cpu)
@@ -357,8 +387,10 @@ scenario_headline() {
     [ -n "$DEF_PGPORT" ] || { broken "headline: the stock PostgreSQL is not there"; return 1; }
     nginx_start || return 1
     say "headline: stock PostgreSQL, nginx on 127.0.0.1:$NGINX_PORT and (TLS) :$NGINX_TLS_PORT (pid $NGINX_PID), relay ${DEF_RELAY_OPTS[*]}"
-    local http_runs=$HEADLINE_RUNS tls_runs=$HEADLINE_TLS_RUNS
+    local http_runs=$HEADLINE_RUNS tls_runs=$HEADLINE_TLS_RUNS h2_runs=0
     want headline || http_runs=0 # BENCH_ONLY=headline_tls
+    { want headline || want headline_tls; } || tls_runs=0 # BENCH_ONLY=headline_h2
+    [[ ",${ONLY:-}," == *",headline_h2,"* ]] && h2_runs=$HEADLINE_H2_RUNS
     emit_text kind=headline_meta nginx="$("$NGINX" -v 2>&1 | sed 's/^nginx version: //')" \
         nginx_conf="worker_processes auto, worker_connections 4096, access_log off, keep-alive (timeout 75 s, 1000 requests), return 200 {\"ok\":true}" \
         nginx_tls="TLS 1.3 only, ECDSA P-256 certificate from a throwaway CA (the target's ca_file, curl_probe --cacert), session tickets on (nginx's default), no shared session cache; an access log on the TLS server only (buffer 64k, flushed every 1 s) to count resumed sessions" \
@@ -395,6 +427,16 @@ scenario_headline() {
         fi
         emit kind=headline_tls round="$r" load1_before="$load" "${DRAIN_FIELDS[@]}" "${PROBE_FIELDS[@]}" \
             load1_after="$(cut -d' ' -f1 /proc/loadavg)"
+    done
+    # HTTP/2 against HTTP/1.1 over the same TLS, in alternating order.
+    for r in $(seq 1 "$h2_runs"); do
+        local DRAIN_FIELDS=() MEAN_IN_FLIGHT=1 load scheme
+        for scheme in $([ $((r % 2)) = 1 ] && echo "https h2" || echo "h2 https"); do
+            load=$(cut -d' ' -f1 /proc/loadavg)
+            headline_drain "$r" "$scheme" || break 2
+            emit kind="$([ "$scheme" = h2 ] && echo headline_h2 || echo headline_h2_base)" round="$r" \
+                load1_before="$load" "${DRAIN_FIELDS[@]}" load1_after="$(cut -d' ' -f1 /proc/loadavg)"
+        done
     done
     # The reconnect storm: one more TLS drain, nginx reloaded a third of the way in.
     if [ "$HEADLINE_STORM" = 1 ] && [ "$tls_runs" -gt 0 ]; then

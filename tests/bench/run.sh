@@ -808,7 +808,7 @@ q bench_tmpl "INSERT INTO outbox.targets (name, url, max_in_flight)
 # target has no optional column (the table's defaults apply). pgcluster_start
 # exports PG* for its cluster: the tuned cluster's stay the script's own.
 DEF_PGPORT=""
-if want defaults || want headline || want headline_tls; then
+if want defaults || want headline || want headline_tls || want headline_h2; then
     say "PostgreSQL (stock settings) in $B/pgdef (${DEF_PG_SETTINGS[*]})"
     saved_env=("$PGHOST" "$PGPORT" "$PGUSER" "$PGDATABASE" "$DATABASE_URL")
     if pgcluster_start "$B/pgdef" "${DEF_PG_SETTINGS[@]}"; then
@@ -853,7 +853,7 @@ emit_text kind=meta git_commit="$git_commit" relay_or_migrations_modified="$git_
     memory="$N_MEMORY intents, receiver --delay-ms 2000 (then also --response-bytes $MEMORY_RESPONSE_CAP), relay --max-in-flight $MEMORY_IN_FLIGHT --max-in-flight-per-target $MEMORY_IN_FLIGHT --max-response-bytes $MEMORY_RESPONSE_CAP, target max_in_flight $MEMORY_IN_FLIGHT" \
     load_before="$(cut -d' ' -f1-3 /proc/loadavg)"
 
-{ want headline || want headline_tls; } && { scenario_headline || true; }
+{ want headline || want headline_tls || want headline_h2; } && { scenario_headline || true; }
 want drain || want defaults || want no_analyze || want two_relays || want four_relays && scenario_drains
 # The stock cluster's work is done: stop it so its checkpoints and
 # background writes stay out of the scenarios that follow.
