@@ -69,7 +69,8 @@
 
 /* Easy handles are reused (curl_easy_reset between uses): creating and
  * cleaning one per delivery was 9 % of the relay's CPU in the drain profile.
- * The pool lives for the process; delivery_pool_drain() empties it. */
+ * The pool follows demand (delivery_pool_trim); delivery_pool_drain()
+ * empties it at exit. */
 #define EASY_POOL_MAX 1024
 static CURL *easy_pool[EASY_POOL_MAX];
 static size_t easy_pool_count;
@@ -109,6 +110,14 @@ static CURLSH *tls_sessions_share(void)
         }
     }
     return tls_sessions;
+}
+
+size_t delivery_pool_trim(size_t keep)
+{
+    size_t freed = 0;
+    for (; easy_pool_count > keep; freed++)
+        curl_easy_cleanup(easy_pool[--easy_pool_count]);
+    return freed;
 }
 
 void delivery_pool_drain(void)

@@ -110,6 +110,11 @@ void delivery_report(struct delivery *d, CURLcode result, bool aborted,
                      struct delivery_report *report);
 /* Gives the easy handle back to the pool and frees the rest. */
 void delivery_free(struct delivery *d);
+/* Cleans up pooled easy handles beyond keep (each holds ~20 KiB of
+ * libcurl's buffers); returns how many. The relay keeps what its recent
+ * peak in flight needed: the pool otherwise holds the highest in-flight
+ * ever seen, for good (make soak saw RSS rise in steps). */
+size_t delivery_pool_trim(size_t keep);
 /* Cleans up the pooled easy handles (at exit, before curl_global_cleanup). */
 void delivery_pool_drain(void);
 

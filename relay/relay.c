@@ -55,6 +55,7 @@
 #include "sql.h"
 
 #include <inttypes.h>
+#include <malloc.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -63,6 +64,7 @@
 /* How long shutdown waits for the database to take the last outcomes. */
 #define SHUTDOWN_RECORD_WAIT_MS 10000
 #define TAKE_OVER_BATCH 256
+#define POOL_TRIM_EVERY_MS 60000
 
 static void relay_maybe_claim(struct relay *r);
 static void relay_set_idle(struct relay *r, bool idle);
@@ -472,6 +474,8 @@ static void relay_start_delivery(struct relay *r, struct target *t, const struct
     DLIST_PUSH_FRONT(r->deliveries, d);
     t->in_flight++;
     r->in_flight++;
+    if (r->in_flight > r->in_flight_peak)
+        r->in_flight_peak = r->in_flight;
     if (!http_client_add(d->multiplexed ? r->http2 : r->http, d->easy, d))
         relay_conclude(r, d, CURLE_FAILED_INIT, false);
 }
@@ -783,6 +787,20 @@ static void on_poll_timer(uv_timer_t *timer)
     relay_maybe_claim(r);
 }
 
+/* Once a minute, the easy-handle pool shrinks to the most deliveries in
+ * flight during that minute, and freed heap goes back to the system: RSS
+ * follows demand instead of the highest peak ever seen. */
+static void relay_trim_pool(struct relay *r, uint64_t now)
+{
+    if (now - r->last_pool_trim_ms < POOL_TRIM_EVERY_MS)
+        return;
+    r->last_pool_trim_ms = now;
+    size_t keep = (size_t)(r->in_flight_peak > r->in_flight ? r->in_flight_peak : r->in_flight);
+    r->in_flight_peak = r->in_flight;
+    if (delivery_pool_trim(keep) > 0)
+        malloc_trim(0);
+}
+
 static void on_maintenance_timer(uv_timer_t *timer)
 {
     struct relay *r = timer->data;
@@ -798,6 +816,7 @@ static void on_maintenance_timer(uv_timer_t *timer)
         stmt_slot_start(&r->targets_load, 0, NULL);
     relay_refresh_live_counts(r);
     relay_heartbeat(r, now);
+    relay_trim_pool(r, now);
 }
 
 /* ---------------------------------------------------------------- database events */

@@ -116,6 +116,8 @@ struct relay {
     bool idle_wanted; /* the last wish; idle_in_db follows it */
     uint64_t last_heartbeat_ms;
     uint64_t last_targets_ms;
+    uint64_t last_pool_trim_ms;
+    int in_flight_peak; /* the most deliveries at once since the last pool trim */
     uint64_t rng;
 
     /* What the admin port reads (relay_status.c). */

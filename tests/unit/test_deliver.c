@@ -187,6 +187,27 @@ START_TEST(status_check_has_no_payload)
 }
 END_TEST
 
+/* Handles given back wait in the pool; a trim keeps only what recent demand
+ * needed, and the next deliveries take from what is left. */
+START_TEST(pool_follows_demand)
+{
+    struct target t = test_target("Idempotency-Key");
+    delivery_pool_drain();
+    struct claimed_row row = claimed(1, "k", "{}", 1, false, 0);
+    struct delivery *d[3];
+    for (int i = 0; i < 3; i++)
+        d[i] = delivery_new(&t, &row, 64, 0);
+    for (int i = 0; i < 3; i++)
+        delivery_free(d[i]);
+    ck_assert_uint_eq(delivery_pool_trim(1), 2); /* three pooled, one kept */
+    ck_assert_uint_eq(delivery_pool_trim(1), 0);
+    struct delivery *again = delivery_new(&t, &row, 64, 0);
+    ck_assert_ptr_nonnull(again);
+    delivery_free(again);
+    ck_assert_uint_eq(delivery_pool_trim(0), 1);
+}
+END_TEST
+
 /* A transfer that never wrote a byte is not sent, whatever ended it. */
 START_TEST(report_of_a_transfer_that_sent_nothing)
 {
@@ -394,6 +415,7 @@ Suite *deliver_suite(void)
     tc = tcase_create("delivery");
     tcase_add_test(tc, new_delivery_copies_and_decides_the_key_header);
     tcase_add_test(tc, status_check_has_no_payload);
+    tcase_add_test(tc, pool_follows_demand);
     tcase_add_test(tc, report_of_a_transfer_that_sent_nothing);
     tcase_add_test(tc, report_names_the_tls_file_that_cannot_be_used);
     tcase_add_test(tc, http_version_per_target);
