@@ -1,5 +1,5 @@
 -- schema/outbox.sql — the net schema of outbox-relay: what a database looks
--- like after every migration up to and including 0030_target_http2.sql.
+-- like after every migration up to and including 0031_settle.sql.
 --
 -- Read it to learn the data model; build databases with migrations/
 -- (`outbox-relay migrate`), which also records what is applied. The file is
@@ -728,18 +728,18 @@ CREATE FUNCTION outbox.cancel(p_key text, p_reason text DEFAULT NULL::text) RETU
     SET search_path TO 'pg_catalog', 'pg_temp'
     AS $$
 DECLARE
-    row outbox.intents := outbox.ordering_locked_intent(p_key, 'cancel');   -- 0013: the group's settle lock too
-    d   record;   -- 0026: outbox.delivery_summary
+    row outbox.intents := outbox.ordering_locked_intent(p_key, 'cancel');   -- the group's settle lock too
+    d   record;   -- outbox.delivery_summary: what the attempts were
 BEGIN
     IF (row.state NOT IN ('pending', 'awaiting_approval') OR row.ambiguous)
-       AND NOT (row.state = 'failed' AND row.ordering_key IS NOT NULL) THEN   -- 0013
+       AND NOT (row.state = 'failed' AND row.ordering_key IS NOT NULL) THEN
         RAISE EXCEPTION 'outbox.cancel: key % is %, cannot cancel', quote_literal(p_key),
                         CASE WHEN row.ambiguous AND row.state = 'pending' THEN 'pending after an ambiguous attempt (it may have executed)'
                              ELSE row.state::text END
             USING ERRCODE = 'OR007', HINT = 'Only intents that were never sent (or, in an ordering group, that failed) can be cancelled.';
     END IF;
     SELECT * INTO d FROM outbox.delivery_summary(row.id);
-    IF row.state <> 'failed' AND d.may_have_executed > 0 THEN   -- 0026
+    IF row.state <> 'failed' AND d.may_have_executed > 0 THEN
         RAISE EXCEPTION 'outbox.cancel: key % is % after %, cannot cancel', quote_literal(p_key), row.state,
                         d.story || CASE WHEN d.status_url_said_no
                                         THEN ' (it may have answered while the target was still working on a request)'
@@ -751,14 +751,12 @@ BEGIN
        SET state = 'cancelled',
            last_error = 'cancelled: ' || coalesce(p_reason, 'no reason given')
                         || CASE WHEN row.state = 'failed' THEN ' (it had failed: ' || coalesce(row.last_error, 'no reason recorded') || ')'
-                                ELSE coalesce(' (after ' || d.story || ')', '') END,   -- 0013, 0026
+                                ELSE coalesce(' (after ' || d.story || ')', '') END,
            decision_note = p_reason, decided_by = session_user, updated_at = now()
      WHERE id = row.id;
     PERFORM outbox.note_decision(row.id, row.attempts, session_user,
-                                 'cancelled: ' || coalesce(p_reason, '') || coalesce(' (after ' || d.story || ')', ''));   -- 0026
-    IF row.ordering_key IS NOT NULL THEN   -- 0013
-        PERFORM outbox.ordering_release(ARRAY[row.ordering_key]);
-    END IF;
+                                 'cancelled: ' || coalesce(p_reason, '') || coalesce(' (after ' || d.story || ')', ''));
+    PERFORM outbox.settle(ARRAY[row.id], ARRAY['cancelled'::outbox.intent_state], ARRAY[row.ordering_key]);
     RETURN 'cancelled';
 END
 $$;
@@ -769,13 +767,14 @@ CREATE FUNCTION outbox.cancel_run(p_run_id text, p_reason text DEFAULT NULL::tex
     AS $$
 DECLARE
     candidate bigint;
-    grp       text;      -- 0013
-    groups    text[];    -- 0013
-    locked    boolean := false;   -- 0013
+    grp       text;
+    groups    text[];
+    locked    boolean := false;
     row       outbox.intents;
-    cancelled integer := 0;
-    everyone  boolean := NOT outbox.isolated();   -- 0026: else only the caller's own intents
-    story     text;      -- 0026
+    everyone  boolean := NOT outbox.isolated();   -- else only the caller's own intents (enqueued_by)
+    story     text;
+    final_ids    bigint[] := '{}';   -- for outbox.settle
+    final_groups text[] := '{}';
 BEGIN
     IF p_run_id IS NULL OR p_run_id = '' THEN
         RAISE EXCEPTION 'outbox.cancel_run: say which run (p_run_id)' USING ERRCODE = '22023';
@@ -784,21 +783,21 @@ BEGIN
     -- relay that is recording one of them. Once a row is locked, the UPDATE below looks
     -- again with a fresh snapshot, so it sees the attempts row a relay committed with the
     -- change we waited for; while we hold the lock, no relay can claim the row.
-    -- 0013: unordered candidates first (waiting for their locks), then the ordered
-    -- ones, after the settle locks of their groups (all at once, in one order), and
-    -- only rows nobody else holds: a relay recording one waits for those locks.
+    -- Unordered candidates first (waiting for their locks), then the ordered ones, after
+    -- the settle locks of their groups (all at once, in one order: outbox.ordering_lock_groups),
+    -- and only rows nobody else holds: a relay recording one waits for those locks.
     SELECT array_agg(DISTINCT i.ordering_key) INTO groups FROM outbox.intents i
      WHERE i.run_id = p_run_id AND i.state IN ('pending', 'awaiting_approval')
        AND NOT i.ambiguous AND i.compensates IS NULL AND i.ordering_key IS NOT NULL
-       AND (everyone OR i.enqueued_by = session_user::text);   -- 0026
+       AND (everyone OR i.enqueued_by = session_user::text);
     FOR candidate, grp IN
         SELECT i.id, i.ordering_key FROM outbox.intents i
          WHERE i.run_id = p_run_id AND i.state IN ('pending', 'awaiting_approval')
            AND NOT i.ambiguous AND i.compensates IS NULL
-           AND (everyone OR i.enqueued_by = session_user::text)   -- 0026
+           AND (everyone OR i.enqueued_by = session_user::text)
          ORDER BY i.ordering_key IS NOT NULL, i.id
     LOOP
-        IF grp IS NULL THEN   -- 0013
+        IF grp IS NULL THEN
             PERFORM 1 FROM outbox.intents i WHERE i.id = candidate FOR UPDATE;
         ELSE
             CONTINUE WHEN NOT grp = ANY (groups);   -- no longer a candidate when groups was read
@@ -809,8 +808,8 @@ BEGIN
             PERFORM 1 FROM outbox.intents i WHERE i.id = candidate FOR UPDATE SKIP LOCKED;
             CONTINUE WHEN NOT FOUND;
         END IF;
-        -- 0026: no attempt that may have executed (was: no attempt that reached or may
-        -- have reached the target), as outbox.cancel; what they were goes into the reason.
+        -- As outbox.cancel: no attempt that may have executed; what they were goes
+        -- into the reason.
         story := (SELECT d.story FROM outbox.delivery_summary(candidate) d);
         UPDATE outbox.intents i
            SET state = 'cancelled',
@@ -824,14 +823,16 @@ BEGIN
         IF FOUND THEN
             PERFORM outbox.note_decision(row.id, row.attempts, session_user,
                                          format('cancelled with run %s: %s', p_run_id, coalesce(p_reason, ''))
-                                         || coalesce(' (after ' || story || ')', ''));   -- 0026
-            cancelled := cancelled + 1;
+                                         || coalesce(' (after ' || story || ')', ''));
+            final_ids := final_ids || row.id;
+            final_groups := final_groups || row.ordering_key;
         END IF;
     END LOOP;
-    IF locked THEN   -- 0013
-        PERFORM outbox.ordering_release(groups);
+    IF cardinality(final_ids) > 0 THEN
+        PERFORM outbox.settle(final_ids, array_fill('cancelled'::outbox.intent_state, ARRAY[cardinality(final_ids)]),
+                              final_groups);
     END IF;
-    RETURN cancelled;
+    RETURN cardinality(final_ids);
 END
 $$;
 
@@ -2771,17 +2772,21 @@ CREATE FUNCTION outbox.record(p_relay text, p_ids bigint[], p_attempts integer[]
     SET plan_cache_mode TO 'force_generic_plan'
     AS $$
 DECLARE
-    flag      text;     -- 0021: set_config's answer, unused (an assignment keeps FOUND)
+    flag    text;      -- set_config's answer, unused (an assignment keeps FOUND)
     updated integer := 0;
     applied boolean[] := array_fill(false, ARRAY[coalesce(cardinality(p_ids), 0)]);
     o       bigint;
-    grp     text;     -- 0013
-    settled text[];   -- 0013: groups whose intent succeeded here
-    ev      jsonb;    -- 0015
+    r_id    bigint;
+    r_state outbox.intent_state;
+    grp     text;
+    ev      jsonb;
+    final_ids    bigint[] := '{}';   -- for outbox.settle
+    final_states outbox.intent_state[] := '{}';
+    final_groups text[] := '{}';
 BEGIN
     -- One outcome per row: a delivery's (sent known) before a take-over's,
     -- then the first buffered; fenced by (lease owner, attempt).
-    FOR o, grp, ev IN
+    FOR o, r_id, r_state, grp, ev IN
         WITH u AS (
             SELECT x.*,
                    row_number() OVER (PARTITION BY x.id ORDER BY x.sent IS NULL, x.ord) = 1 AS chosen
@@ -2807,8 +2812,8 @@ BEGIN
           FROM u
          WHERE u.chosen AND i.id = u.id AND i.state IN ('in_flight', 'unknown') AND i.lease_owner = p_relay
            AND i.attempts = u.attempt
-        RETURNING u.ord, CASE WHEN u.state = 'succeeded' THEN i.ordering_key END,  -- 0013
-                  -- 0015: what a person may have to act on
+        RETURNING u.ord, i.id, u.state, i.ordering_key,
+                  -- what a person may have to act on (outbox.intent_event)
                   CASE WHEN u.state = 'failed'
                          OR (u.state = 'unknown' AND u.class NOT IN ('reconcile_inconclusive', 'reconciled_executed',
                                                                       'reconciled_not_executed'))
@@ -2816,10 +2821,12 @@ BEGIN
     LOOP
         applied[o] := true;
         updated := updated + 1;
-        IF grp IS NOT NULL THEN          -- 0013
-            settled := settled || grp;
+        IF r_state IN ('succeeded', 'failed') THEN
+            final_ids := final_ids || r_id;
+            final_states := final_states || r_state;
+            final_groups := final_groups || grp;
         END IF;
-        IF ev IS NOT NULL THEN           -- 0015
+        IF ev IS NOT NULL THEN
             PERFORM pg_notify('outbox_events', ev::text);
             IF ev ? 'blocks' THEN
                 PERFORM pg_notify('outbox_events',
@@ -2830,8 +2837,8 @@ BEGIN
         END IF;
     END LOOP;
 
-    -- 0020: the intents of outcomes not applied are kept from being deleted
-    -- until this commits (the INSERT below is not reference-checked).
+    -- The intents of outcomes not applied are kept from being deleted until
+    -- this commits (the INSERT below is not reference-checked).
     IF updated < coalesce(cardinality(p_ids), 0) THEN
         PERFORM 1 FROM outbox.intents i
          WHERE i.id IN (SELECT x.id FROM unnest(p_ids) WITH ORDINALITY AS x(id, ord) WHERE NOT applied[x.ord])
@@ -2840,7 +2847,7 @@ BEGIN
 
     -- Every outcome into the history, in the order the relay saw them; not
     -- for an intent deleted meanwhile (its history would break the reference).
-    flag := set_config('outbox.in_record', 'on', true);     -- 0021: the INSERT trigger's WHEN
+    flag := set_config('outbox.in_record', 'on', true);     -- the trigger attempts_reference_insert's WHEN
     INSERT INTO outbox.attempts (intent_id, attempt, relay, class, request_sent, http_status,
                                  error, latency_ms, response_body, key_sent, recorded)
     SELECT x.id, x.attempt, p_relay, x.class, x.sent, x.http, x.error, x.latency_ms,
@@ -2848,13 +2855,12 @@ BEGIN
       FROM unnest(p_ids, p_attempts, p_classes, p_sent, p_http, p_errors, p_latency_ms, p_bodies,
                   p_key_sent) WITH ORDINALITY
            AS x(id, attempt, class, sent, http, error, latency_ms, body, key_sent, ord)
-     WHERE applied[x.ord] OR EXISTS (SELECT 1 FROM outbox.intents i WHERE i.id = x.id)   -- 0020
+     WHERE applied[x.ord] OR EXISTS (SELECT 1 FROM outbox.intents i WHERE i.id = x.id)
      ORDER BY x.ord;
-    flag := set_config('outbox.in_record', 'off', true);   -- 0021
+    flag := set_config('outbox.in_record', 'off', true);
 
-    -- 0013: the next intent of each group whose intent succeeded is due now.
-    IF settled IS NOT NULL THEN
-        PERFORM outbox.ordering_release(settled);
+    IF cardinality(final_ids) > 0 THEN
+        PERFORM outbox.settle(final_ids, final_states, final_groups);
     END IF;
     RETURN updated;
 END
@@ -3034,7 +3040,7 @@ CREATE FUNCTION outbox.reject(p_key text, p_by text, p_reason text) RETURNS outb
     SET search_path TO 'pg_catalog', 'pg_temp'
     AS $$
 DECLARE
-    row outbox.intents := outbox.ordering_locked_intent(p_key, 'reject');   -- 0013
+    row outbox.intents := outbox.ordering_locked_intent(p_key, 'reject');   -- the group's settle lock too
 BEGIN
     IF p_by IS NULL OR p_by = '' THEN
         RAISE EXCEPTION 'outbox.reject: say who rejects (p_by)' USING ERRCODE = '22023';
@@ -3050,9 +3056,7 @@ BEGIN
      WHERE id = row.id;
     PERFORM outbox.note_decision(row.id, row.attempts, p_by,
                                  format('rejected by %s (session user %s): %s', p_by, session_user, coalesce(p_reason, '')));
-    IF row.ordering_key IS NOT NULL THEN   -- 0013
-        PERFORM outbox.ordering_release(ARRAY[row.ordering_key]);
-    END IF;
+    PERFORM outbox.settle(ARRAY[row.id], ARRAY['cancelled'::outbox.intent_state], ARRAY[row.ordering_key]);
     RETURN 'cancelled';
 END
 $$;
@@ -3125,7 +3129,7 @@ CREATE FUNCTION outbox.resolve(p_key text, p_outcome text, p_note text) RETURNS 
     SET search_path TO 'pg_catalog', 'pg_temp'
     AS $$
 DECLARE
-    row outbox.intents := outbox.ordering_locked_intent(p_key, 'resolve');   -- 0013
+    row outbox.intents := outbox.ordering_locked_intent(p_key, 'resolve');   -- the group's settle lock too
 BEGIN
     IF p_outcome IS NULL OR p_outcome NOT IN ('succeeded', 'failed') THEN
         RAISE EXCEPTION 'outbox.resolve: outcome must be succeeded or failed, got %',
@@ -3146,9 +3150,7 @@ BEGIN
            lease_owner = NULL, lease_expires_at = NULL, updated_at = now()
      WHERE id = row.id;
     PERFORM outbox.note_decision(row.id, row.attempts, session_user, 'resolved ' || p_outcome || ': ' || p_note);
-    IF row.ordering_key IS NOT NULL AND p_outcome = 'succeeded' THEN   -- 0013
-        PERFORM outbox.ordering_release(ARRAY[row.ordering_key]);
-    END IF;
+    PERFORM outbox.settle(ARRAY[row.id], ARRAY[p_outcome::outbox.intent_state], ARRAY[row.ordering_key]);
     RETURN p_outcome::outbox.intent_state;
 END
 $$;
@@ -3298,6 +3300,35 @@ BEGIN
     RETURN substring(t FROM 1 FOR length(t) - length(body)) || substr(body, 2, length(body) - 2);
 END
 $_$;
+
+CREATE FUNCTION outbox.settle(p_ids bigint[], p_states outbox.intent_state[], p_groups text[]) RETURNS void
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+DECLARE
+    moving text[];
+BEGIN
+    IF cardinality(p_ids) IS DISTINCT FROM cardinality(p_states)
+       OR cardinality(p_ids) IS DISTINCT FROM cardinality(p_groups) THEN
+        RAISE EXCEPTION 'outbox.settle: % ids, % states and % groups: one of each per intent',
+                        cardinality(p_ids), cardinality(p_states), cardinality(p_groups)
+            USING ERRCODE = '22023';
+    END IF;
+    IF EXISTS (SELECT 1 FROM unnest(p_states) AS s WHERE s IS NULL OR s NOT IN ('succeeded', 'failed', 'cancelled')) THEN
+        RAISE EXCEPTION 'outbox.settle: only succeeded, failed or cancelled is final, got %', p_states
+            USING ERRCODE = '22023';
+    END IF;
+
+    -- Ordered delivery: the next intent of a group is due once this one
+    -- succeeded or was cancelled; a failed one keeps the group waiting.
+    SELECT array_agg(DISTINCT s.grp) INTO moving
+      FROM unnest(p_states, p_groups) AS s(state, grp)
+     WHERE s.grp IS NOT NULL AND s.state IN ('succeeded', 'cancelled');
+    IF moving IS NOT NULL THEN
+        PERFORM outbox.ordering_release(moving);
+    END IF;
+END
+$$;
 
 CREATE FUNCTION outbox.take_over(p_relay text, p_limit integer, p_lease_ms integer, p_held bigint[]) RETURNS TABLE(id bigint, key text, target text, attempt integer, ambiguous boolean, first_attempt_ms bigint, previous_owner text, key_sent boolean)
     LANGUAGE plpgsql SECURITY DEFINER
@@ -3998,6 +4029,8 @@ REVOKE ALL ON FUNCTION outbox.rule_text(p_rule jsonpath) FROM PUBLIC;
 GRANT ALL ON FUNCTION outbox.rule_text(p_rule jsonpath) TO outbox_operator;
 GRANT ALL ON FUNCTION outbox.rule_text(p_rule jsonpath) TO outbox_admin;
 
+REVOKE ALL ON FUNCTION outbox.settle(p_ids bigint[], p_states outbox.intent_state[], p_groups text[]) FROM PUBLIC;
+
 REVOKE ALL ON FUNCTION outbox.take_over(p_relay text, p_limit integer, p_lease_ms integer, p_held bigint[]) FROM PUBLIC;
 GRANT ALL ON FUNCTION outbox.take_over(p_relay text, p_limit integer, p_lease_ms integer, p_held bigint[]) TO outbox_relay;
 
@@ -4132,6 +4165,8 @@ COMMENT ON FUNCTION outbox.refuse_others_key(p_function text, p_key text) IS 'Ra
 COMMENT ON FUNCTION outbox.retries_due_now(p_target text) IS 'After a target''s circuit closed or it was enabled again: its pending retries waiting on their back-off are due now (0023).';
 
 COMMENT ON FUNCTION outbox.retry_now(p_key text, p_by text) IS 'Send an intent now where that is safe: pending (due now), unknown on a key-honouring target within key_ttl, failed with no ambiguous attempt. Otherwise OR007.';
+
+COMMENT ON FUNCTION outbox.settle(p_ids bigint[], p_states outbox.intent_state[], p_groups text[]) IS 'What follows an intent becoming final (succeeded, failed, cancelled), called once by each path that makes intents final, with their ids, new states and ordering groups: today, the release of the groups that may move on.';
 
 COMMENT ON FUNCTION outbox.take_over(p_relay text, p_limit integer, p_lease_ms integer, p_held bigint[]) IS 'Take over in-flight rows whose lease expired (never the caller''s own, p_held), with the key stamp of the request that may have executed.';
 

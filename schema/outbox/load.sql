@@ -1,6 +1,6 @@
 -- schema/outbox/load.sql — the net schema of outbox-relay, one file per live
 -- object: what a database looks like after every migration up to and
--- including 0030_target_http2.sql. `psql -f schema/outbox/load.sql` builds it (the files in
+-- including 0031_settle.sql. `psql -f schema/outbox/load.sql` builds it (the files in
 -- an order that works); tests/sql/run.sh proves it builds the same schema as
 -- migrations/, as it does for schema/outbox.sql.
 --
@@ -125,6 +125,7 @@ GRANT outbox_operator TO outbox_admin;
 \ir functions/retries_due_now.sql
 \ir functions/retry_now.sql
 \ir functions/rule_text.sql
+\ir functions/settle.sql
 \ir functions/take_over.sql
 \ir functions/take_over_expired.sql
 \ir functions/target_event.sql

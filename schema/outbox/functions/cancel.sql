@@ -3,18 +3,18 @@ CREATE FUNCTION outbox.cancel(p_key text, p_reason text DEFAULT NULL::text) RETU
     SET search_path TO 'pg_catalog', 'pg_temp'
     AS $$
 DECLARE
-    row outbox.intents := outbox.ordering_locked_intent(p_key, 'cancel');   -- 0013: the group's settle lock too
-    d   record;   -- 0026: outbox.delivery_summary
+    row outbox.intents := outbox.ordering_locked_intent(p_key, 'cancel');   -- the group's settle lock too
+    d   record;   -- outbox.delivery_summary: what the attempts were
 BEGIN
     IF (row.state NOT IN ('pending', 'awaiting_approval') OR row.ambiguous)
-       AND NOT (row.state = 'failed' AND row.ordering_key IS NOT NULL) THEN   -- 0013
+       AND NOT (row.state = 'failed' AND row.ordering_key IS NOT NULL) THEN
         RAISE EXCEPTION 'outbox.cancel: key % is %, cannot cancel', quote_literal(p_key),
                         CASE WHEN row.ambiguous AND row.state = 'pending' THEN 'pending after an ambiguous attempt (it may have executed)'
                              ELSE row.state::text END
             USING ERRCODE = 'OR007', HINT = 'Only intents that were never sent (or, in an ordering group, that failed) can be cancelled.';
     END IF;
     SELECT * INTO d FROM outbox.delivery_summary(row.id);
-    IF row.state <> 'failed' AND d.may_have_executed > 0 THEN   -- 0026
+    IF row.state <> 'failed' AND d.may_have_executed > 0 THEN
         RAISE EXCEPTION 'outbox.cancel: key % is % after %, cannot cancel', quote_literal(p_key), row.state,
                         d.story || CASE WHEN d.status_url_said_no
                                         THEN ' (it may have answered while the target was still working on a request)'
@@ -26,14 +26,12 @@ BEGIN
        SET state = 'cancelled',
            last_error = 'cancelled: ' || coalesce(p_reason, 'no reason given')
                         || CASE WHEN row.state = 'failed' THEN ' (it had failed: ' || coalesce(row.last_error, 'no reason recorded') || ')'
-                                ELSE coalesce(' (after ' || d.story || ')', '') END,   -- 0013, 0026
+                                ELSE coalesce(' (after ' || d.story || ')', '') END,
            decision_note = p_reason, decided_by = session_user, updated_at = now()
      WHERE id = row.id;
     PERFORM outbox.note_decision(row.id, row.attempts, session_user,
-                                 'cancelled: ' || coalesce(p_reason, '') || coalesce(' (after ' || d.story || ')', ''));   -- 0026
-    IF row.ordering_key IS NOT NULL THEN   -- 0013
-        PERFORM outbox.ordering_release(ARRAY[row.ordering_key]);
-    END IF;
+                                 'cancelled: ' || coalesce(p_reason, '') || coalesce(' (after ' || d.story || ')', ''));
+    PERFORM outbox.settle(ARRAY[row.id], ARRAY['cancelled'::outbox.intent_state], ARRAY[row.ordering_key]);
     RETURN 'cancelled';
 END
 $$;

@@ -4,13 +4,14 @@ CREATE FUNCTION outbox.cancel_run(p_run_id text, p_reason text DEFAULT NULL::tex
     AS $$
 DECLARE
     candidate bigint;
-    grp       text;      -- 0013
-    groups    text[];    -- 0013
-    locked    boolean := false;   -- 0013
+    grp       text;
+    groups    text[];
+    locked    boolean := false;
     row       outbox.intents;
-    cancelled integer := 0;
-    everyone  boolean := NOT outbox.isolated();   -- 0026: else only the caller's own intents
-    story     text;      -- 0026
+    everyone  boolean := NOT outbox.isolated();   -- else only the caller's own intents (enqueued_by)
+    story     text;
+    final_ids    bigint[] := '{}';   -- for outbox.settle
+    final_groups text[] := '{}';
 BEGIN
     IF p_run_id IS NULL OR p_run_id = '' THEN
         RAISE EXCEPTION 'outbox.cancel_run: say which run (p_run_id)' USING ERRCODE = '22023';
@@ -19,21 +20,21 @@ BEGIN
     -- relay that is recording one of them. Once a row is locked, the UPDATE below looks
     -- again with a fresh snapshot, so it sees the attempts row a relay committed with the
     -- change we waited for; while we hold the lock, no relay can claim the row.
-    -- 0013: unordered candidates first (waiting for their locks), then the ordered
-    -- ones, after the settle locks of their groups (all at once, in one order), and
-    -- only rows nobody else holds: a relay recording one waits for those locks.
+    -- Unordered candidates first (waiting for their locks), then the ordered ones, after
+    -- the settle locks of their groups (all at once, in one order: outbox.ordering_lock_groups),
+    -- and only rows nobody else holds: a relay recording one waits for those locks.
     SELECT array_agg(DISTINCT i.ordering_key) INTO groups FROM outbox.intents i
      WHERE i.run_id = p_run_id AND i.state IN ('pending', 'awaiting_approval')
        AND NOT i.ambiguous AND i.compensates IS NULL AND i.ordering_key IS NOT NULL
-       AND (everyone OR i.enqueued_by = session_user::text);   -- 0026
+       AND (everyone OR i.enqueued_by = session_user::text);
     FOR candidate, grp IN
         SELECT i.id, i.ordering_key FROM outbox.intents i
          WHERE i.run_id = p_run_id AND i.state IN ('pending', 'awaiting_approval')
            AND NOT i.ambiguous AND i.compensates IS NULL
-           AND (everyone OR i.enqueued_by = session_user::text)   -- 0026
+           AND (everyone OR i.enqueued_by = session_user::text)
          ORDER BY i.ordering_key IS NOT NULL, i.id
     LOOP
-        IF grp IS NULL THEN   -- 0013
+        IF grp IS NULL THEN
             PERFORM 1 FROM outbox.intents i WHERE i.id = candidate FOR UPDATE;
         ELSE
             CONTINUE WHEN NOT grp = ANY (groups);   -- no longer a candidate when groups was read
@@ -44,8 +45,8 @@ BEGIN
             PERFORM 1 FROM outbox.intents i WHERE i.id = candidate FOR UPDATE SKIP LOCKED;
             CONTINUE WHEN NOT FOUND;
         END IF;
-        -- 0026: no attempt that may have executed (was: no attempt that reached or may
-        -- have reached the target), as outbox.cancel; what they were goes into the reason.
+        -- As outbox.cancel: no attempt that may have executed; what they were goes
+        -- into the reason.
         story := (SELECT d.story FROM outbox.delivery_summary(candidate) d);
         UPDATE outbox.intents i
            SET state = 'cancelled',
@@ -59,14 +60,16 @@ BEGIN
         IF FOUND THEN
             PERFORM outbox.note_decision(row.id, row.attempts, session_user,
                                          format('cancelled with run %s: %s', p_run_id, coalesce(p_reason, ''))
-                                         || coalesce(' (after ' || story || ')', ''));   -- 0026
-            cancelled := cancelled + 1;
+                                         || coalesce(' (after ' || story || ')', ''));
+            final_ids := final_ids || row.id;
+            final_groups := final_groups || row.ordering_key;
         END IF;
     END LOOP;
-    IF locked THEN   -- 0013
-        PERFORM outbox.ordering_release(groups);
+    IF cardinality(final_ids) > 0 THEN
+        PERFORM outbox.settle(final_ids, array_fill('cancelled'::outbox.intent_state, ARRAY[cardinality(final_ids)]),
+                              final_groups);
     END IF;
-    RETURN cancelled;
+    RETURN cardinality(final_ids);
 END
 $$;
 

@@ -4,17 +4,21 @@ CREATE FUNCTION outbox.record(p_relay text, p_ids bigint[], p_attempts integer[]
     SET plan_cache_mode TO 'force_generic_plan'
     AS $$
 DECLARE
-    flag      text;     -- 0021: set_config's answer, unused (an assignment keeps FOUND)
+    flag    text;      -- set_config's answer, unused (an assignment keeps FOUND)
     updated integer := 0;
     applied boolean[] := array_fill(false, ARRAY[coalesce(cardinality(p_ids), 0)]);
     o       bigint;
-    grp     text;     -- 0013
-    settled text[];   -- 0013: groups whose intent succeeded here
-    ev      jsonb;    -- 0015
+    r_id    bigint;
+    r_state outbox.intent_state;
+    grp     text;
+    ev      jsonb;
+    final_ids    bigint[] := '{}';   -- for outbox.settle
+    final_states outbox.intent_state[] := '{}';
+    final_groups text[] := '{}';
 BEGIN
     -- One outcome per row: a delivery's (sent known) before a take-over's,
     -- then the first buffered; fenced by (lease owner, attempt).
-    FOR o, grp, ev IN
+    FOR o, r_id, r_state, grp, ev IN
         WITH u AS (
             SELECT x.*,
                    row_number() OVER (PARTITION BY x.id ORDER BY x.sent IS NULL, x.ord) = 1 AS chosen
@@ -40,8 +44,8 @@ BEGIN
           FROM u
          WHERE u.chosen AND i.id = u.id AND i.state IN ('in_flight', 'unknown') AND i.lease_owner = p_relay
            AND i.attempts = u.attempt
-        RETURNING u.ord, CASE WHEN u.state = 'succeeded' THEN i.ordering_key END,  -- 0013
-                  -- 0015: what a person may have to act on
+        RETURNING u.ord, i.id, u.state, i.ordering_key,
+                  -- what a person may have to act on (outbox.intent_event)
                   CASE WHEN u.state = 'failed'
                          OR (u.state = 'unknown' AND u.class NOT IN ('reconcile_inconclusive', 'reconciled_executed',
                                                                       'reconciled_not_executed'))
@@ -49,10 +53,12 @@ BEGIN
     LOOP
         applied[o] := true;
         updated := updated + 1;
-        IF grp IS NOT NULL THEN          -- 0013
-            settled := settled || grp;
+        IF r_state IN ('succeeded', 'failed') THEN
+            final_ids := final_ids || r_id;
+            final_states := final_states || r_state;
+            final_groups := final_groups || grp;
         END IF;
-        IF ev IS NOT NULL THEN           -- 0015
+        IF ev IS NOT NULL THEN
             PERFORM pg_notify('outbox_events', ev::text);
             IF ev ? 'blocks' THEN
                 PERFORM pg_notify('outbox_events',
@@ -63,8 +69,8 @@ BEGIN
         END IF;
     END LOOP;
 
-    -- 0020: the intents of outcomes not applied are kept from being deleted
-    -- until this commits (the INSERT below is not reference-checked).
+    -- The intents of outcomes not applied are kept from being deleted until
+    -- this commits (the INSERT below is not reference-checked).
     IF updated < coalesce(cardinality(p_ids), 0) THEN
         PERFORM 1 FROM outbox.intents i
          WHERE i.id IN (SELECT x.id FROM unnest(p_ids) WITH ORDINALITY AS x(id, ord) WHERE NOT applied[x.ord])
@@ -73,7 +79,7 @@ BEGIN
 
     -- Every outcome into the history, in the order the relay saw them; not
     -- for an intent deleted meanwhile (its history would break the reference).
-    flag := set_config('outbox.in_record', 'on', true);     -- 0021: the INSERT trigger's WHEN
+    flag := set_config('outbox.in_record', 'on', true);     -- the trigger attempts_reference_insert's WHEN
     INSERT INTO outbox.attempts (intent_id, attempt, relay, class, request_sent, http_status,
                                  error, latency_ms, response_body, key_sent, recorded)
     SELECT x.id, x.attempt, p_relay, x.class, x.sent, x.http, x.error, x.latency_ms,
@@ -81,13 +87,12 @@ BEGIN
       FROM unnest(p_ids, p_attempts, p_classes, p_sent, p_http, p_errors, p_latency_ms, p_bodies,
                   p_key_sent) WITH ORDINALITY
            AS x(id, attempt, class, sent, http, error, latency_ms, body, key_sent, ord)
-     WHERE applied[x.ord] OR EXISTS (SELECT 1 FROM outbox.intents i WHERE i.id = x.id)   -- 0020
+     WHERE applied[x.ord] OR EXISTS (SELECT 1 FROM outbox.intents i WHERE i.id = x.id)
      ORDER BY x.ord;
-    flag := set_config('outbox.in_record', 'off', true);   -- 0021
+    flag := set_config('outbox.in_record', 'off', true);
 
-    -- 0013: the next intent of each group whose intent succeeded is due now.
-    IF settled IS NOT NULL THEN
-        PERFORM outbox.ordering_release(settled);
+    IF cardinality(final_ids) > 0 THEN
+        PERFORM outbox.settle(final_ids, final_states, final_groups);
     END IF;
     RETURN updated;
 END

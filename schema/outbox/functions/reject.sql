@@ -3,7 +3,7 @@ CREATE FUNCTION outbox.reject(p_key text, p_by text, p_reason text) RETURNS outb
     SET search_path TO 'pg_catalog', 'pg_temp'
     AS $$
 DECLARE
-    row outbox.intents := outbox.ordering_locked_intent(p_key, 'reject');   -- 0013
+    row outbox.intents := outbox.ordering_locked_intent(p_key, 'reject');   -- the group's settle lock too
 BEGIN
     IF p_by IS NULL OR p_by = '' THEN
         RAISE EXCEPTION 'outbox.reject: say who rejects (p_by)' USING ERRCODE = '22023';
@@ -19,9 +19,7 @@ BEGIN
      WHERE id = row.id;
     PERFORM outbox.note_decision(row.id, row.attempts, p_by,
                                  format('rejected by %s (session user %s): %s', p_by, session_user, coalesce(p_reason, '')));
-    IF row.ordering_key IS NOT NULL THEN   -- 0013
-        PERFORM outbox.ordering_release(ARRAY[row.ordering_key]);
-    END IF;
+    PERFORM outbox.settle(ARRAY[row.id], ARRAY['cancelled'::outbox.intent_state], ARRAY[row.ordering_key]);
     RETURN 'cancelled';
 END
 $$;

@@ -3,7 +3,7 @@ CREATE FUNCTION outbox.resolve(p_key text, p_outcome text, p_note text) RETURNS 
     SET search_path TO 'pg_catalog', 'pg_temp'
     AS $$
 DECLARE
-    row outbox.intents := outbox.ordering_locked_intent(p_key, 'resolve');   -- 0013
+    row outbox.intents := outbox.ordering_locked_intent(p_key, 'resolve');   -- the group's settle lock too
 BEGIN
     IF p_outcome IS NULL OR p_outcome NOT IN ('succeeded', 'failed') THEN
         RAISE EXCEPTION 'outbox.resolve: outcome must be succeeded or failed, got %',
@@ -24,9 +24,7 @@ BEGIN
            lease_owner = NULL, lease_expires_at = NULL, updated_at = now()
      WHERE id = row.id;
     PERFORM outbox.note_decision(row.id, row.attempts, session_user, 'resolved ' || p_outcome || ': ' || p_note);
-    IF row.ordering_key IS NOT NULL AND p_outcome = 'succeeded' THEN   -- 0013
-        PERFORM outbox.ordering_release(ARRAY[row.ordering_key]);
-    END IF;
+    PERFORM outbox.settle(ARRAY[row.id], ARRAY[p_outcome::outbox.intent_state], ARRAY[row.ordering_key]);
     RETURN p_outcome::outbox.intent_state;
 END
 $$;
