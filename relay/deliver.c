@@ -19,7 +19,7 @@
  * set explicitly), only http and https are allowed, redirects are not
  * followed (the URL is the one an admin registered).
  *
- * TLS files (0029): a target's ca_file (else --ca-file, else the system
+ * TLS files: a target's ca_file (else --ca-file, else the system
  * store) verifies its certificate, and its client_cert_file and
  * client_key_file are presented when it asks for one. They are paths given
  * to libcurl, which reads the files when it makes a connection: nothing
@@ -37,7 +37,7 @@
  * that. A file that cannot be used fails the attempt before any byte is
  * sent (not_sent), with an error that names the setting (delivery_tls_file_error).
  *
- * HTTP/2 (0030): the HTTP version is set on every request, 1.1 included
+ * HTTP/2 (targets.http_version): the HTTP version is set on every request, 1.1 included
  * (libcurl 7.62 and later offer h2 by ALPN to https:// URLs unless told
  * otherwise). An h2 request waits for a connection to the target that is
  * being made (CURLOPT_PIPEWAIT) and then rides it as one more stream, as
@@ -204,7 +204,7 @@ long delivery_http_version(const struct target *target, const char *url)
         return CURL_HTTP_VERSION_1_1;
     /* h2 needs TLS here: cleartext has no negotiation, and libcurl 7.88
      * fails every request after the first on a kept prior-knowledge (h2c)
-     * connection (0030), so http:// stays on HTTP/1.1 */
+     * connection, so http:// stays on HTTP/1.1 */
     if (url != NULL && strncasecmp(url, "https://", 8) == 0)
         return CURL_HTTP_VERSION_2TLS;
     return CURL_HTTP_VERSION_1_1;

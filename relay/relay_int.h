@@ -77,7 +77,7 @@ struct relay {
     pg_conn_t *pg_rec;     /* outbox.record only */
     struct pruner *pruner; /* retention, on a connection of its own; NULL: off */
     http_client_t *http;
-    http_client_t *http2; /* h2 deliveries (0030): DELIVERY_H2_CONNECTIONS_PER_HOST */
+    http_client_t *http2; /* h2 deliveries: DELIVERY_H2_CONNECTIONS_PER_HOST */
     struct target_set targets;
 
     uv_timer_t poll_timer;        /* fallback poll, and next due retry */

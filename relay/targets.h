@@ -22,7 +22,7 @@
  * without downtime (old and new side by side, then the old one removed). */
 #define TARGET_MAX_SECRETS 8
 
-/* The HTTP a target is spoken to in (0030, targets.http_version). */
+/* The HTTP a target is spoken to in (targets.http_version). */
 enum target_http {
     TARGET_HTTP_1_1, /* '1.1', and any text this relay does not know */
     TARGET_HTTP_2,   /* '2': h2 offered by ALPN over TLS, else HTTP/1.1 */
@@ -52,12 +52,12 @@ struct target {
     int circuit_failure_threshold;
     char **static_headers; /* "Name: value", NULL-terminated */
     char *secret_env;
-    /* TLS files on the relay's host (0029), paths only, read by libcurl when
+    /* TLS files on the relay's host, paths only, read by libcurl when
      * it connects: never their contents here, in the database or in logs. */
     char *ca_file; /* PEM CAs that verify the target; NULL: --ca-file or the system store */
     char *client_cert_file; /* PEM client certificate (chain); NULL: none */
     char *client_key_file;  /* its PEM private key; set exactly when client_cert_file is */
-    enum target_http http;  /* 0030; deliver.c maps it to libcurl's HTTP version */
+    enum target_http http;  /* deliver.c maps it to libcurl's HTTP version */
     struct target_secret secrets[TARGET_MAX_SECRETS]; /* in the variable's order */
     size_t secret_count;                              /* 0: requests are not signed */
     bool enabled;
