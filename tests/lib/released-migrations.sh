@@ -5,8 +5,9 @@
 #      SHA-256 (a database that applied it recorded that text);
 #   2. no migration outside the list sorts before the last listed one (a new
 #      migration never slips in between released ones);
-#   3. when the repository has the tag vX.Y.Z of a listed release, its
-#      migrations are the listed ones, byte for byte;
+#   3. the migrations of a listed release, at its tag vX.Y.Z or, in a clone
+#      without the tag, at the commit that migrations/released names for it
+#      ("# commit X.Y.Z SHA"), are the listed ones, byte for byte;
 #   4. relay/version.h and the newest heading of CHANGELOG.md name the same
 #      version ("## 0.2.0-dev — unreleased" for work after 0.1.0).
 # Run by the lint suite (tests/run.sh); prints what differs and exits 1.
@@ -26,10 +27,19 @@ while read -r release file sum; do
             "(sha256 $have, released $sum): write a new migration instead"
         bad=1
     fi
+    at=""
     if git rev-parse -q --verify "refs/tags/v$release" >/dev/null 2>&1; then
-        tagged=$(git show "v$release:migrations/$file" 2>/dev/null | sha256sum | cut -c1-64)
+        at="v$release"
+    else
+        at=$(sed -n "s/^# commit $release \([0-9a-f]\{40\}\)$/\1/p" migrations/released)
+        if [ -n "$at" ] && ! git cat-file -e "$at^{commit}" 2>/dev/null; then
+            at=""   # a shallow clone: the commit is not here
+        fi
+    fi
+    if [ -n "$at" ]; then
+        tagged=$(git show "$at:migrations/$file" 2>/dev/null | sha256sum | cut -c1-64)
         if [ "$tagged" != "$sum" ]; then
-            echo "released-migrations: migrations/$file differs from its text at tag v$release"; bad=1
+            echo "released-migrations: migrations/$file differs from its text at $at (release $release)"; bad=1
         fi
     fi
     last=$file
