@@ -425,15 +425,24 @@ void relay_log_attempt(const struct delivery *d, enum attempt_class cls, const s
     log_level_t level = LOG_INFO;
     if (!log_enabled(level))
         return;
-    log_event(level, d->kind == DELIVERY_STATUS_CHECK ? "status_check" : "attempt", "key",
-              json_string(d->key), "target", json_string(d->target->name), "attempt",
-              json_integer(d->attempt), "class", json_string(outcome_class_name(cls)),
-              "http_status", report->http_status ? json_integer(report->http_status) : json_null(),
-              "state", json_string(outcome_state_name(dec->next_state)), "latency_ms",
-              json_integer(report->latency_ms), "error",
-              *report->error ? json_string(report->error) : json_null(), "trace_id",
-              *d->trace_id ? json_string(d->trace_id) : json_null(), "span_id",
-              *d->trace_id ? json_string(d->span_id) : json_null(), LOG_END);
+    /* log_fields, not log_event: the same line without a jansson object per
+     * field (this line was 8-10 % of the relay's CPU in the TLS drain) */
+    bool traced = *d->trace_id != '\0';
+    struct log_field fields[] = {
+        LOG_STRING("key", d->key),
+        LOG_STRING("target", d->target->name),
+        LOG_INTEGER("attempt", d->attempt),
+        LOG_STRING("class", outcome_class_name(cls)),
+        report->http_status ? LOG_INTEGER("http_status", report->http_status)
+                            : LOG_NULL("http_status"),
+        LOG_STRING("state", outcome_state_name(dec->next_state)),
+        LOG_INTEGER("latency_ms", report->latency_ms),
+        LOG_STRING("error", *report->error ? report->error : NULL),
+        LOG_STRING("trace_id", traced ? d->trace_id : NULL),
+        LOG_STRING("span_id", traced ? d->span_id : NULL),
+    };
+    log_fields(level, d->kind == DELIVERY_STATUS_CHECK ? "status_check" : "attempt", fields,
+               sizeof(fields) / sizeof(fields[0]));
 }
 
 void relay_log_totals(const struct relay *r)

@@ -8,6 +8,7 @@
 #include "lib/log.h"
 
 #include <stdarg.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -40,14 +41,36 @@ bool log_enabled(log_level_t level)
     return level >= current_level;
 }
 
+/* The date and time to the second are formatted once per second (the
+ * relay logs from one thread): strftime per line was 0.6 % of its CPU in
+ * the TLS drain, where it writes a line per delivery. */
 static void format_now(char *buf, size_t size)
 {
+    static time_t second = -1;
+    static char date[32];
+    static size_t date_len;
     struct timeval tv;
-    struct tm tm;
     gettimeofday(&tv, NULL);
-    gmtime_r(&tv.tv_sec, &tm);
-    size_t n = strftime(buf, size, "%Y-%m-%dT%H:%M:%S", &tm);
-    snprintf(buf + n, size - n, ".%03dZ", (int)(tv.tv_usec / 1000));
+    if (tv.tv_sec != second) {
+        struct tm tm;
+        gmtime_r(&tv.tv_sec, &tm);
+        date_len = strftime(date, sizeof(date), "%Y-%m-%dT%H:%M:%S", &tm);
+        second = tv.tv_sec;
+    }
+    int ms = (int)(tv.tv_usec / 1000);
+    if (size < date_len + 6) {
+        if (size > 0)
+            buf[0] = '\0';
+        return;
+    }
+    memcpy(buf, date, date_len);
+    char *p = buf + date_len;
+    p[0] = '.';
+    p[1] = (char)('0' + ms / 100);
+    p[2] = (char)('0' + ms / 10 % 10);
+    p[3] = (char)('0' + ms % 10);
+    p[4] = 'Z';
+    p[5] = '\0';
 }
 
 void log_event(log_level_t level, const char *event, ...)
@@ -83,4 +106,168 @@ void log_event(log_level_t level, const char *event, ...)
     ssize_t ignored = write(STDERR_FILENO, text, len + 1);
     (void)ignored;
     free(text);
+}
+
+/* ---------------------------------------------------------------- log_fields */
+
+/* A line being written: a stack block first, the heap past it. */
+struct line {
+    char *data;
+    size_t len, cap;
+    bool heap;
+    bool failed;
+};
+
+static void line_put(struct line *l, const char *s, size_t n)
+{
+    if (l->failed)
+        return;
+    if (l->len + n > l->cap) {
+        size_t cap = l->cap * 2;
+        while (cap < l->len + n)
+            cap *= 2;
+        char *grown = l->heap ? realloc(l->data, cap) : malloc(cap);
+        if (grown == NULL) {
+            l->failed = true;
+            return;
+        }
+        if (!l->heap)
+            memcpy(grown, l->data, l->len);
+        l->data = grown;
+        l->cap = cap;
+        l->heap = true;
+    }
+    memcpy(l->data + l->len, s, n);
+    l->len += n;
+}
+
+static void line_puts(struct line *l, const char *s)
+{
+    line_put(l, s, strlen(s));
+}
+
+/* jansson's utf8_check_string (json_string refuses what fails it). */
+static bool utf8_valid(const unsigned char *s, size_t n)
+{
+    for (size_t i = 0; i < n;) {
+        unsigned char u = s[i];
+        size_t count;
+        uint32_t value;
+        if (u < 0x80) {
+            i++;
+            continue;
+        } else if (u >= 0xC2 && u <= 0xDF) {
+            count = 2;
+            value = u & 0x1F;
+        } else if (u >= 0xE0 && u <= 0xEF) {
+            count = 3;
+            value = u & 0x0F;
+        } else if (u >= 0xF0 && u <= 0xF4) {
+            count = 4;
+            value = u & 0x07;
+        } else {
+            return false; /* a continuation byte, C0/C1, F5 and above */
+        }
+        if (count > n - i)
+            return false;
+        for (size_t k = 1; k < count; k++) {
+            if (s[i + k] < 0x80 || s[i + k] > 0xBF)
+                return false;
+            value = (value << 6) + (s[i + k] & 0x3F);
+        }
+        if (value > 0x10FFFF || (value >= 0xD800 && value <= 0xDFFF) ||
+            (count == 2 && value < 0x80) || (count == 3 && value < 0x800) ||
+            (count == 4 && value < 0x10000))
+            return false;
+        i += count;
+    }
+    return true;
+}
+
+/* A JSON string as jansson's dump_string writes it with JSON_COMPACT: '"',
+ * '\\' and control characters escaped, everything else (UTF-8 included) as is. */
+static void line_string(struct line *l, const char *s)
+{
+    size_t n = s ? strlen(s) : 0;
+    if (s == NULL || !utf8_valid((const unsigned char *)s, n)) {
+        line_put(l, "null", 4);
+        return;
+    }
+    line_put(l, "\"", 1);
+    size_t run = 0; /* start of the bytes not written yet */
+    for (size_t i = 0; i < n; i++) {
+        unsigned char c = (unsigned char)s[i];
+        if (c >= 0x20 && c != '"' && c != '\\')
+            continue;
+        line_put(l, s + run, i - run);
+        run = i + 1;
+        char seq[8];
+        switch (c) {
+        case '\\':
+            line_put(l, "\\\\", 2);
+            break;
+        case '"':
+            line_put(l, "\\\"", 2);
+            break;
+        case '\b':
+            line_put(l, "\\b", 2);
+            break;
+        case '\f':
+            line_put(l, "\\f", 2);
+            break;
+        case '\n':
+            line_put(l, "\\n", 2);
+            break;
+        case '\r':
+            line_put(l, "\\r", 2);
+            break;
+        case '\t':
+            line_put(l, "\\t", 2);
+            break;
+        default:
+            snprintf(seq, sizeof(seq), "\\u%04X", (unsigned)c);
+            line_put(l, seq, 6);
+        }
+    }
+    line_put(l, s + run, n - run);
+    line_put(l, "\"", 1);
+}
+
+void log_fields(log_level_t level, const char *event, const struct log_field *fields, size_t count)
+{
+    if (!log_enabled(level))
+        return;
+    char block[2048], now[40], number[32];
+    struct line l = {.data = block, .cap = sizeof(block)};
+    format_now(now, sizeof(now));
+    line_puts(&l, "{\"time\":");
+    line_string(&l, now);
+    line_puts(&l, ",\"level\":");
+    line_string(&l, level_names[level]);
+    line_puts(&l, ",\"event\":");
+    line_string(&l, event);
+    for (size_t i = 0; i < count; i++) {
+        line_put(&l, ",", 1);
+        line_string(&l, fields[i].name);
+        line_put(&l, ":", 1);
+        switch (fields[i].kind) {
+        case LOG_FIELD_STRING:
+            line_string(&l, fields[i].text);
+            break;
+        case LOG_FIELD_INTEGER:
+            line_put(&l, number,
+                     (size_t)snprintf(number, sizeof(number), "%lld", fields[i].integer));
+            break;
+        case LOG_FIELD_NULL:
+            line_put(&l, "null", 4);
+            break;
+        }
+    }
+    line_put(&l, "}\n", 2);
+    if (!l.failed) {
+        ssize_t ignored = write(STDERR_FILENO, l.data, l.len);
+        (void)ignored;
+    }
+    if (l.heap)
+        free(l.data);
 }

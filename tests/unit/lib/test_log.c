@@ -7,7 +7,10 @@
 
 #include "lib/log.h"
 
+#include <regex.h>
+#include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 /* What the call writes to stderr: at most size - 1 bytes. */
@@ -67,6 +70,121 @@ START_TEST(below_the_level_nothing)
 }
 END_TEST
 
+/* What log_event writes for the same fields, after the time (which may
+ * differ by a millisecond between the two calls). */
+static const char *after_time(const char *line)
+{
+    const char *level = strstr(line, "\"level\":");
+    return level ? level : line;
+}
+
+static void same_as_log_event(const char *text, long long number)
+{
+    static char a[16384], b[16384];
+    CAPTURE(a, sizeof(a),
+            log_event(LOG_INFO, "attempt", "key", json_string(text), "n", json_integer(number),
+                      "none", json_null(), "missing", json_string(NULL), LOG_END));
+    struct log_field fields[] = {LOG_STRING("key", text), LOG_INTEGER("n", number),
+                                 LOG_NULL("none"), LOG_STRING("missing", NULL)};
+    CAPTURE(b, sizeof(b), log_fields(LOG_INFO, "attempt", fields, 4));
+    ck_assert_int_eq(strncmp(b, "{\"time\":\"", 9), 0);
+    ck_assert_str_eq(after_time(b), after_time(a));
+}
+
+/* log_fields writes what log_event (jansson) writes: escapes, UTF-8 kept,
+ * text that is not UTF-8 as null, integers, a line past the stack block. */
+START_TEST(fields_as_jansson_writes_them)
+{
+    log_set_level(LOG_INFO);
+    const char *texts[] = {"",
+                           "plain",
+                           "q\"uote",
+                           "back\\slash",
+                           "slash/",
+                           "tab\tnl\ncr\r",
+                           "\b\f\x01\x1f\x7f",
+                           "caf\xc3\xa9 \xe2\x82\xac \xf0\x9f\x98\x80",
+                           "\xc0\x80",
+                           "\xed\xa0\x80",
+                           "\xf4\x90\x80\x80",
+                           "\xe2\x82",
+                           "\x80",
+                           "\xff",
+                           "\xf5\x80\x80\x80",
+                           "\xe0\x80\xaf",
+                           "ok\xc3"};
+    for (size_t i = 0; i < sizeof(texts) / sizeof(texts[0]); i++)
+        same_as_log_event(texts[i], (long long)i - 3);
+    char one[2] = {0, 0};
+    for (int c = 1; c < 256; c++) {
+        one[0] = (char)c;
+        same_as_log_event(one, c);
+    }
+    unsigned seed = 26;
+    char random_text[64];
+    for (int round = 0; round < 2000; round++) {
+        size_t n = (size_t)(rand_r(&seed) % 63);
+        for (size_t k = 0; k < n; k++) {
+            int r = rand_r(&seed);
+            /* mostly ASCII and UTF-8 lead/continuation bytes */
+            random_text[k] = (char)(r % 4 == 0   ? 0x80 + r % 0x80
+                                    : r % 3 == 0 ? 0xc0 + r % 0x40
+                                                 : 1 + r % 0x7f);
+        }
+        random_text[n] = '\0';
+        same_as_log_event(random_text, rand_r(&seed));
+    }
+    static char long_text[6000];
+    memset(long_text, 'x', sizeof(long_text) - 1);
+    long_text[100] = '\n';
+    same_as_log_event(long_text, -9223372036854775807LL - 1);
+}
+END_TEST
+
+/* The time is UTC to the millisecond, as strftime writes it, and the same
+ * second as the clock's (the date part is formatted once per second). */
+START_TEST(time_to_the_millisecond)
+{
+    char out[512];
+    log_set_level(LOG_INFO);
+    for (int i = 0; i < 3; i++) {
+        time_t before = time(NULL);
+        CAPTURE(out, sizeof(out), log_fields(LOG_INFO, "tick", NULL, 0));
+        time_t after = time(NULL);
+        regex_t re;
+        ck_assert_int_eq(
+            regcomp(&re,
+                    "^\\{\"time\":\"[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}"
+                    "\\.[0-9]{3}Z\",\"level\":\"info\",\"event\":\"tick\"\\}\n$",
+                    REG_EXTENDED),
+            0);
+        ck_assert_int_eq(regexec(&re, out, 0, NULL, 0), 0);
+        regfree(&re);
+        struct tm tm;
+        char second[32];
+        bool matches = false;
+        for (time_t t = before; t <= after; t++) {
+            gmtime_r(&t, &tm);
+            strftime(second, sizeof(second), "%Y-%m-%dT%H:%M:%S", &tm);
+            matches |= strncmp(out + 9, second, strlen(second)) == 0;
+        }
+        ck_assert_msg(matches, "%s", out);
+        usleep(400000);
+    }
+}
+END_TEST
+
+START_TEST(fields_below_the_level_nothing)
+{
+    char out[256];
+    log_set_level(LOG_WARN);
+    struct log_field key = LOG_STRING("key", "k");
+    CAPTURE(out, sizeof(out), log_fields(LOG_INFO, "attempt", &key, 1));
+    ck_assert_str_eq(out, "");
+    log_set_level(LOG_INFO);
+}
+END_TEST
+
 Suite *log_suite(void)
 {
     Suite *s = suite_create("log");
@@ -74,6 +192,9 @@ Suite *log_suite(void)
     tcase_add_test(tc, levels_parse);
     tcase_add_test(tc, one_json_object_per_line);
     tcase_add_test(tc, below_the_level_nothing);
+    tcase_add_test(tc, fields_as_jansson_writes_them);
+    tcase_add_test(tc, fields_below_the_level_nothing);
+    tcase_add_test(tc, time_to_the_millisecond);
     suite_add_tcase(s, tc);
     return s;
 }
