@@ -40,8 +40,8 @@
  * Not used by the bench; it tells whether a cost follows the number of
  * transfers or the number of connections.
  *
- * --cacert FILE sets CURLOPT_CAINFO, as the relay does for a target with
- * ca_file (the headline over TLS, issue 26). Like the relay, every request
+ * --cacert FILE sets CURLOPT_CAINFO and unsets CURLOPT_CAPATH, as the relay
+ * does for a target with ca_file (the headline over TLS, issue 26). Like the relay, every request
  * has CURLOPT_CA_CACHE_TIMEOUT 300 and one share object for TLS sessions
  * (CURL_LOCK_DATA_SSL_SESSION), so that a new connection may resume a
  * session another easy handle made.
@@ -240,8 +240,10 @@ static void start(struct request *r, long n)
     curl_easy_setopt(e, CURLOPT_FOLLOWLOCATION, 0L);
     curl_easy_setopt(e, CURLOPT_SSL_VERIFYPEER, 1L);
     curl_easy_setopt(e, CURLOPT_SSL_VERIFYHOST, 2L);
-    if (cacert)
+    if (cacert) { /* as the relay: that file alone, no CA directory */
         curl_easy_setopt(e, CURLOPT_CAINFO, cacert);
+        curl_easy_setopt(e, CURLOPT_CAPATH, NULL);
+    }
     curl_easy_setopt(e, CURLOPT_CA_CACHE_TIMEOUT, 300L);
     curl_easy_setopt(e, CURLOPT_SHARE, tls_sessions);
     curl_easy_setopt(e, CURLOPT_TCP_KEEPALIVE, 1L);
