@@ -105,15 +105,25 @@ bool delivery_tls_file_error(CURLcode result, const struct target *target, const
  * also makes the request wait for a pending connection to multiplex on
  * (CURLOPT_PIPEWAIT). */
 long delivery_http_version(const struct target *target, const char *url);
+/* libcurl's receive buffer for a target whose answers take answer_bytes
+ * (status line, headers, body): the smallest power of two from 1 KiB to 16
+ * KiB that holds them. */
+long delivery_receive_buffer_bytes(size_t answer_bytes);
+/* A target's answer size after one more answer: up at once to a larger
+ * one, down by a sixteenth of the difference per smaller one (a one-off
+ * large answer stops mattering after a few dozen). delivery_report keeps
+ * target->answer_bytes so. */
+size_t delivery_answer_estimate(size_t estimate, size_t answer_bytes);
 /* After the transfer ended with result (or was aborted: aborted = true). */
 void delivery_report(struct delivery *d, CURLcode result, bool aborted,
                      struct delivery_report *report);
 /* Gives the easy handle back to the pool and frees the rest. */
 void delivery_free(struct delivery *d);
-/* Cleans up pooled easy handles beyond keep (each holds ~20 KiB of
- * libcurl's buffers); returns how many. The relay keeps what its recent
- * peak in flight needed: the pool otherwise holds the highest in-flight
- * ever seen, for good (make soak saw RSS rise in steps). */
+/* Cleans up pooled easy handles beyond keep (~7.5 KiB each: the handle and
+ * what libcurl keeps in it between transfers; the receive buffer goes at
+ * the end of each transfer); returns how many. The relay keeps what its
+ * recent peak in flight needed: the pool otherwise holds the highest
+ * in-flight ever seen, for good. */
 size_t delivery_pool_trim(size_t keep);
 /* Cleans up the pooled easy handles (at exit, before curl_global_cleanup). */
 void delivery_pool_drain(void);

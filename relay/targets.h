@@ -67,6 +67,7 @@ struct target {
     enum circuit_state circuit; /* as last read from, or reported to, the database */
     bool paused;                /* a Retry-After pause, as last read or reported */
     uint64_t circuit_reports;   /* target_event reports sent (open, probe, gone, pause) */
+    size_t answer_bytes;        /* its recent largest answer, as deliver.c follows it */
     /* Counters for /metrics; records survive reloads, so do the counts. */
     uint64_t attempts_by_class[CLASS_COUNT];
     uint64_t decisions_by_state[STATE_UNKNOWN + 1];

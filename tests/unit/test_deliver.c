@@ -208,6 +208,45 @@ START_TEST(pool_follows_demand)
 }
 END_TEST
 
+/* libcurl's receive buffer follows what the target answers: 1 KiB for the
+ * few hundred bytes a webhook answers, up to libcurl's 16 KiB for big
+ * answers; the estimate rises at once and falls slowly. */
+START_TEST(receive_buffer_follows_the_answers)
+{
+    ck_assert_int_eq(delivery_receive_buffer_bytes(0), 1024);
+    ck_assert_int_eq(delivery_receive_buffer_bytes(300), 1024);
+    ck_assert_int_eq(delivery_receive_buffer_bytes(1024), 1024);
+    ck_assert_int_eq(delivery_receive_buffer_bytes(1025), 2048);
+    ck_assert_int_eq(delivery_receive_buffer_bytes(5000), 8192);
+    ck_assert_int_eq(delivery_receive_buffer_bytes(70000), 16384);
+
+    size_t estimate = delivery_answer_estimate(300, 70000);
+    ck_assert_uint_eq(estimate, 70000);
+    estimate = delivery_answer_estimate(estimate, 300);
+    ck_assert_uint_eq(estimate, 70000 - (69700 + 15) / 16);
+    int answers = 1;
+    while (delivery_receive_buffer_bytes(estimate) > 1024) {
+        estimate = delivery_answer_estimate(estimate, 300);
+        answers++;
+    }
+    ck_assert_int_ge(answers, 60); /* one large answer is not forgotten at once */
+    ck_assert_int_le(answers, 80); /* nor kept */
+    for (int i = 0; i < 1000; i++)
+        estimate = delivery_answer_estimate(estimate, 300);
+    ck_assert_uint_eq(estimate, 300);
+
+    /* a delivery's report moves its target's estimate: nothing came back */
+    struct target t = test_target("Idempotency-Key");
+    t.answer_bytes = 1600;
+    struct claimed_row row = claimed(1, "k", "{}", 1, false, 0);
+    struct delivery *d = delivery_new(&t, &row, 64, 0);
+    struct delivery_report report;
+    delivery_report(d, CURLE_COULDNT_CONNECT, false, &report);
+    ck_assert_uint_eq(t.answer_bytes, 1500);
+    delivery_free(d);
+}
+END_TEST
+
 /* A transfer that never wrote a byte is not sent, whatever ended it. */
 START_TEST(report_of_a_transfer_that_sent_nothing)
 {
@@ -416,6 +455,7 @@ Suite *deliver_suite(void)
     tcase_add_test(tc, new_delivery_copies_and_decides_the_key_header);
     tcase_add_test(tc, status_check_has_no_payload);
     tcase_add_test(tc, pool_follows_demand);
+    tcase_add_test(tc, receive_buffer_follows_the_answers);
     tcase_add_test(tc, report_of_a_transfer_that_sent_nothing);
     tcase_add_test(tc, report_names_the_tls_file_that_cannot_be_used);
     tcase_add_test(tc, http_version_per_target);
