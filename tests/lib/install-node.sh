@@ -32,7 +32,22 @@ install_node_fail() {
     return 1
 }
 
+# One install at a time: scenarios 43 and 44 may start together (the
+# integration suite runs two at once), and each would remove the other's
+# half-installed tree. The second waits for the lock, then finds it installed.
 install_node() {
+    local lockfd rc
+    mkdir -p "$NODE_DIR" || return 1
+    exec {lockfd}>"$NODE_DIR/.install.lock" || return 1
+    flock "$lockfd"
+    install_node_locked
+    rc=$?
+    flock -u "$lockfd"
+    exec {lockfd}>&-
+    return "$rc"
+}
+
+install_node_locked() {
     local src=$INSTALL_ROOT/tests/mcp/sdk want have=""
     want=$(cat "$src/package.json" "$src/package-lock.json" | sha256sum | cut -d' ' -f1)
     [ -f "$SDK_DIR/.installed" ] && have=$(cat "$SDK_DIR/.installed")
