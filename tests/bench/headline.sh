@@ -217,6 +217,33 @@ nginx_stop() {
     NGINX_PID=""
 }
 
+# wal_composition DB LSN0 LSN1: what the WAL between two LSNs is made of
+# (pg_walinspect's pg_get_wal_stats by record type, the whole cluster's WAL:
+# the drain's, autovacuum's, the checkpointer's), as bench fields:
+#   wal_records       every record
+#   wal_btree_entries tuples added to B-tree leaves: INSERT_LEAF, INSERT_POST
+#                     (a posting-list insert) and SPLIT_L/SPLIT_R (a split
+#                     carries the new tuple); INSERT_UPPER, the downlink a
+#                     split adds to the parent, is not an entry of a row
+#   wal_heap_inserts  Heap INSERT (a new row: an intent's history row)
+#   wal_heap_updates  Heap UPDATE (a new version that every index got an
+#                     entry for) and wal_hot_updates, Heap HOT_UPDATE (one no
+#                     index heard of)
+#   wal_heap_locks    Heap LOCK (a row lock written to the page: SKIP LOCKED)
+#   wal_fpi_bytes     full-page images (each page's first change after the
+#                     checkpoint that precedes the drain)
+# "+INIT" variants (the record that starts a page) count with their type.
+wal_composition() {
+    q "$1" "SELECT format('wal_records=%s wal_btree_entries=%s wal_heap_inserts=%s wal_heap_updates=%s wal_hot_updates=%s wal_heap_locks=%s wal_fpi_bytes=%s',
+                          sum(count), sum(count) FILTER (WHERE kind IN ('Btree/INSERT_LEAF', 'Btree/INSERT_POST', 'Btree/SPLIT_L', 'Btree/SPLIT_R')),
+                          coalesce(sum(count) FILTER (WHERE kind = 'Heap/INSERT'), 0),
+                          coalesce(sum(count) FILTER (WHERE kind = 'Heap/UPDATE'), 0),
+                          coalesce(sum(count) FILTER (WHERE kind = 'Heap/HOT_UPDATE'), 0),
+                          coalesce(sum(count) FILTER (WHERE kind = 'Heap/LOCK'), 0), sum(fpi_size))
+              FROM (SELECT split_part(\"resource_manager/record_type\", '+', 1) AS kind, count, fpi_size
+                      FROM pg_get_wal_stats('$2', '$3', true)) s" 2>/dev/null
+}
+
 # conn_sampler_start PORT FILE: the number of established connections to
 # nginx's PORT (server side), every 0.2 s, one line each, until stopped;
 # sets SAMPLER_PID. ss reads the kernel's table: nginx does not see it.
@@ -326,6 +353,11 @@ headline_drain() {
     # move with the machine's load, so it shows a change in what a delivery
     # writes even when the CPU figures are lost in noise.
     wal0=$(q "$db" "SELECT pg_current_wal_lsn() - '0/0'")
+    # pg_walinspect (contrib, in PostgreSQL's package) reads the same range
+    # back afterwards: what the bytes are made of (wal_composition).
+    local lsn0 lsn1
+    q "$db" "CREATE EXTENSION IF NOT EXISTS pg_walinspect" >/dev/null 2>&1 &&
+        lsn0=$(q "$db" "SELECT pg_current_wal_lsn()")
     read -r a0 n0 <<<"$(nginx_requests)"
     pg0=$(pg_cpu)
     ng0=$(nginx_cpu)
@@ -359,6 +391,11 @@ headline_drain() {
     ng1=$(nginx_cpu)
     read -r a1 n1 <<<"$(nginx_requests)"
     wal1=$(q "$db" "SELECT pg_current_wal_lsn() - '0/0'")
+    local -a wal_fields=()
+    if [ -n "${lsn0:-}" ]; then
+        lsn1=$(q "$db" "SELECT pg_current_wal_lsn()")
+        read -ra wal_fields <<<"$(wal_composition "$db" "$lsn0" "$lsn1")"
+    fi
     local wall user sys maxrss succeeded attempts latency_s
     wall=$(awk -v a="$start" -v b="$end" 'BEGIN {printf "%.3f", b - a}')
     read -r _ user sys maxrss _ <"$B/$db.relay.stat" || { user=0; sys=0; maxrss=0; }
@@ -375,7 +412,7 @@ headline_drain() {
         nginx_requests=$((n1 - n0 - 1)) nginx_accepts=$((a1 - a0 - 1)) succeeded="$succeeded"
         attempts="$attempts" attempts_latency_s="$latency_s" wal_bytes="$(awk -v a="$wal0" -v b="$wal1" 'BEGIN {printf "%d", b - a}')"
         relay_log_lines="$(wc -l <"$B/$db.relay.log")" conns_max="${conns% *}" conns_mean="${conns#* }"
-        tls_new="$tls_new" tls_resumed="$tls_resumed" storm_at_s="${storm_at:-0}")
+        tls_new="$tls_new" tls_resumed="$tls_resumed" storm_at_s="${storm_at:-0}" "${wal_fields[@]}")
     MEAN_IN_FLIGHT=$(awk -v l="$latency_s" -v w="$wall" 'BEGIN {k = int(l / w + 0.5); print (k < 1 ? 1 : k)}')
     say "headline round $r ($scheme${storm_at:+, nginx reloaded at ${storm_at}s}): $N_HEADLINE intents in ${wall}s (load ${load_s}s), relay peak RSS ${maxrss} kB, $MEAN_IN_FLIGHT in flight on average"
     dropdb_quiet "$db"

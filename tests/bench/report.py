@@ -221,6 +221,27 @@ def main():
                             "and the full-page images after the CHECKPOINT that precedes the drain; it does not "
                             "vary with the machine's load as CPU time does (docs/design.md, \"Cost per delivery\")",
                        fmt="{:.0f}", shown="{:,.0f} bytes".format(median([r["wal_per_intent"] for r in walr])))
+            # What the WAL is made of (pg_walinspect, tests/bench/headline.sh
+            # wal_composition): the writes per delivery of docs/performance.md,
+            # counted in every run rather than once by hand.
+            walc = [r for r in heads if r.get("wal_btree_entries") is not None]
+            if walc:
+                per = lambda r, k: r.get(k, 0) / r["intents"]
+                wm = lambda k: median([per(r, k) for r in walc])
+                figure(hs, "B-tree entries per delivered intent", wm("wal_btree_entries"), "",
+                       runs=[round(per(r, "wal_btree_entries"), 2) for r in walc],
+                       note="pg_walinspect over the drain's WAL (the whole cluster's): leaf tuples added "
+                            "(INSERT_LEAF, INSERT_POST, SPLIT_L/R) / intents; per intent also: heap inserts {:.2f}, "
+                            "updates {:.2f} of which HOT {:.2f}, row locks {:.2f}, WAL records {:.1f}, full-page "
+                            "images {:,.0f} bytes (medians)".format(
+                           wm("wal_heap_inserts"), wm("wal_heap_updates") + wm("wal_hot_updates"),
+                           wm("wal_hot_updates"), wm("wal_heap_locks"), wm("wal_records"), wm("wal_fpi_bytes")),
+                       fmt="{:.2f}",
+                       shown="{:.2f} ({:.2f} heap versions, {:.0%} HOT)".format(
+                           wm("wal_btree_entries"),
+                           wm("wal_heap_inserts") + wm("wal_heap_updates") + wm("wal_hot_updates"),
+                           (wm("wal_hot_updates") / (wm("wal_heap_updates") + wm("wal_hot_updates")))
+                           if wm("wal_heap_updates") + wm("wal_hot_updates") > 0 else 0.0))
             figure(hs, "relay: deliveries in flight (mean)", hm("mean_in_flight"), "",
                    runs=[round(r["mean_in_flight"]) for r in heads],
                    note="its attempts' latencies added up / drain time; connections it opened (nginx accepts): {}; "
