@@ -137,6 +137,14 @@ bench-peers: deps
 	@$(MAKE) --no-print-directory build/outbox-relay
 	@tests/bench/peers.sh
 
+# What one delivered intent writes (pg_walinspect) and costs in backend CPU
+# under today's schema and the queue-table designs (tests/bench/designs/;
+# DESIGNS_ROUNDS, DESIGNS_N, DESIGNS); not in make test.
+.PHONY: bench-designs
+bench-designs: deps
+	@$(MAKE) --no-print-directory build/outbox-relay
+	@tests/bench/designs/run.sh
+
 # 20 minutes at half the drain rate with faults, killed relays and 1-minute
 # retention (tests/soak/soak.sh; SOAK_MINUTES, SOAK_KILL_EVERY_S); not in make test.
 soak: deps
