@@ -1,5 +1,5 @@
 -- schema/outbox.sql — the net schema of outbox-relay: what a database looks
--- like after every migration up to and including 0031_settle.sql.
+-- like after every migration up to and including 0032_identifiers_collate_c.sql.
 --
 -- Read it to learn the data model; build databases with migrations/
 -- (`outbox-relay migrate`), which also records what is applied. The file is
@@ -206,8 +206,8 @@ ALTER TABLE outbox.targets
 -- transaction.
 CREATE TABLE outbox.intents (
     id bigint NOT NULL,
-    key text NOT NULL,
-    target text NOT NULL,
+    key text NOT NULL COLLATE pg_catalog."C",
+    target text NOT NULL COLLATE pg_catalog."C",
     payload jsonb NOT NULL,
     fingerprint bytea NOT NULL,
     state outbox.intent_state DEFAULT 'pending'::outbox.intent_state NOT NULL,
@@ -220,14 +220,14 @@ CREATE TABLE outbox.intents (
     response_status integer,
     response_body text,
     last_error text,
-    run_id text,
-    compensates text,
+    run_id text COLLATE pg_catalog."C",
+    compensates text COLLATE pg_catalog."C",
     mismatches integer DEFAULT 0 NOT NULL,
     decided_by text,
     decision_note text,
     created_at timestamp with time zone DEFAULT now() NOT NULL,
     updated_at timestamp with time zone DEFAULT now() NOT NULL,
-    ordering_key text,
+    ordering_key text COLLATE pg_catalog."C",
     not_before timestamp with time zone,
     traceparent text,
     key_sent boolean,

@@ -3,7 +3,7 @@
 -- enum values, the indexes the claim path and the views rely on, the
 -- statement-level NOTIFY trigger, and the functions' signatures.
 BEGIN;
-SELECT plan(110);
+SELECT plan(116);
 
 SELECT has_schema('outbox');
 SELECT has_table('outbox', 'targets', 'outbox.targets exists');
@@ -61,6 +61,18 @@ SELECT col_type_is('outbox', 'intents', c, t, format('intents.%s is %s', c, t))
                ('lease_expires_at', 'timestamp with time zone'), ('ambiguous', 'boolean'),
                ('response_status', 'integer'), ('response_body', 'text'), ('last_error', 'text'),
                ('fingerprint', 'bytea'), ('mismatches', 'integer')) AS v(c, t);
+-- The identifiers compare as bytes (0032): in the database's collation every
+-- B-tree entry on them was placed by strcoll, 15 % of a draining backend in
+-- en_US.UTF-8. Their indexes follow the columns.
+SELECT is(c.collname, 'C', format('intents.%s is in the "C" collation', a.attname))
+  FROM pg_attribute a JOIN pg_collation c ON c.oid = a.attcollation
+ WHERE a.attrelid = 'outbox.intents'::regclass
+   AND a.attname IN ('key', 'target', 'ordering_key', 'run_id', 'compensates')
+ ORDER BY a.attname;
+SELECT is((SELECT count(*)::int FROM pg_index i, unnest(i.indcollation) AS u(coll)
+            WHERE i.indrelid = 'outbox.intents'::regclass AND u.coll <> 0
+              AND u.coll <> (SELECT oid FROM pg_collation WHERE collname = 'C' AND collnamespace = 'pg_catalog'::regnamespace)),
+          0, 'every index of intents on text sorts by bytes');
 SELECT col_not_null('outbox', 'intents', 'key', 'intents.key is required');
 SELECT col_is_unique('outbox', 'intents', 'key', 'intents.key is unique: one row per key');
 SELECT col_default_is('outbox', 'intents', 'state', 'pending', 'intents.state defaults to pending');

@@ -25,7 +25,7 @@ SELECT is(target, 't1', 'the result names the target') FROM r1;
 SELECT ok(response_status IS NULL AND response_body IS NULL AND mismatch_fields IS NULL,
           'a new intent has no response and no mismatch') FROM r1;
 SELECT is(i.id, r1.intent_id, 'intent_id is the row id') FROM outbox.intents i, r1 WHERE i.key = 'k1';
-SELECT results_eq($$SELECT target, payload, state::text, attempts, mismatches FROM outbox.intents WHERE key = 'k1'$$,
+SELECT results_eq($$SELECT target COLLATE "default", payload, state::text, attempts, mismatches FROM outbox.intents WHERE key = 'k1'$$,
                   $$VALUES ('t1'::text, '{"a": 1, "b": 2, "c": 3}'::jsonb, 'pending'::text, 0, 0)$$,
                   'the row holds target, payload, state pending, 0 attempts');
 SELECT is(fingerprint, outbox.fingerprint(payload, '{}'), 'the row holds the payload fingerprint')
@@ -197,7 +197,7 @@ SELECT is((SELECT status FROM outbox.enqueue('ap1', 'appr', '{"amount": 100001}'
 -- ---------------------------------------------------------------------------
 -- Optional arguments: run id, not-before.
 SELECT outbox.enqueue('nb1', 't1', '{}', 'run-9', now() + interval '1 hour') \g /dev/null
-SELECT results_eq($$SELECT run_id, next_attempt_at FROM outbox.intents WHERE key = 'nb1'$$,
+SELECT results_eq($$SELECT run_id COLLATE "default", next_attempt_at FROM outbox.intents WHERE key = 'nb1'$$,
                   $$VALUES ('run-9'::text, now() + interval '1 hour')$$,
                   'p_run_id is stored; p_not_before sets next_attempt_at');
 SELECT outbox.enqueue('nb2', 't1', '{}', NULL, now() - interval '1 hour') \g /dev/null

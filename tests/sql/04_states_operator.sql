@@ -177,7 +177,7 @@ UPDATE outbox.intents SET state = 'succeeded', created_at = now() - interval '2 
 UPDATE outbox.intents SET state = 'failed', created_at = now() - interval '2 days' WHERE key = 's-failed';
 UPDATE outbox.intents SET state = 'cancelled', created_at = now() - interval '2 days' WHERE key = 's-cancelled';
 UPDATE outbox.intents SET created_at = now() - interval '25 hours' WHERE key = 's-await-old';
-SELECT set_eq($$SELECT key, reason FROM outbox.stuck$$,
+SELECT set_eq($$SELECT key COLLATE "default", reason FROM outbox.stuck$$,
               $$VALUES ('s-unknown'::text, 'outcome unknown: needs a person — no status URL, and no first attempt is recorded to tell whether the target still remembers the key'::text),
                        ('s-lease-gone', 'in flight past its lease'),
                        ('s-old', 'pending for over 5 minutes'),
@@ -192,7 +192,7 @@ SELECT is((SELECT count(*)::int FROM outbox.stuck WHERE key = 's-later'), 0, 'st
 SELECT is((SELECT count(*)::int FROM outbox.stuck WHERE key = 's-lease-ok'), 0, 'stuck: an in_flight row within its lease is not listed');
 SELECT is((SELECT count(*)::int FROM outbox.stuck WHERE key IN ('s-ok', 's-failed', 's-cancelled')), 0,
           'stuck: final rows are not listed');
-SELECT results_eq($$SELECT target, state::text, age FROM outbox.stuck WHERE key = 's-await-old'$$,
+SELECT results_eq($$SELECT target COLLATE "default", state::text, age FROM outbox.stuck WHERE key = 's-await-old'$$,
                   $$VALUES ('appr'::text, 'awaiting_approval'::text, interval '25 hours')$$,
                   'stuck rows carry target, state and age');
 

@@ -145,10 +145,10 @@ SELECT is(outbox.record('r1', ARRAY[pg_temp.id('rb1'), pg_temp.id('rb2')], ARRAY
                         ARRAY['permanent_failure', 'succeeded']::outbox.attempt_class[], ARRAY[true, true], ARRAY[404, 200],
                         ARRAY['HTTP 404', NULL], ARRAY[5, 6], ARRAY[repeat('x', 5000), 'ok'], NULL::boolean[]),
           1, 'record a batch: only the element with the right attempt counts');
-SELECT results_eq($$SELECT key, state::text, last_error, response_status FROM outbox.intents WHERE key IN ('rb1', 'rb2') ORDER BY key$$,
+SELECT results_eq($$SELECT key COLLATE "default", state::text, last_error, response_status FROM outbox.intents WHERE key IN ('rb1', 'rb2') ORDER BY key$$,
                   $$VALUES ('rb1'::text, 'failed'::text, 'HTTP 404'::text, 404), ('rb2', 'in_flight', NULL, NULL)$$,
                   'batch: rb1 failed with its reason, rb2 untouched');
-SELECT results_eq($$SELECT i.key, a.recorded, length(a.response_body) FROM outbox.attempts a JOIN outbox.intents i ON i.id = a.intent_id
+SELECT results_eq($$SELECT i.key COLLATE "default", a.recorded, length(a.response_body) FROM outbox.attempts a JOIN outbox.intents i ON i.id = a.intent_id
                      WHERE i.key IN ('rb1', 'rb2') ORDER BY i.key$$,
                   $$VALUES ('rb1'::text, true, 4096), ('rb2', false, 2)$$,
                   'batch: one attempts row each; bodies in attempts bounded to 4096');
@@ -196,7 +196,7 @@ SELECT results_eq($$SELECT key, attempt, previous_owner, first_attempt_ms FROM o
 SELECT results_eq($$SELECT key, attempt, previous_owner FROM outbox.take_over('r9', 10, 45000, '{}')$$,
                   $$VALUES ('to-old'::text, 3, 'r-dead'::text)$$,
                   'take_over: only in_flight rows whose lease expired (not live leases, unknown or pending rows)');
-SELECT results_eq($$SELECT key, state::text, attempts, lease_owner, lease_expires_at FROM outbox.intents ORDER BY key$$,
+SELECT results_eq($$SELECT key COLLATE "default", state::text, attempts, lease_owner, lease_expires_at FROM outbox.intents ORDER BY key$$,
                   $$VALUES ('to-live'::text, 'in_flight'::text, 1, 'r-live'::text, now() + interval '1 second'),
                            ('to-old', 'in_flight', 3, 'r9', now() + interval '45 seconds'),
                            ('to-older', 'in_flight', 1, 'r9', now() + interval '45 seconds'),
@@ -221,7 +221,7 @@ SELECT set_eq(format('SELECT * FROM outbox.renew_leases(''r1'', ARRAY[%s, %s, %s
                      pg_temp.id('to-pending'), pg_temp.id('to-live'), pg_temp.id('to-unknown'), pg_temp.id('to-older')),
               ARRAY[pg_temp.id('to-pending')],
               'renew_leases returns only the ids the caller still holds');
-SELECT results_eq($$SELECT key, lease_owner, lease_expires_at FROM outbox.intents WHERE key IN ('to-pending', 'to-live', 'to-older') ORDER BY key$$,
+SELECT results_eq($$SELECT key COLLATE "default", lease_owner, lease_expires_at FROM outbox.intents WHERE key IN ('to-pending', 'to-live', 'to-older') ORDER BY key$$,
                   $$VALUES ('to-live'::text, 'r-live'::text, now() + interval '1 second'),
                            ('to-older', 'r9', now() + interval '45 seconds'),
                            ('to-pending', 'r1', now() + interval '90 seconds')$$,

@@ -105,7 +105,7 @@ SELECT throws_like($$SELECT outbox.retry_now('u-nofirst', 'bob')$$,
                    '%has an unknown outcome and no recorded first attempt, so whether target ''keyed'' still remembers the key cannot be told%',
                    'unknown with no recorded first attempt: refused (the key clock is unknown)');
 
-SELECT results_eq($$SELECT key, state::text, ambiguous, attempts FROM outbox.intents
+SELECT results_eq($$SELECT key COLLATE "default", state::text, ambiguous, attempts FROM outbox.intents
                     WHERE key IN ('u-legacy', 'u-expired', 'u-edge', 'u-nofirst') ORDER BY key$$,
                   $$VALUES ('u-edge'::text, 'unknown'::text, true, 1), ('u-expired', 'unknown', true, 2),
                            ('u-legacy', 'unknown', true, 1), ('u-nofirst', 'unknown', true, 1)$$,
@@ -165,7 +165,7 @@ SELECT outbox.cancel('o-cancelled', 'changed my mind') \g /dev/null
 SELECT throws_ok($$SELECT outbox.retry_now('o-cancelled', 'x')$$, 'OR007',
                  'outbox.retry_now: key ''o-cancelled'' is cancelled, it is final; nothing to retry',
                  'retry of a cancelled row: OR007');
-SELECT results_eq($$SELECT key, state::text FROM outbox.intents WHERE key IN ('o-flight', 'o-await', 'o-ok', 'o-cancelled') ORDER BY key$$,
+SELECT results_eq($$SELECT key COLLATE "default", state::text FROM outbox.intents WHERE key IN ('o-flight', 'o-await', 'o-ok', 'o-cancelled') ORDER BY key$$,
                   $$VALUES ('o-await'::text, 'awaiting_approval'::text), ('o-cancelled', 'cancelled'),
                            ('o-flight', 'in_flight'), ('o-ok', 'succeeded')$$,
                   'refused retries change nothing');
@@ -186,7 +186,7 @@ SELECT pg_temp.mk('w-null') \g /dev/null
 SELECT pg_temp.mk('w-empty') \g /dev/null
 SELECT outbox.retry_now('w-null') \g /dev/null
 SELECT outbox.retry_now('w-empty', '') \g /dev/null
-SELECT results_eq($$SELECT i.key, a.relay FROM outbox.attempts a JOIN outbox.intents i ON i.id = a.intent_id
+SELECT results_eq($$SELECT i.key COLLATE "default", a.relay FROM outbox.attempts a JOIN outbox.intents i ON i.id = a.intent_id
                     WHERE i.key IN ('w-null', 'w-empty') ORDER BY i.key$$,
                   $$VALUES ('w-empty'::text, session_user::text COLLATE "default"), ('w-null', session_user::text COLLATE "default")$$,
                   'no p_by (NULL or empty): the attempts row names the session user');

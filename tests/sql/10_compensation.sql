@@ -42,7 +42,7 @@ SELECT * FROM dblink_get_result('b', false) AS t(intent_id bigint, inserted bool
 SELECT results_eq($$SELECT who, inserted FROM res ORDER BY who$$, $$VALUES ('a'::text, true), ('b', false)$$,
                   'concurrent compensate: the first inserted, the second found it');
 SELECT is((SELECT count(DISTINCT intent_id)::int FROM res), 1, 'concurrent compensate: one intent');
-SELECT results_eq($$SELECT count(*)::int, min(compensates) FROM outbox.intents WHERE key = 'cc-undo'$$,
+SELECT results_eq($$SELECT count(*)::int, min(compensates COLLATE "default") FROM outbox.intents WHERE key = 'cc-undo'$$,
                   $$VALUES (1, 'cc-orig'::text)$$, 'concurrent compensate: one row, linked');
 
 -- one key for two originals at once: the second gets OR001 once the first commits
@@ -68,7 +68,7 @@ SELECT dblink_exec('a', 'COMMIT') \g /dev/null
 SELECT is((SELECT n FROM dblink_get_result('b') AS t(n int)), 1,
           'cancel_run then sees the attempt committed meanwhile: 1 cancelled, not 2');
 SELECT * FROM dblink_get_result('b', false) AS t(n int) \g /dev/null
-SELECT results_eq($$SELECT key, state::text FROM outbox.intents WHERE run_id = 'run-cc' ORDER BY key$$,
+SELECT results_eq($$SELECT key COLLATE "default", state::text FROM outbox.intents WHERE run_id = 'run-cc' ORDER BY key$$,
                   $$VALUES ('cc-run-1'::text, 'pending'::text), ('cc-run-2', 'cancelled')$$,
                   'the row sent meanwhile (HTTP 503: it may have executed) stays pending; the other is cancelled');
 SELECT dblink_disconnect(name) FROM conn \g /dev/null
@@ -121,7 +121,7 @@ SELECT pg_temp.mk('o-await', 'awaiting_approval') \g /dev/null
 SELECT results_eq($$SELECT key, target, status, inserted FROM outbox.compensate('o-ok', 'o-ok:undo', 'pay', '{"refund_of": "o-ok"}')$$,
                   $$VALUES ('o-ok:undo'::text, 'pay'::text, 'pending'::text, true)$$,
                   'compensate a succeeded intent: a new pending intent');
-SELECT results_eq($$SELECT compensates, run_id, state::text, payload FROM outbox.intents WHERE key = 'o-ok:undo'$$,
+SELECT results_eq($$SELECT compensates COLLATE "default", run_id COLLATE "default", state::text, payload FROM outbox.intents WHERE key = 'o-ok:undo'$$,
                   $$VALUES ('o-ok'::text, 'run-1'::text, 'pending'::text, '{"refund_of": "o-ok"}'::jsonb)$$,
                   'the compensation links its original (compensates) and inherits its run_id');
 SELECT is(pg_temp.st('o-ok'), 'succeeded', 'the original is unchanged');
@@ -253,10 +253,10 @@ SELECT is((SELECT run_id FROM outbox.intents WHERE key = 'r-ok:undo'), 'run-9', 
 
 SELECT is(outbox.cancel_run('run-9', 'user abandoned the conversation'), 3,
           'cancel_run returns how many it cancelled: 3');
-SELECT set_eq($$SELECT key FROM outbox.intents WHERE state = 'cancelled' AND run_id = 'run-9'$$,
+SELECT set_eq($$SELECT key COLLATE "default" FROM outbox.intents WHERE state = 'cancelled' AND run_id = 'run-9'$$,
               $$VALUES ('r-new'), ('r-await'), ('r-not-sent')$$,
               'cancelled: pending, awaiting approval, and pending after an attempt known not sent');
-SELECT results_eq($$SELECT key, state::text FROM outbox.intents
+SELECT results_eq($$SELECT key COLLATE "default", state::text FROM outbox.intents
                      WHERE key IN ('r-429', 'r-taken-over', 'r-amb', 'r-flight', 'r-unknown', 'r-ok', 'r-failed', 'r-ok:undo',
                                    'other-run', 'no-run') ORDER BY key$$,
                   $$VALUES ('no-run'::text, 'pending'::text), ('other-run', 'pending'), ('r-429', 'pending'),
@@ -267,7 +267,7 @@ SELECT results_eq($$SELECT key, state::text FROM outbox.intents
 SELECT results_eq($$SELECT status, last_error FROM outbox.outcome('r-new')$$,
                   $$VALUES ('cancelled'::text, 'cancelled: user abandoned the conversation'::text)$$,
                   'outcome of a cancelled row: cancelled, with the reason');
-SELECT results_eq($$SELECT i.key, a.class::text, a.request_sent, a.error FROM outbox.attempts a
+SELECT results_eq($$SELECT i.key COLLATE "default", a.class::text, a.request_sent, a.error FROM outbox.attempts a
                       JOIN outbox.intents i ON i.id = a.intent_id
                      WHERE i.run_id = 'run-9' AND a.class = 'resolved' ORDER BY i.id$$,
                   $$VALUES ('r-new'::text, 'resolved'::text, false, 'cancelled with run run-9: user abandoned the conversation'::text),

@@ -152,7 +152,7 @@ SELECT results_eq(
              ('s-refused', 'hook', now() - interval '20 minutes', 3, 'HTTP 400'),
              ('s-mixed', 'hook', now() - interval '10 minutes', 4, 'HTTP 400')$$,
     'redrive returns the rows it moved: those the dry run listed');
-SELECT set_eq($$SELECT key FROM outbox.intents WHERE state = 'pending' AND key LIKE 's-%'$$,
+SELECT set_eq($$SELECT key COLLATE "default" FROM outbox.intents WHERE state = 'pending' AND key LIKE 's-%'$$,
               $$VALUES ('s-at-since'), ('s-400'), ('s-refused'), ('s-mixed')$$,
               'the safe rows are pending');
 SELECT results_eq(
@@ -167,7 +167,7 @@ SELECT is_empty(
       EXCEPT SELECT * FROM before_rows$$,
     'no other row changed: unknown, failed with doubt, outside the window, another target, other states');
 SELECT results_eq(
-    $$SELECT key, state::text FROM outbox.intents WHERE key NOT LIKE 's-%' ORDER BY key$$,
+    $$SELECT key COLLATE "default", state::text FROM outbox.intents WHERE key NOT LIKE 's-%' ORDER BY key$$,
     $$VALUES ('f-flagged'::text, 'failed'::text), ('f-late', 'failed'), ('f-reconciled', 'failed'),
              ('f-resolved', 'failed'), ('f-sent-unknown', 'failed'), ('f-takeover', 'failed'),
              ('o-after', 'failed'), ('o-at-until', 'failed'), ('o-before', 'failed'),
@@ -179,7 +179,7 @@ SELECT is((SELECT status FROM outbox.outcome('s-400')), 'pending', 'the agent se
 
 -- History.
 SELECT results_eq(
-    $$SELECT i.key, a.attempt, a.relay, a.class::text, a.request_sent, a.http_status, a.key_sent, a.recorded, a.at
+    $$SELECT i.key COLLATE "default", a.attempt, a.relay, a.class::text, a.request_sent, a.http_status, a.key_sent, a.recorded, a.at
         FROM outbox.attempts a JOIN outbox.intents i ON i.id = a.intent_id
        WHERE a.id NOT IN (SELECT id FROM before_attempts) ORDER BY i.key$$,
     $$VALUES ('s-400'::text, 1, 'alice'::text, 'resolved'::text, false, NULL::int, NULL::boolean, true, now()),

@@ -58,7 +58,7 @@ SELECT is((SELECT message FROM outbox.outcome('np:retrying')), 'outcome unknown,
 SELECT is((SELECT last_error FROM outbox.outcome('np:keyless')), NULL,
           'outcome: the caller still sees no raw transport error');
 
-SELECT set_eq($$SELECT key, reason FROM outbox.stuck WHERE key IN ('np:keyless', 'np:status', 'np:old', 'np:bare')$$,
+SELECT set_eq($$SELECT key COLLATE "default", reason FROM outbox.stuck WHERE key IN ('np:keyless', 'np:status', 'np:old', 'np:bare')$$,
               $$VALUES ('np:keyless'::text, 'outcome unknown: needs a person — no status URL, no key'::text),
                        ('np:status', 'outcome unknown'),
                        ('np:old', 'outcome unknown: needs a person — no status URL, and the key is past the target''s key_ttl (24:00:00): the target may have forgotten it'),
@@ -91,7 +91,7 @@ SELECT count(*) FROM (SELECT outbox.enqueue(k, t, p::jsonb)
                                      ('ap:items', 'ap-items', '{"items": [{"price": 5}, {"cost": 3}]}')) AS v(k, t, p)) x \g /dev/null
 UPDATE outbox.intents SET created_at = now() - interval '3 hours' WHERE key = 'ap:big';
 
-SELECT results_eq($$SELECT key, target, rule, reason FROM outbox.approvals WHERE key LIKE 'ap:%' ORDER BY key$$,
+SELECT results_eq($$SELECT key COLLATE "default", target COLLATE "default", rule, reason FROM outbox.approvals WHERE key LIKE 'ap:%' ORDER BY key$$,
                   $$VALUES ('ap:big'::text, 'ap'::text, '$.amount_cents > 100000'::text, 'the rule is true for this payload'::text),
                            ('ap:filter-string', 'ap-filter', '$?(@.amount_cents > 100000)', '$.amount_cents is a string, compared with a number'),
                            ('ap:items', 'ap-items', '$.items[*].price > 10', '$.items[*].price is missing in some items'),

@@ -128,13 +128,13 @@ SELECT set_eq($$SELECT key FROM outbox.claim_unknown('r1', 10, 20000)$$, ARRAY['
 SELECT is_empty($$SELECT * FROM outbox.claim_unknown('r3', 10, 20000)$$,
                 'claim_unknown: rows just claimed are under a live lease: nothing for another relay');
 RESET ROLE;
-SELECT results_eq($$SELECT key, state::text, attempts, lease_owner, lease_expires_at FROM outbox.intents
+SELECT results_eq($$SELECT key COLLATE "default", state::text, attempts, lease_owner, lease_expires_at FROM outbox.intents
                      WHERE key IN ('cu-old', 'cu-due', 'cu-lapsed') ORDER BY key$$,
                   $$VALUES ('cu-due'::text, 'unknown'::text, 1, 'r1'::text, now() + interval '20 seconds'),
                            ('cu-lapsed', 'unknown', 1, 'r1', now() + interval '20 seconds'),
                            ('cu-old', 'unknown', 3, 'r1', now() + interval '20 seconds')$$,
                   'claimed unknown rows stay unknown with their attempt count, leased to the caller');
-SELECT results_eq($$SELECT key, state::text, lease_owner FROM outbox.intents
+SELECT results_eq($$SELECT key COLLATE "default", state::text, lease_owner FROM outbox.intents
                      WHERE key IN ('cu-later', 'cu-nourl', 'cu-off', 'cu-pending', 'cu-leased') ORDER BY key$$,
                   $$VALUES ('cu-later'::text, 'unknown'::text, NULL::text), ('cu-leased', 'unknown', 'r2'),
                            ('cu-nourl', 'unknown', NULL), ('cu-off', 'unknown', NULL), ('cu-pending', 'pending', NULL)$$,
@@ -211,7 +211,7 @@ SELECT is(outbox.record('r1', ARRAY[:rf_2, :rf_3, :rf_4]::bigint[], ARRAY[1, 2, 
                         ARRAY['a', 'b', 'c'], ARRAY[true, true, true]),
           1, 'a batch of three: one applied, one fenced out (attempt 2), one of a deleted intent');
 RESET ROLE;
-SELECT results_eq($$SELECT i.key, i.state::text, a.recorded FROM outbox.intents i JOIN outbox.attempts a ON a.intent_id = i.id
+SELECT results_eq($$SELECT i.key COLLATE "default", i.state::text, a.recorded FROM outbox.intents i JOIN outbox.attempts a ON a.intent_id = i.id
                      WHERE i.key IN ('rf-2', 'rf-3') ORDER BY i.key$$,
                   $$VALUES ('rf-2'::text, 'succeeded'::text, true), ('rf-3', 'in_flight', false)$$,
                   'the batch: rf-2 applied, rf-3 unchanged with its history row unrecorded');
@@ -236,7 +236,7 @@ SELECT results_eq(format('SELECT * FROM outbox.renew_leases(''r1'', ARRAY[%s, %s
                   format('VALUES (%s::bigint), (%s)', :rn_1, :rn_2),
                   'renew_leases answers the caller''s in-flight rows, each once');
 RESET ROLE;
-SELECT results_eq($$SELECT key, lease_owner, lease_expires_at FROM outbox.intents
+SELECT results_eq($$SELECT key COLLATE "default", lease_owner, lease_expires_at FROM outbox.intents
                      WHERE key LIKE 'rn-%' ORDER BY key$$,
                   $$VALUES ('rn-1'::text, 'r1'::text, now() + interval '45 seconds'),
                            ('rn-2', 'r1', now() + interval '45 seconds'),
@@ -266,7 +266,7 @@ SELECT is(outbox.release('r1', ARRAY[:rl_other]::bigint[], ARRAY[1]), 0, 'releas
 SELECT is(outbox.release('r1', ARRAY[:rl_first, :rl_third, :rl_other]::bigint[], ARRAY[1, 3, 1]), 2,
           'release of two own rows and one of another relay: exactly 2');
 RESET ROLE;
-SELECT results_eq($$SELECT key, state::text, attempts, first_attempt_at, lease_owner, lease_expires_at, next_attempt_at
+SELECT results_eq($$SELECT key COLLATE "default", state::text, attempts, first_attempt_at, lease_owner, lease_expires_at, next_attempt_at
                       FROM outbox.intents WHERE key LIKE 'rl-%' ORDER BY key$$,
                   $$VALUES ('rl-first'::text, 'pending'::text, 0, NULL::timestamptz, NULL::text, NULL::timestamptz, now()),
                            ('rl-other', 'in_flight', 1, now(), 'r2', now() + interval '30 seconds', now() - interval '1 minute'),
@@ -290,7 +290,7 @@ SELECT results_eq(format('SELECT key, attempt, previous_owner FROM outbox.take_o
                   $$VALUES ('to-dead'::text, 1, 'r1'::text)$$,
                   'take_over: the expired row it does not hold, not the one it holds, not a live lease');
 RESET ROLE;
-SELECT results_eq($$SELECT key, lease_owner, lease_expires_at FROM outbox.intents WHERE key LIKE 'to-%' ORDER BY key$$,
+SELECT results_eq($$SELECT key COLLATE "default", lease_owner, lease_expires_at FROM outbox.intents WHERE key LIKE 'to-%' ORDER BY key$$,
                   $$VALUES ('to-dead'::text, 'r1'::text, now() + interval '20 seconds'),
                            ('to-held', 'r1', now() - interval '1 second'),
                            ('to-live', 'r1', now() + interval '30 seconds')$$,
@@ -322,7 +322,7 @@ SELECT is((SELECT count(*)::int FROM outbox.claim_due('r1', ARRAY['gr'], ARRAY[1
 SELECT is_empty($$SELECT * FROM outbox.claim_due('r2', ARRAY['gr'], ARRAY[100], 100, 30000)$$,
                 'claim_due: the bucket spent, another relay in the same instant gets nothing');
 RESET ROLE;
-SELECT results_eq($$SELECT target, count(*)::int FROM outbox.intents WHERE target IN ('gc', 'gp', 'gr') AND state = 'in_flight'
+SELECT results_eq($$SELECT target COLLATE "default", count(*)::int FROM outbox.intents WHERE target IN ('gc', 'gp', 'gr') AND state = 'in_flight'
                      GROUP BY target ORDER BY target$$,
                   $$VALUES ('gc'::text, 1), ('gr', 5)$$, 'in flight: the probe and the bucket, nothing of the paused target');
 

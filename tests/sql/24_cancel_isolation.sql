@@ -108,11 +108,11 @@ SELECT pg_temp.send('r8:url', 'ambiguous', 'unknown', true, 503) \g /dev/null
 SELECT pg_temp.status_says_no('r8:url') \g /dev/null
 SELECT pg_temp.send('r8:amb', 'ambiguous', 'pending', true, 502) \g /dev/null
 SELECT is(outbox.cancel_run('run-8', 'abandoned'), 2, 'cancel_run: 2 (never sent, and refused with a 429)');
-SELECT results_eq($$SELECT key, state::text FROM outbox.intents WHERE run_id = 'run-8' ORDER BY key$$,
+SELECT results_eq($$SELECT key COLLATE "default", state::text FROM outbox.intents WHERE run_id = 'run-8' ORDER BY key$$,
                   $$VALUES ('r8:429'::text, 'cancelled'::text), ('r8:amb', 'pending'), ('r8:new', 'cancelled'),
                            ('r8:url', 'pending')$$,
                   'the same as cancel: refused with a 429 cancelled; status-URL-cleared and ambiguous left');
-SELECT results_eq($$SELECT i.key, i.last_error, a.error FROM outbox.intents i
+SELECT results_eq($$SELECT i.key COLLATE "default", i.last_error, a.error FROM outbox.intents i
                       JOIN outbox.attempts a ON a.intent_id = i.id AND a.class = 'resolved'
                      WHERE i.run_id = 'run-8' ORDER BY i.key$$,
                   $$VALUES ('r8:429'::text,
@@ -212,7 +212,7 @@ SELECT is((SELECT enqueued_by FROM outbox.tombstones WHERE intent_id IS NOT NULL
           'outbox_t24_b', 'the tombstone keeps the login of its intent');
 UPDATE outbox.targets SET retain_for = '7 days' WHERE name = 't';
 
-SELECT results_eq($$SELECT key, enqueued_by FROM outbox.intents WHERE key IN ('b:1', 'b:1:undo', 'b:run') ORDER BY key$$,
+SELECT results_eq($$SELECT key COLLATE "default", enqueued_by FROM outbox.intents WHERE key IN ('b:1', 'b:1:undo', 'b:run') ORDER BY key$$,
                   $$VALUES ('b:1'::text, 'outbox_t24_b'::text), ('b:1:undo', 'outbox_t24_b'), ('b:run', 'outbox_t24_b')$$,
                   'enqueue and compensate store the login (session_user)');
 
@@ -249,11 +249,11 @@ SELECT results_eq($$SELECT inserted, status FROM outbox.enqueue('a:1', 't', '{"a
                   $$VALUES (false, 'pending'::text)$$, 'isolated: its own key again: the same intent');
 RESET SESSION AUTHORIZATION;
 
-SELECT results_eq($$SELECT key, state::text FROM outbox.intents WHERE run_id = 'run-shared' ORDER BY key$$,
+SELECT results_eq($$SELECT key COLLATE "default", state::text FROM outbox.intents WHERE run_id = 'run-shared' ORDER BY key$$,
                   $$VALUES ('a:run'::text, 'cancelled'::text), ('b:1', 'succeeded'), ('b:1:undo', 'pending'),
                            ('b:run', 'pending')$$,
                   'the other login''s intents of the run are untouched');
-SELECT results_eq($$SELECT key, enqueued_by FROM outbox.intents WHERE key IN ('a:1', 'a:run') ORDER BY key$$,
+SELECT results_eq($$SELECT key COLLATE "default", enqueued_by FROM outbox.intents WHERE key IN ('a:1', 'a:run') ORDER BY key$$,
                   $$VALUES ('a:1'::text, 'outbox_t24_a'::text), ('a:run', 'outbox_t24_a')$$,
                   'the login is stored, not the role it SET');
 SELECT pg_temp.send('a:1', 'succeeded', 'succeeded', false, 201, '{"a": "own"}') \g /dev/null
