@@ -38,6 +38,7 @@ packages=(
     nginx
     wrk # the 64 HTTP clients of make bench's mcp scenario (tests/bench/mcp.sh)
     json-schema-test-suite # the official JSON Schema tests, against relay/mcp/json_schema.c (tests/mcp/schema_suite.sh)
+    locales # en_US.UTF-8 for tests/integration/66_upgrade_collation.sh (a database that sorts as words; localedef)
 )
 # The deploy manifest check renders the kustomize base with kubectl; any
 # kubectl will do (Debian's kubernetes-client ships one; another package may
