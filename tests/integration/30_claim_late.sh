@@ -14,7 +14,12 @@
 itest_setup
 
 receiver_start slow
-target_add slow "http://127.0.0.1:$RECV_PORT_slow/act" key_header=NULL rate_limit_per_s=100000
+# max_in_flight 64: the relay has room, and so a claim under way, at every
+# moment of the drain. A claim is late when it answers after half the lease
+# (2 s), so it must start waiting within the first second of the 3 s lock;
+# at the default 1,024 in flight a loaded machine could leave the relay full
+# through that second (CI saw no late claim once).
+target_add slow "http://127.0.0.1:$RECV_PORT_slow/act" key_header=NULL rate_limit_per_s=100000 max_in_flight=64
 relay_start one --lease-ms 4000 --poll-interval-ms 200 --admin-listen 127.0.0.1:0
 ok "relay up" wait_for 10 "SELECT count(*) FROM outbox.relays WHERE relay_id = 'relay-one'" 1
 port=$(relay_admin_port one)
