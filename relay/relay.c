@@ -1021,10 +1021,13 @@ static void relay_init_timers(struct relay *r)
 
 void relay_attach(struct relay *r)
 {
-    r->http = http_client_new(&r->loop, on_delivery_done);
+    /* Connections kept alive: at most one per delivery the relay may have
+     * in flight (http_client.h), so that the memory bound holds over TLS
+     * with many targets. */
+    r->http = http_client_new(&r->loop, on_delivery_done, r->cfg->max_in_flight);
     /* h2 on a multi of its own: its cap on connections per host would
      * hold HTTP/1.1 targets to as many requests in flight */
-    r->http2 = http_client_new(&r->loop, on_delivery_done);
+    r->http2 = http_client_new(&r->loop, on_delivery_done, r->cfg->max_in_flight);
     if (r->http2)
         http_client_set_max_host_connections(r->http2, DELIVERY_H2_CONNECTIONS_PER_HOST);
     relay_open_database(r);

@@ -263,7 +263,7 @@ static int curl_timer_cb(CURLM *multi, long timeout_ms, void *userp)
     return 0;
 }
 
-http_client_t *http_client_new(uv_loop_t *loop, http_done_cb on_done)
+http_client_t *http_client_new(uv_loop_t *loop, http_done_cb on_done, long max_connections)
 {
     http_client_t *client = xcalloc(1, sizeof(*client));
     client->loop = loop;
@@ -280,8 +280,9 @@ http_client_t *http_client_new(uv_loop_t *loop, http_done_cb on_done)
     curl_multi_setopt(client->multi, CURLMOPT_SOCKETDATA, client);
     curl_multi_setopt(client->multi, CURLMOPT_TIMERFUNCTION, curl_timer_cb);
     curl_multi_setopt(client->multi, CURLMOPT_TIMERDATA, client);
-    /* Keep-alive connections for many targets and many parallel requests. */
-    curl_multi_setopt(client->multi, CURLMOPT_MAXCONNECTS, 1024L);
+    /* Kept-alive connections, all targets together (http_client.h). */
+    curl_multi_setopt(client->multi, CURLMOPT_MAXCONNECTS,
+                      max_connections > 0 ? max_connections : 1L);
     /* HTTP/2 transfers share a connection as streams (libcurl's default,
      * set here because the relay counts on it: a transfer that asks for h2
      * and CURLOPT_PIPEWAIT rides a connection already made or being made),

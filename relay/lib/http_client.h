@@ -24,7 +24,12 @@ typedef struct http_client http_client_t;
 /* data is what was passed to http_client_add for this easy handle. */
 typedef void (*http_done_cb)(CURL *easy, CURLcode result, void *data);
 
-http_client_t *http_client_new(uv_loop_t *loop, http_done_cb on_done);
+/* max_connections: kept-alive connections at most (CURLMOPT_MAXCONNECTS);
+ * beyond it libcurl closes the one idle the longest when a transfer ends.
+ * The relay passes its --max-in-flight, so that open connections, and over
+ * TLS their state (tens of KiB each), never outnumber the deliveries that
+ * README's memory bound counts, however many targets they went to. */
+http_client_t *http_client_new(uv_loop_t *loop, http_done_cb on_done, long max_connections);
 bool http_client_add(http_client_t *client, CURL *easy, void *data);
 /* At most n connections to one host:port (CURLMOPT_MAX_HOST_CONNECTIONS):
  * transfers beyond them wait in libcurl's queue (their timeout runs). */

@@ -310,16 +310,16 @@ def check_render(tag, path, kdir):
                 p.append("%s %s: no cpu/memory requests" % (label, c["name"]))
     if relay is not None:
         r = relay.get("resources") or {}
-        if (r.get("requests") or {}).get("cpu") != "50m" or (r.get("requests") or {}).get("memory") != "128Mi" \
-                or (r.get("limits") or {}).get("memory") != "160Mi":
-            p.append("relay resources are not requests 50m/128Mi, limits 160Mi: %r" % r)
+        if (r.get("requests") or {}).get("cpu") != "50m" or (r.get("requests") or {}).get("memory") != "176Mi" \
+                or (r.get("limits") or {}).get("memory") != "224Mi":
+            p.append("relay resources are not requests 50m/176Mi, limits 224Mi: %r" % r)
         # The memory bound of README ("Memory") for the options the container
-        # gets: 12 MiB + in_flight x (response cap + 36 KiB) + 3 x 4 MiB. The
-        # request covers it, the limit adds 25 % (deployment.yaml).
+        # gets, over TLS: 12 MiB + in_flight x (response cap + 36 KiB + 48 KiB)
+        # + 3 x 4 MiB. The request covers it, the limit adds 25 % (deployment.yaml).
         in_flight = env_value(objs, relay_pod, relay, "OUTBOX_RELAY_MAX_IN_FLIGHT") or "1024"
         cap = env_value(objs, relay_pod, relay, "OUTBOX_RELAY_MAX_RESPONSE_BYTES") or "65536"
         if str(in_flight).isdigit() and str(cap).isdigit():
-            bound = 12 * 2**20 + int(in_flight) * (int(cap) + 36 * 1024) + 3 * 4 * 2**20
+            bound = 12 * 2**20 + int(in_flight) * (int(cap) + (36 + 48) * 1024) + 3 * 4 * 2**20
             for kind, want in (("requests", bound), ("limits", bound * 1.25)):
                 m = re.fullmatch(r"([0-9]+)(Mi|Gi)", str((r.get(kind) or {}).get("memory")))
                 got = int(m.group(1)) * (2**20 if m.group(2) == "Mi" else 2**30) if m else 0
@@ -330,7 +330,7 @@ def check_render(tag, path, kdir):
         else:
             p.append("OUTBOX_RELAY_MAX_IN_FLIGHT %r / OUTBOX_RELAY_MAX_RESPONSE_BYTES %r are not numbers"
                      % (in_flight, cap))
-    check("%s: resources: requests and memory limits on every container (relay 50m/128Mi, 160Mi; "
+    check("%s: resources: requests and memory limits on every container (relay 50m/176Mi, 224Mi; "
           "request >= the README memory bound for its options, limit >= bound + 25 %%)" % tag, p)
 
     # References: ConfigMaps and ServiceAccounts exist; Secrets are referenced, never rendered.
