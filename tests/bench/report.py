@@ -302,6 +302,14 @@ def main():
                shown=None if ratio_t is None else "{:.2f} × (relay {:.1f} µs, libcurl {:.1f} µs)".format(
                    ratio_t, tm("relay_cpu_us"), tm("probe_cpu_us")),
                target_shown="≤ 1.15 × libcurl")
+        figure(ts, "relay peak RSS over TLS", tm("relay_maxrss_kb") / 1024.0 if tls_heads else None, "MiB", 24,
+               "<=", [round(r["relay_maxrss_kb"] / 1024.0, 1) for r in tls_heads],
+               "wait4 ru_maxrss of the relay, default --max-in-flight 1024; libcurl alone over the same TLS at the "
+               "relay's mean in flight: {} MiB (an OpenSSL context and session per connection, and record buffers "
+               "while a request is under way); connections open at nginx, maximum: {}".format(
+                   ", ".join("{:.1f}".format(r.get("probe_maxrss_kb", 0) / 1024.0) for r in tls_heads),
+                   ", ".join(str(r.get("conns_max")) for r in tls_heads)),
+               fmt="{:.1f}")
         figure(ts, "TLS handshakes per 1,000 deliveries", tm("handshakes_per_1000"), "", 20, "<=",
                [round(r["handshakes_per_1000"], 1) for r in tls_heads],
                "connections nginx accepted during the drain (stub_status) per 1,000 intents; first requests of a "
