@@ -13,22 +13,14 @@
 #   the table refuses h2 for a target without a key header, and prior
 #   knowledge (libcurl 7.88 fails requests on a kept h2c connection)
 . "$(dirname "$0")/../lib/itest.sh"
+. "$(dirname "$0")/../lib/tls_nginx.sh"
 itest_setup
-command -v openssl >/dev/null || bail "openssl is not installed"
 NGINX=$(command -v nginx || echo /usr/sbin/nginx)
 [ -x "$NGINX" ] || bail "nginx is not installed (make deps)"
 
 # ---- a throwaway CA and nginx's certificate for 127.0.0.1
 C=$T/tls
-mkdir -p "$C"
-mk() { openssl "$@" >>"$C/openssl.log" 2>&1 || bail "openssl $1 failed: $(tail -2 "$C/openssl.log")"; }
-mk req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -days 1 -subj "/CN=outbox itest CA" \
-    -keyout "$C/ca.key" -out "$C/ca.pem"
-mk req -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -subj "/CN=127.0.0.1" \
-    -keyout "$C/server.key" -out "$C/server.csr"
-printf 'subjectAltName = IP:127.0.0.1\nextendedKeyUsage = serverAuth\n' >"$C/server.ext"
-mk x509 -req -in "$C/server.csr" -CA "$C/ca.pem" -CAkey "$C/ca.key" -CAcreateserial -days 1 \
-    -extfile "$C/server.ext" -out "$C/server.pem"
+tls_make_ca "$C"
 
 receiver_start keyed --dedupe --delay-ms 50
 
