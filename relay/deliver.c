@@ -183,7 +183,16 @@ static size_t on_header(char *data, size_t size, size_t nmemb, void *userp)
  * smallest power of two from libcurl's least (1 KiB) to its default that
  * holds the target's recent largest answer (status line, headers, body:
  * target->answer_bytes). Not 1 KiB for all: a 64 KiB answer read 1 KiB at
- * a time cost 87 us of CPU, 27 us in 16 KiB reads (libcurl alone). */
+ * a time cost 87 us of CPU, 27 us in 16 KiB reads (libcurl alone).
+ * Not for HTTP/2: libcurl 7.88 copies a stream's DATA into this buffer, and
+ * when a frame does not fit it holds the rest back and pauses the session;
+ * with many streams answering at once, some were never woken again and
+ * stalled a few bytes short of their end until the timeout (500 answers of
+ * 64 KiB over 4 connections, 1 KiB buffers: 3 timed out at 30 s with 64,078
+ * of 65,536 bytes, became ambiguous and were sent again; the others took up
+ * to 10 s where the target answered in 2). h2 transfers keep libcurl's
+ * default, which holds a whole frame of nginx's and of most servers
+ * (integration 28: the same load, all 500 in 2.0-2.4 s, none sent twice). */
 #define RECEIVE_BUFFER_MIN 1024L
 #define RECEIVE_BUFFER_MAX 16384L
 
@@ -312,7 +321,9 @@ static void set_common_options(struct delivery *d, const struct target *target, 
     curl_easy_setopt(e, CURLOPT_TCP_KEEPALIVE, 1L);
     curl_easy_setopt(e, CURLOPT_TCP_NODELAY, 1L);
     curl_easy_setopt(e, CURLOPT_USERAGENT, "outbox-relay/" OUTBOX_RELAY_VERSION);
-    curl_easy_setopt(e, CURLOPT_BUFFERSIZE, delivery_receive_buffer_bytes(target->answer_bytes));
+    curl_easy_setopt(e, CURLOPT_BUFFERSIZE,
+                     d->multiplexed ? RECEIVE_BUFFER_MAX
+                                    : delivery_receive_buffer_bytes(target->answer_bytes));
     curl_easy_setopt(e, CURLOPT_WRITEFUNCTION, on_body);
     curl_easy_setopt(e, CURLOPT_WRITEDATA, d);
     curl_easy_setopt(e, CURLOPT_ERRORBUFFER, d->error);

@@ -5,9 +5,10 @@
 #   tls_make_ca DIR          a CA (DIR/ca.pem) and nginx's certificate for
 #                            127.0.0.1 signed by it (DIR/server.pem, server.key),
 #                            ECDSA P-256, valid one day
-#   tls_nginx_proxy NAME UPSTREAM_PORT CA_DIR [PORTS]
+#   tls_nginx_proxy NAME UPSTREAM_PORT CA_DIR [PORTS] [http2]
 #                            nginx on PORTS (1) consecutive free 127.0.0.1 ports
-#                            (each a host of its own to libcurl), TLS 1.3 only, every
+#                            (each a host of its own to libcurl), TLS 1.3 only
+#                            (with http2: h2 offered by ALPN too), every
 #                            request proxied to 127.0.0.1:UPSTREAM_PORT over
 #                            kept-alive connections; one process (master_process
 #                            off) registered in ITEST_PIDS, so the cleanup ends it.
@@ -36,8 +37,9 @@ tls_make_ca() {
 }
 
 tls_nginx_proxy() {
-    local name=$1 upstream=$2 ca=$3 ports=${4:-1}
+    local name=$1 upstream=$2 ca=$3 ports=${4:-1} h2=""
     local nginx n="$T/nginx-$name" port="" try pid="" k listen
+    [ "${5:-}" = http2 ] && h2=" http2" # nginx 1.22's spelling (1.25: "http2 on")
     nginx=$(command -v nginx || echo /usr/sbin/nginx)
     [ -x "$nginx" ] || bail "nginx is not installed (make deps)"
     mkdir -p "$n/tmp" "$n/logs"
@@ -46,7 +48,7 @@ tls_nginx_proxy() {
         listen=""
         for ((k = 0; k < ports; k++)); do
             pgcluster_port_free $((port + k)) || { port=""; break; }
-            listen="$listen        listen 127.0.0.1:$((port + k)) ssl;"$'\n'
+            listen="$listen        listen 127.0.0.1:$((port + k)) ssl$h2;"$'\n'
         done
         [ -n "$port" ] || continue
         cat >"$n/nginx.conf" <<CONF
