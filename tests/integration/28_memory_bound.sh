@@ -9,7 +9,7 @@
 # delivery), overhead the documented per-delivery figure: 36 KiB over HTTP,
 # 36 + 48 KiB over TLS (a connection's TLS state: libcurl 7.88 makes an
 # OpenSSL context per connection; and OpenSSL's record buffers while the
-# answer arrives; measured 35-44 KiB above HTTP's per delivery, at 500 and at
+# answer arrives; measured 29-44 KiB above HTTP's per delivery, at 500 and at
 # 1,000 in flight); 3 x 4 MiB one record batch's bodies, their escaped array
 # and libpq's copy. 500 deliveries are in flight at once (the receiver holds
 # each answer 2 s) and every answer is padded to 64 KiB (the default cap);
