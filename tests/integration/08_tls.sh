@@ -7,16 +7,27 @@ command -v openssl >/dev/null || bail "openssl is not installed"
 
 openssl req -x509 -newkey rsa:2048 -nodes -days 1 -subj "/CN=127.0.0.1" \
     -keyout "$T/key.pem" -out "$T/cert.pem" >/dev/null 2>&1 || bail "cannot make a certificate"
-port=0
+# A port that was free when looked at can be taken by a scenario running
+# beside this one before s_server binds it: then s_server exits, and the
+# port being in use says nothing. Listening means s_server alive and the
+# port taken.
+port=""
 for try in 1 2 3 4 5; do
-    port=$(( 30000 + (RANDOM % 20000) ))
-    pgcluster_port_free "$port" || continue
-    openssl s_server -accept "127.0.0.1:$port" -cert "$T/cert.pem" -key "$T/key.pem" -www \
+    candidate=$(( 30000 + (RANDOM % 20000) ))
+    pgcluster_port_free "$candidate" || continue
+    openssl s_server -accept "127.0.0.1:$candidate" -cert "$T/cert.pem" -key "$T/key.pem" -www \
         -naccept 100 >"$T/s_server.log" 2>&1 &
-    ITEST_PIDS+=("$!")
-    sleep 0.5
-    pgcluster_port_free "$port" || break
+    pid=$!
+    ITEST_PIDS+=("$pid")
+    for _ in $(seq 1 50); do
+        kill -0 "$pid" 2>/dev/null || break
+        pgcluster_port_free "$candidate" || { port=$candidate; break; }
+        sleep 0.1
+    done
+    [ -n "$port" ] && kill -0 "$pid" 2>/dev/null && break
+    port=""
 done
+[ -n "$port" ] || bail "openssl s_server did not start: $(tail -2 "$T/s_server.log")"
 target_add selfsigned "https://127.0.0.1:$port/hooks" max_attempts=2 backoff_base_ms=10 backoff_cap_ms=20
 sql "SELECT outbox.enqueue('tls:1', 'selfsigned', '{\"amount\": 1}')" >/dev/null
 
