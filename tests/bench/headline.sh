@@ -402,6 +402,11 @@ headline_drain() {
     succeeded=$(q "$db" "SELECT count(*) FROM outbox.intents WHERE state = 'succeeded'")
     # latency_s: the attempts' latencies added up; / wall = deliveries in flight on average
     read -r attempts latency_s <<<"$(q "$db" "SELECT count(*) || ' ' || coalesce(sum(latency_ms), 0) / 1000.0 FROM outbox.attempts")"
+    # attempts that did not succeed, by class and error (the h2 drains' stream errors)
+    local failed_attempts
+    failed_attempts=$(q "$db" "SELECT coalesce(string_agg(n || ' ' || class || ': ' || e, '; '), '')
+                                 FROM (SELECT class, left(coalesce(error, ''), 100) AS e, count(*) AS n
+                                         FROM outbox.attempts WHERE class <> 'succeeded' GROUP BY 1, 2) x")
     if [ "$rc" != 0 ] || [ "$succeeded" != "$N_HEADLINE" ]; then
         broken "headline/$r: relay exit $rc, $succeeded of $N_HEADLINE succeeded (log: $B/$db.relay.log)"
         return 1
@@ -410,7 +415,7 @@ headline_drain() {
         relay_maxrss_kb="$maxrss" pg_cpu_s="$(awk -v a="$pg0" -v b="$pg1" 'BEGIN {printf "%.3f", b - a}')"
         nginx_cpu_s="$(awk -v a="$ng0" -v b="$ng1" 'BEGIN {printf "%.3f", b - a}')"
         nginx_requests=$((n1 - n0 - 1)) nginx_accepts=$((a1 - a0 - 1)) succeeded="$succeeded"
-        attempts="$attempts" attempts_latency_s="$latency_s" wal_bytes="$(awk -v a="$wal0" -v b="$wal1" 'BEGIN {printf "%d", b - a}')"
+        attempts="$attempts" failed_attempts="$failed_attempts" attempts_latency_s="$latency_s" wal_bytes="$(awk -v a="$wal0" -v b="$wal1" 'BEGIN {printf "%d", b - a}')"
         relay_log_lines="$(wc -l <"$B/$db.relay.log")" conns_max="${conns% *}" conns_mean="${conns#* }"
         tls_new="$tls_new" tls_resumed="$tls_resumed" storm_at_s="${storm_at:-0}" "${wal_fields[@]}")
     MEAN_IN_FLIGHT=$(awk -v l="$latency_s" -v w="$wall" 'BEGIN {k = int(l / w + 0.5); print (k < 1 ? 1 : k)}')
