@@ -81,12 +81,16 @@ CONF
         "$nginx" -p "$n/" -c "$n/nginx.conf" -e "$n/logs/error.log" >"$n/logs/stdout" 2>&1 &
         pid=$!
         ITEST_PIDS+=("$pid")
+        # nginx writes its pid file once every port is bound; a port taken by
+        # another scenario in the meantime looks busy while nginx retries it
         local i
         for i in $(seq 1 50); do
             kill -0 "$pid" 2>/dev/null || break
-            pgcluster_port_free "$port" || break 2
+            [ "$(cat "$n/nginx.pid" 2>/dev/null)" = "$pid" ] && break 2
             sleep 0.1
         done
+        kill "$pid" 2>/dev/null
+        wait "$pid" 2>/dev/null
         port=""
     done
     [ -n "$port" ] || bail "nginx $name did not start: $(tail -3 "$n/logs/error.log" "$n/logs/stdout" 2>/dev/null)"
