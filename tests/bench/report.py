@@ -127,9 +127,9 @@ def main():
 
         figure(hs, "drain intents/s (start to exit)", hm("rate"), "/s", 25000, ">=",
                [round(r["rate"]) for r in heads],
-               "stock postgresql.conf (fsync, synchronous_commit on), {} ({}), relay {}, target with name and "
-               "url only; nginx saw {} requests; 1-min load average before/after each round: {}".format(
-                   hmeta.get("nginx", "nginx"), hmeta.get("nginx_conf", ""),
+               "stock postgresql.conf (fsync, synchronous_commit on), a database in {}, {} ({}), relay {}, target "
+               "with name and url only; nginx saw {} requests; 1-min load average before/after each round: {}".format(
+                   meta.get("defaults_db_locale") or "C.UTF-8", hmeta.get("nginx", "nginx"), hmeta.get("nginx_conf", ""),
                    (hmeta.get("relay_options") or "").strip(),
                    ", ".join("{:,}".format(r["nginx_requests"]) for r in heads),
                    ", ".join("{}/{}".format(r.get("load1_before", "?"), r.get("load1_after", "?")) for r in heads)))
@@ -733,7 +733,7 @@ def main():
             "libpq", "kernel", "cpu", "cores")},
         "settings": {k: meta.get(k) for k in (
             "pg_settings", "relay_options", "defaults_pg_settings", "defaults_pg_effective",
-            "defaults_relay_options", "defaults_target", "batch_size", "max_in_flight", "runs", "other_runs",
+            "defaults_db_locale", "defaults_relay_options", "defaults_target", "batch_size", "max_in_flight", "runs", "other_runs",
             "drain_intents", "history_rows", "history_intents", "payload", "receiver", "trickle",
             "pgbench", "memory", "profiled", "only")},
         "headline_settings": {k: v for k, v in hmeta.items() if k != "kind"},

@@ -90,6 +90,13 @@ PG_SETTINGS=(fsync=on synchronous_commit=on full_page_writes=on shared_buffers=2
 # (pgcluster.sh's max_connections=200 and listen address stay: the stock 100
 # connections are plenty for one relay, and neither costs anything.)
 DEF_PG_SETTINGS=(fsync=on synchronous_commit=on full_page_writes=on)
+# Its databases are made in DEF_LOCALE: en_US.UTF-8, the locale of the
+# official container image and the managed services' default, so the
+# headline is what most users' outbox costs (pgcluster.sh's C.UTF-8 compares
+# text as bytes, which PostgreSQL does for the identifiers since 0032 but not
+# for every column: targets.name, relays.relay_id, ordering groups).
+# BENCH_DEF_LOCALE=C.UTF-8 gives the tests' locale back.
+DEF_LOCALE=${BENCH_DEF_LOCALE:-en_US.UTF-8}
 # --poll-interval-ms 100: with --exit-when-idle a relay exits only once no
 # row is in flight anywhere (next_due counts other relays' leases), and then
 # only at its next poll; at the default 2 s that lag would be counted as
@@ -809,7 +816,17 @@ q bench_tmpl "INSERT INTO outbox.targets (name, url, max_in_flight)
 # exports PG* for its cluster: the tuned cluster's stay the script's own.
 DEF_PGPORT=""
 if want defaults || want headline || want headline_tls || want headline_h2; then
-    say "PostgreSQL (stock settings) in $B/pgdef (${DEF_PG_SETTINGS[*]})"
+    # A locale that is not there yet is made before the server starts (a
+    # server maps the locales it can use when it starts).
+    case $DEF_LOCALE in
+    C | C.UTF-8 | POSIX) ;;
+    *)
+        locale -a 2>/dev/null | grep -qix "$(sed 's/\.UTF-8$/.utf8/I' <<<"$DEF_LOCALE")" ||
+            localedef -i "${DEF_LOCALE%%.*}" -f UTF-8 "$DEF_LOCALE" >/dev/null 2>&1 ||
+            broken "defaults: the locale $DEF_LOCALE is missing and localedef could not make it"
+        ;;
+    esac
+    say "PostgreSQL (stock settings) in $B/pgdef (${DEF_PG_SETTINGS[*]}; databases in $DEF_LOCALE)"
     saved_env=("$PGHOST" "$PGPORT" "$PGUSER" "$PGDATABASE" "$DATABASE_URL")
     if pgcluster_start "$B/pgdef" "${DEF_PG_SETTINGS[@]}"; then
         DEF_PGPORT=$PGPORT
@@ -819,7 +836,7 @@ if want defaults || want headline || want headline_tls || want headline_h2; then
     export PGHOST=${saved_env[0]} PGPORT=${saved_env[1]} PGUSER=${saved_env[2]} \
         PGDATABASE=${saved_env[3]} DATABASE_URL=${saved_env[4]}
     if [ -n "$DEF_PGPORT" ] && ! {
-        PGPORT=$DEF_PGPORT q postgres "CREATE DATABASE bench_tmpl" >/dev/null &&
+        PGPORT=$DEF_PGPORT q postgres "CREATE DATABASE bench_tmpl TEMPLATE template0 LOCALE '$DEF_LOCALE'" >/dev/null &&
             "$RELAY" migrate --db "postgresql://postgres@127.0.0.1:$DEF_PGPORT/bench_tmpl" \
                 --migrations-dir "$ROOT/migrations" >"$B/migrate-defaults.log" 2>&1 &&
             PGPORT=$DEF_PGPORT q bench_tmpl "INSERT INTO outbox.targets (name, url)
@@ -841,6 +858,7 @@ emit_text kind=meta git_commit="$git_commit" relay_or_migrations_modified="$git_
     defaults_pg_settings="initdb's postgresql.conf; ${DEF_PG_SETTINGS[*]} (undoing pgcluster's test overrides), max_connections=200, listen 127.0.0.1" \
     defaults_pg_effective="$([ -n "$DEF_PGPORT" ] && PGPORT=$DEF_PGPORT q postgres "SELECT string_agg(name || '=' || current_setting(name), ' ' ORDER BY name) FROM pg_settings WHERE name IN ('fsync', 'synchronous_commit', 'full_page_writes', 'shared_buffers', 'max_wal_size', 'checkpoint_timeout', 'wal_buffers', 'effective_cache_size', 'maintenance_work_mem')")" \
     defaults_relay_options="$(printf '%q ' "${DEF_RELAY_OPTS[@]}")" \
+    defaults_db_locale="$([ -n "$DEF_PGPORT" ] && PGPORT=$DEF_PGPORT q bench_tmpl "SELECT datcollate FROM pg_database WHERE datname = current_database()")" \
     defaults_target="name, url only: $([ -n "$DEF_PGPORT" ] && PGPORT=$DEF_PGPORT q bench_tmpl "SELECT format('max_in_flight %s, max_attempts %s, timeout_ms %s', max_in_flight, coalesce(max_attempts::text, 'NULL'), timeout_ms) FROM outbox.targets WHERE name = 'bench'")" \
     profiled="${PROFILE:-no}" relay_options="$(printf '%q ' "${RELAY_OPTS[@]}")" batch_size="$BATCH_SIZE" max_in_flight="$MAX_IN_FLIGHT" \
     only="$ONLY" runs="$RUNS" other_runs="$OTHER_RUNS" drain_intents="$N_DRAIN" \
