@@ -73,14 +73,17 @@ NGINX_PID=""
 NGINX_PORT=""
 
 # nginx_cpu → seconds of CPU of the master and its workers (/proc ticks).
+# The master's own count includes the workers it has reaped (cutime,
+# cstime): a reload (the reconnect storm) replaces every worker, and
+# without them the drain's nginx CPU came out negative.
 nginx_cpu() {
     local p
     {
-        echo "$NGINX_PID"
-        ps -o pid= --ppid "$NGINX_PID" 2>/dev/null
-    } | while read -r p; do
-        awk '{print $14 + $15}' "/proc/$p/stat" 2>/dev/null
-    done | awk -v hz="$CLK_TCK" '{s += $1} END {printf "%.3f\n", s / hz}'
+        awk '{print $14 + $15 + $16 + $17}' "/proc/$NGINX_PID/stat" 2>/dev/null
+        for p in $(ps -o pid= --ppid "$NGINX_PID" 2>/dev/null); do
+            awk '{print $14 + $15}' "/proc/$p/stat" 2>/dev/null
+        done
+    } | awk -v hz="$CLK_TCK" '{s += $1} END {printf "%.3f\n", s / hz}'
 }
 # nginx_requests → stub_status's connections accepted and requests (this
 # request and its connection included), "ACCEPTS REQUESTS".
