@@ -30,7 +30,8 @@
  * touch the same rows: a claim takes pending rows, a record writes rows this
  * relay holds in flight, each fenced in SQL.
  *
- * Leases: renewed on a timer for every row this relay is delivering; rows
+ * Leases: renewed on a timer for every row this relay holds (the database
+ * renews those past the first sixth of their lease: outbox.renew_leases); rows
  * whose lease expired (their relay died) are taken over and decided as an
  * ambiguous attempt, exactly as if the request had timed out.
  *

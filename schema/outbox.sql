@@ -1,5 +1,5 @@
 -- schema/outbox.sql — the net schema of outbox-relay: what a database looks
--- like after every migration up to and including 0032_identifiers_collate_c.sql.
+-- like after every migration up to and including 0033_renew_leases_by_id.sql.
 --
 -- Read it to learn the data model; build databases with migrations/
 -- (`outbox-relay migrate`), which also records what is applied. The file is
@@ -3111,9 +3111,11 @@ BEGIN
     RETURN QUERY
     WITH held AS (
         SELECT i.id
-          FROM outbox.intents i
-          JOIN (SELECT DISTINCT h.id FROM unnest(p_ids) AS h(id)) AS h ON h.id = i.id
-         WHERE i.state = 'in_flight' AND i.lease_owner = p_relay
+          FROM (SELECT DISTINCT h.id FROM unnest(p_ids) AS h(id)) AS h
+          JOIN outbox.intents i ON i.id = h.id
+         WHERE i.state IS NOT DISTINCT FROM 'in_flight'   -- not intents_in_flight: by id
+           AND i.lease_owner = p_relay
+           AND i.lease_expires_at < now() + p_lease_ms * interval '1 millisecond' * 5 / 6
            FOR UPDATE OF i SKIP LOCKED
     )
     UPDATE outbox.intents i

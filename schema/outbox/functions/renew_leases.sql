@@ -6,9 +6,11 @@ BEGIN
     RETURN QUERY
     WITH held AS (
         SELECT i.id
-          FROM outbox.intents i
-          JOIN (SELECT DISTINCT h.id FROM unnest(p_ids) AS h(id)) AS h ON h.id = i.id
-         WHERE i.state = 'in_flight' AND i.lease_owner = p_relay
+          FROM (SELECT DISTINCT h.id FROM unnest(p_ids) AS h(id)) AS h
+          JOIN outbox.intents i ON i.id = h.id
+         WHERE i.state IS NOT DISTINCT FROM 'in_flight'   -- not intents_in_flight: by id
+           AND i.lease_owner = p_relay
+           AND i.lease_expires_at < now() + p_lease_ms * interval '1 millisecond' * 5 / 6
            FOR UPDATE OF i SKIP LOCKED
     )
     UPDATE outbox.intents i
