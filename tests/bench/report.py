@@ -453,6 +453,35 @@ def main():
                    median([r["pg_cpu_us"] for r in fr]) or 0) if fr else "",
                fmt="{:.2f}")
 
+    # ---------------------------------------------------------------- slow target
+    # A default relay against a target that answers in 2 s: the drain is bound
+    # by the in-flight cap over the latency; the figures are the database's
+    # cost of a delivery whose row is held for seconds (lease renewal: 0033).
+    slows = [r for r in raw if r["kind"] == "slow_target"]
+    if wanted("slow_target"):
+        r = slows[0] if slows else None
+        scen = "slow target ({} s answers), defaults: {:,} intents".format(
+            (r["delay_ms"] if r else 2000) / 1000.0, int(r["intents"]) if r else 20000)
+        if r is None:
+            figure(scen, "PostgreSQL CPU per delivery", None, "µs")
+        else:
+            n = r["intents"]
+            rate = n / r["wall_s"] if r["wall_s"] > 0 else 0.0
+            bound = r["max_in_flight"] * 1000.0 / r["delay_ms"]
+            figure(scen, "drain / (in flight ÷ latency)", rate / bound, "x", fmt="{:.2f}",
+                   shown="{:,.0f}/s = {:.2f} × {:,} / {:.0f} s".format(rate, rate / bound, int(r["max_in_flight"]),
+                                                                   r["delay_ms"] / 1000.0),
+                   note="stock postgresql.conf, relay {}, target name+url, build/test-receiver --delay-ms {}; "
+                        "the receiver counted {:,} requests".format(
+                            (meta.get("defaults_relay_options") or "").strip(), int(r["delay_ms"]),
+                            int(r["deliveries"])))
+            figure(scen, "PostgreSQL CPU per delivery", r["pg_cpu_s"] * 1e6 / n, "µs", fmt="{:.1f}",
+                   note="postmaster + every backend and auxiliary process, /proc ticks before and after the drain")
+            figure(scen, "WAL per delivery", r["wal_bytes"] / n, "B", fmt="{:,.0f}",
+                   note="pg_current_wal_insert_lsn() before and after the drain")
+            figure(scen, "relay CPU per delivery", (r["relay_user_s"] + r["relay_sys_s"]) * 1e6 / n, "µs",
+                   fmt="{:.1f}")
+
     # ---------------------------------------------------------------- ordered
     # Ordered delivery (issue 14): 1,000 groups x 10 steps, each step sent
     # only after the one before succeeded, against the unordered rate: the

@@ -17,6 +17,9 @@
 #   drain        N intents already enqueued (ANALYZEd), one relay, until all succeeded
 #   defaults     the same drain as users run it: stock PostgreSQL settings (its own
 #                cluster), a target with only name and url, a relay with no tuning options
+#   slow_target  the stock cluster and a default relay against a target that answers in
+#                2 s (BENCH_SLOW_INTENTS, 20,000): what a delivery costs PostgreSQL while
+#                the relay holds its default 1,024 in flight for seconds (lease renewal)
 #   no_analyze   the same drain right after the bulk load, before any ANALYZE
 #   two_relays   the same drain with two relays side by side
 #   four_relays  the same drain with four relays side by side (how relays scale on 2 cores)
@@ -56,6 +59,8 @@ cd "$ROOT" || exit 1
 RUNS=${BENCH_RUNS:-5}
 OTHER_RUNS=${BENCH_RUNS_OTHER:-1}
 N_DRAIN=${BENCH_DRAIN_INTENTS:-100000}
+N_SLOW=${BENCH_SLOW_INTENTS:-20000}
+SLOW_DELAY_MS=2000
 N_HISTORY_ROWS=${BENCH_HISTORY_ROWS:-2000000}
 N_HISTORY=${BENCH_HISTORY_INTENTS:-50000}
 TRICKLE_SECONDS=${BENCH_TRICKLE_SECONDS:-20}
@@ -411,6 +416,56 @@ scenario_drains() {
             esac
         done
     done
+}
+
+# ------------------------------------------------------------------ slow target
+
+# scenario_slow_target: N_SLOW intents on the stock cluster, a relay with
+# default options, the target (name and url only) a receiver answering each
+# request after SLOW_DELAY_MS. The drain is bound by the in-flight cap over
+# the latency (1,024 / 2 s); what it measures is the database's side: every
+# row is held for seconds, long enough for the relay's lease renewal to run
+# over all of them, so PostgreSQL's CPU and WAL per delivery show what
+# renewal adds (0033: a lease in its first sixth is left alone).
+scenario_slow_target() {
+    [ -n "$DEF_PGPORT" ] || { broken "slow_target: no stock cluster"; return 1; }
+    local -x PGPORT=$DEF_PGPORT
+    local PGDIR=$B/pgdef db=bench_slow rc=0
+    receiver_start slow "$RECEIVER" --delay-ms "$SLOW_DELAY_MS" || return 1
+    newdb "$db" || { broken "slow_target: createdb"; return 1; }
+    q "$db" "UPDATE outbox.targets SET url = 'http://127.0.0.1:$RECV_PORT_slow/deliveries' WHERE name = 'bench'" >/dev/null
+    enqueue_intents "$db" bench "slow:" "$N_SLOW" || { broken "slow_target: enqueue"; return 1; }
+    q "$db" "ANALYZE outbox.intents" "CHECKPOINT" >/dev/null
+    local base_children pg0 pg1 wal0 wal1 start end
+    base_children=$(pg_children)
+    wal0=$(q "$db" "SELECT pg_current_wal_insert_lsn()")
+    pg0=$(pg_cpu)
+    start=$EPOCHREALTIME
+    timeout -k 5 600 "$BIN/runstat" -o "$B/$db.relay.stat" -- \
+        "$RELAY" run --db "$(dburl "$db")" --relay-id bench-slow "${DEF_RELAY_OPTS[@]}" >"$B/$db.relay.log" 2>&1 &
+    local pid=$!
+    PIDS+=("$pid")
+    wait "$pid" || rc=$?
+    forget_pid "$pid"
+    end=$EPOCHREALTIME
+    wait_backends "$base_children"
+    pg1=$(pg_cpu)
+    wal1=$(q "$db" "SELECT pg_current_wal_insert_lsn() - '$wal0'::pg_lsn")
+    local u s succeeded deliveries renewed
+    read -r _ u s _ _ <"$B/$db.relay.stat" || { u=0; s=0; }
+    succeeded=$(q "$db" "SELECT count(*) FROM outbox.intents WHERE state = 'succeeded'")
+    deliveries=$(receiver_stat "$RECV_PORT_slow" deliveries_total)
+    if [ "$rc" != 0 ] || [ "$succeeded" != "$N_SLOW" ]; then
+        broken "slow_target: relay exit $rc, $succeeded of $N_SLOW succeeded (log: $B/$db.relay.log)"
+        return 1
+    fi
+    emit kind=slow_target intents="$N_SLOW" delay_ms="$SLOW_DELAY_MS" \
+        wall_s="$(awk -v a="$start" -v b="$end" 'BEGIN {printf "%.3f", b - a}')" \
+        relay_user_s="$u" relay_sys_s="$s" pg_cpu_s="$(awk -v a="$pg0" -v b="$pg1" 'BEGIN {printf "%.3f", b - a}')" \
+        wal_bytes="$wal1" succeeded="$succeeded" deliveries="${deliveries:-0}" \
+        max_in_flight="$(q "$db" "SELECT max_in_flight FROM outbox.targets WHERE name = 'bench'")"
+    say "slow target: $N_SLOW intents in $(awk -v a="$start" -v b="$end" 'BEGIN {printf "%.1f", b - a}')s"
+    dropdb_quiet "$db"
 }
 
 # ------------------------------------------------------------------ trickle
@@ -815,7 +870,7 @@ q bench_tmpl "INSERT INTO outbox.targets (name, url, max_in_flight)
 # target has no optional column (the table's defaults apply). pgcluster_start
 # exports PG* for its cluster: the tuned cluster's stay the script's own.
 DEF_PGPORT=""
-if want defaults || want headline || want headline_tls || want headline_h2; then
+if want defaults || want headline || want headline_tls || want headline_h2 || want slow_target; then
     # A locale that is not there yet is made before the server starts (a
     # server maps the locales it can use when it starts).
     case $DEF_LOCALE in
@@ -873,6 +928,7 @@ emit_text kind=meta git_commit="$git_commit" relay_or_migrations_modified="$git_
 
 { want headline || want headline_tls || want headline_h2; } && { scenario_headline || true; }
 want drain || want defaults || want no_analyze || want two_relays || want four_relays && scenario_drains
+want slow_target && { scenario_slow_target || true; }
 # The stock cluster's work is done: stop it so its checkpoints and
 # background writes stay out of the scenarios that follow.
 pgcluster_stop "$B/pgdef"
