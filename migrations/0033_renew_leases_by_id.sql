@@ -1,5 +1,5 @@
--- 0033: lease renewal finds its rows by their ids, and leaves young leases
--- alone (issue 26: PostgreSQL's share of a delivery).
+-- 0033: lease renewal (and release) find their rows by their ids, and young
+-- leases are left alone (issue 26: PostgreSQL's share of a delivery).
 --
 -- A relay renews the leases of the rows it holds once a second, on the
 -- connection that also claims. renew_leases joined the ids it was given
@@ -28,7 +28,11 @@
 -- lease, or more, before it is renewed (two thirds before); with the default
 -- 30 s lease and a 1 s tick, a delivery is first renewed after 5 s.
 --
--- The signature, the answer (the ids renewed) and the grants are unchanged.
+-- outbox.release (the rows a relay gives back unsent: at shutdown, or a
+-- claim whose answer came too late) joined its ids with the rows in flight
+-- the same way, and is written the same way now.
+--
+-- The signatures, the answers and the grants are unchanged.
 
 CREATE OR REPLACE FUNCTION outbox.renew_leases(p_relay text, p_ids bigint[], p_lease_ms integer)
     RETURNS SETOF bigint
@@ -51,5 +55,30 @@ BEGIN
       FROM held
      WHERE i.id = held.id
     RETURNING i.id;
+END
+$$;
+
+CREATE OR REPLACE FUNCTION outbox.release(p_relay text, p_ids bigint[], p_attempts integer[])
+    RETURNS integer
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    released integer;
+BEGIN
+    UPDATE outbox.intents i
+       SET state = 'pending',
+           attempts = i.attempts - 1,
+           first_attempt_at = CASE WHEN i.attempts = 1 THEN NULL ELSE i.first_attempt_at END,
+           lease_owner = NULL,
+           lease_expires_at = NULL,
+           next_attempt_at = now(),
+           updated_at = now()
+      FROM unnest(p_ids, p_attempts) AS u(id, attempt)
+     WHERE i.id = u.id AND i.state IS NOT DISTINCT FROM 'in_flight'   -- not intents_in_flight: by id
+       AND i.lease_owner = p_relay
+       AND i.attempts = u.attempt;
+    GET DIAGNOSTICS released = ROW_COUNT;
+    RETURN released;
 END
 $$;

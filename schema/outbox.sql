@@ -3096,7 +3096,8 @@ BEGIN
            next_attempt_at = now(),
            updated_at = now()
       FROM unnest(p_ids, p_attempts) AS u(id, attempt)
-     WHERE i.id = u.id AND i.state = 'in_flight' AND i.lease_owner = p_relay
+     WHERE i.id = u.id AND i.state IS NOT DISTINCT FROM 'in_flight'   -- not intents_in_flight: by id
+       AND i.lease_owner = p_relay
        AND i.attempts = u.attempt;
     GET DIAGNOSTICS released = ROW_COUNT;
     RETURN released;

@@ -7,10 +7,11 @@
 --     the drain of a backlog, where the old plan compared every row in flight
 --     with every id held and one call took seconds);
 --   - duplicate ids, other relays' rows and rows no longer in flight are not
---     renewed.
+--     renewed;
+--   - outbox.release finds its rows by id as well.
 -- One transaction: now() is one instant, so leases compare exactly.
 BEGIN;
-SELECT plan(12);
+SELECT plan(14);
 
 INSERT INTO outbox.targets (name, url) VALUES ('t', 'https://t.test/hook');
 CREATE FUNCTION pg_temp.id(k text) RETURNS bigint LANGUAGE sql AS $$ SELECT id FROM outbox.intents WHERE key = k $$;
@@ -105,6 +106,18 @@ SELECT is((SELECT count(*) FROM outbox.intents i JOIN versions v USING (id) WHER
           '...and no row has a new version');
 SELECT is((SELECT count(*) FROM outbox.intents WHERE state = 'in_flight'), 4007::bigint,
           'every row in flight is still in flight');
+
+-- release finds its rows the same way (the rows a relay gives back unsent)
+CREATE TEMP TABLE give_back AS
+SELECT id, attempts FROM outbox.intents WHERE key LIKE 'bulk:%' AND substr(key, 6)::int BETWEEN 2501 AND 3500;
+GRANT SELECT ON give_back TO outbox_relay;
+UPDATE scans_before SET in_flight = pg_temp.scans('intents_in_flight');
+SET ROLE outbox_relay;
+SELECT is(outbox.release('r1', (SELECT array_agg(id) FROM give_back), (SELECT array_agg(attempts) FROM give_back)), 500,
+          'release gives back the caller''s 500 rows among 1,000 ids (the other 500 are r2''s)');
+RESET ROLE;
+SELECT is(pg_temp.scans('intents_in_flight') - (SELECT in_flight FROM scans_before), 0::bigint,
+          '...without reading intents_in_flight');
 
 SELECT * FROM finish();
 ROLLBACK;
