@@ -212,6 +212,14 @@ uint64_t flow_next_due_wait_ms(int64_t due_ms, int empty_claims)
     return wait;
 }
 
+uint64_t flow_live_counts_interval_ms(uint64_t last_took_ms)
+{
+    if (last_took_ms > UINT64_MAX / FLOW_LIVE_COUNTS_SHARE)
+        return UINT64_MAX;
+    uint64_t busy = last_took_ms * FLOW_LIVE_COUNTS_SHARE;
+    return busy > FLOW_LIVE_COUNTS_EVERY_MS ? busy : FLOW_LIVE_COUNTS_EVERY_MS;
+}
+
 enum circuit_state flow_circuit_parse(const char *text)
 {
     if (text && strcmp(text, "open") == 0)

@@ -113,6 +113,17 @@ size_t flow_reports(const struct flow_actions *a, int consecutive_failures, long
  * the second empty claim on, up to 256 ms, rather than ask again at once. */
 uint64_t flow_next_due_wait_ms(int64_t due_ms, int empty_claims);
 
+/* The live counts of /metrics (outbox.live_counts) read every live row, on
+ * the connection that claims: 0.5 ms per thousand pending rows measured, so
+ * seconds for a backlog of millions, during which claims wait. The next
+ * refresh comes FLOW_LIVE_COUNTS_EVERY_MS after the last one started, or
+ * FLOW_LIVE_COUNTS_SHARE times as long as the last one took, whichever is
+ * longer: the counts never hold that connection more than a twentieth of
+ * the time. */
+#define FLOW_LIVE_COUNTS_EVERY_MS 5000
+#define FLOW_LIVE_COUNTS_SHARE 20
+uint64_t flow_live_counts_interval_ms(uint64_t last_took_ms);
+
 enum circuit_state flow_circuit_parse(const char *text);
 const char *flow_circuit_name(enum circuit_state state);
 

@@ -123,8 +123,9 @@ struct relay {
     /* What the admin port reads (relay_status.c). */
     admin_server_t *admin;
     char ready_reason[320];
-    uint64_t last_live_counts_ms;
-    int64_t live_counts[4]; /* pending, in_flight, unknown, awaiting_approval */
+    uint64_t last_live_counts_ms; /* when the last refresh was sent (loop time) */
+    uint64_t live_counts_took_ms; /* how long it took to answer (flow_live_counts_interval_ms) */
+    int64_t live_counts[4];       /* pending, in_flight, unknown, awaiting_approval */
     double oldest_due_age_s;
     bool live_counts_valid;         /* the last refresh answered: the gauges are written */
     uint64_t live_counts_failures;  /* refreshes that failed (a counter on /metrics) */
@@ -156,7 +157,8 @@ void relay_init_status(struct relay *r);
 /* Opens the admin port when --admin-listen names one; false (logged) when
  * it cannot listen. */
 bool relay_start_admin(struct relay *r);
-/* The live counts of /metrics, at most every LIVE_COUNTS_EVERY_MS, only
+/* The live counts of /metrics, at most every FLOW_LIVE_COUNTS_EVERY_MS
+ * (longer while a count takes long: flow_live_counts_interval_ms), only
  * while the admin port is open. */
 void relay_refresh_live_counts(struct relay *r);
 /* The idle flag again every HEARTBEAT_EVERY_MS (now is loop time), unless

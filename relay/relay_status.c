@@ -23,7 +23,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define LIVE_COUNTS_EVERY_MS 5000
 #define LIVE_COUNTS_LOG_EVERY_MS 60000
 #define HEARTBEAT_EVERY_MS 10000
 /* The admin port (admin.c): 64 connections for any request, of which 32 may
@@ -82,6 +81,7 @@ void relay_heartbeat(struct relay *r, uint64_t now)
 static void on_live_counts(void *data, PGresult *res, const char *error)
 {
     struct relay *r = data;
+    r->live_counts_took_ms = uv_now(&r->loop) - r->last_live_counts_ms;
     if (error) {
         uint64_t now = uv_now(&r->loop);
         r->live_counts_failures++;
@@ -114,7 +114,7 @@ void relay_refresh_live_counts(struct relay *r)
 {
     uint64_t now = uv_now(&r->loop);
     if (r->admin == NULL || !stmt_slot_ready(&r->live_counts_query) ||
-        now - r->last_live_counts_ms < LIVE_COUNTS_EVERY_MS)
+        now - r->last_live_counts_ms < flow_live_counts_interval_ms(r->live_counts_took_ms))
         return;
     if (stmt_slot_start(&r->live_counts_query, 0, NULL))
         r->last_live_counts_ms = now;
@@ -140,7 +140,8 @@ static void write_live_counts(const struct relay *r, struct strbuf *out)
                     "failed (those gauges are absent until one answers).",
                     METRICS_NO_LABELS, (double)r->live_counts_failures);
     metrics_family(out, "outbox_intents", METRICS_GAUGE,
-                   "Intents in each live state (whole database, refreshed every 5 s).");
+                   "Intents in each live state (whole database, refreshed every 5 s, or 20 times "
+                   "as long as the last count took).");
     if (!r->live_counts_valid)
         return;
     for (int k = 0; k < 4; k++)

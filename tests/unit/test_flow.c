@@ -348,12 +348,27 @@ START_TEST(next_due_wait)
 }
 END_TEST
 
+/* The live counts wait 5 s after the last one started, or 20 times as
+ * long as it took: a count of a backlog of millions that takes 2.5 s comes
+ * back after 50 s, so it holds the claiming connection 5 % of the time. */
+START_TEST(live_counts_interval)
+{
+    ck_assert_uint_eq(flow_live_counts_interval_ms(0), 5000);
+    ck_assert_uint_eq(flow_live_counts_interval_ms(55), 5000);
+    ck_assert_uint_eq(flow_live_counts_interval_ms(250), 5000);
+    ck_assert_uint_eq(flow_live_counts_interval_ms(251), 5020);
+    ck_assert_uint_eq(flow_live_counts_interval_ms(2500), 50000);
+    ck_assert_uint_eq(flow_live_counts_interval_ms(UINT64_MAX / 10), UINT64_MAX);
+}
+END_TEST
+
 Suite *flow_suite(void)
 {
     Suite *s = suite_create("flow");
     TCase *tc = tcase_create("signals");
     tcase_add_test(tc, signals_by_class_and_status);
     tcase_add_test(tc, circuit_names_match_sql);
+    tcase_add_test(tc, live_counts_interval);
     suite_add_tcase(s, tc);
     tc = tcase_create("window");
     tcase_add_test(tc, window_starts_at_cap_and_is_bounded);
