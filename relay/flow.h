@@ -12,7 +12,9 @@
  * What all relays must agree on (the circuit itself, the pause, the rate
  * limit's tokens) lives in outbox.target_state and is applied by
  * outbox.claim (migrations/0009_flow_control.sql); this file only decides
- * what to report. No I/O here: tests/unit/test_flow.c covers every rule.
+ * what to report. It also paces the relay's own queries of the database
+ * (the next claim after empty ones, the live counts of /metrics). No I/O
+ * here: tests/unit/test_flow.c covers every rule.
  */
 #ifndef OUTBOX_FLOW_H
 #define OUTBOX_FLOW_H
