@@ -44,6 +44,7 @@ struct delivery {
     size_t body_limit;
     int64_t retry_after_ms;
     uint64_t started_ns;
+    uint64_t leased_ns; /* when the statement that leased the row was sent; 0: not known */
     char error[CURL_ERROR_SIZE];
 
     void *owner;                  /* the relay */

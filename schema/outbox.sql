@@ -1,5 +1,5 @@
 -- schema/outbox.sql — the net schema of outbox-relay: what a database looks
--- like after every migration up to and including 0033_renew_leases_by_id.sql.
+-- like after every migration up to and including 0034_claim_plan_once.sql.
 --
 -- Read it to learn the data model; build databases with migrations/
 -- (`outbox-relay migrate`), which also records what is applied. The file is
@@ -956,12 +956,15 @@ $$;
 CREATE FUNCTION outbox.claim_due(p_relay text, p_targets text[], p_rooms integer[], p_limit integer, p_lease_ms integer) RETURNS TABLE(id bigint, key text, target text, payload text, attempt integer, ambiguous boolean, first_attempt_ms bigint, probe boolean, traceparent text, key_sent boolean)
     LANGUAGE plpgsql SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'pg_temp'
+    SET plan_cache_mode TO 'force_generic_plan'
     AS $$
 DECLARE
     rooms    integer[] := p_rooms;
     probing  text[] := '{}';
     metered  text[] := '{}';
     avail    double precision[] := '{}';
+    due_ids  bigint[];
+    keyed    boolean[];
     g        record;
     a        double precision;
 BEGIN
@@ -1000,20 +1003,24 @@ BEGIN
         END IF;
     END LOOP;
 
+    -- 1. The due rows, oldest first within each target, locked.
+    SELECT coalesce(array_agg(c.id), '{}'), coalesce(array_agg(c.keyed), '{}')
+      INTO due_ids, keyed
+      FROM (SELECT d.id, tg.key_header IS NOT NULL AS keyed
+              FROM unnest(p_targets, rooms) AS t(name, room)
+              JOIN outbox.targets AS tg ON tg.name = t.name AND tg.enabled -- disabled: rows wait
+             CROSS JOIN LATERAL (
+                   SELECT i.id
+                     FROM outbox.intents i
+                    WHERE i.state = 'pending' AND i.target = t.name AND i.next_attempt_at <= now()
+                    ORDER BY i.next_attempt_at
+                    LIMIT coalesce(t.room, 0)
+                      FOR UPDATE SKIP LOCKED) AS d
+             LIMIT p_limit) AS c;
+
+    -- 2. Leased by their ids; the gates' probes and tokens.
     RETURN QUERY
-    WITH due AS (
-        SELECT c.id, tg.key_header IS NOT NULL AS keyed
-          FROM unnest(p_targets, rooms) AS t(name, room)
-          JOIN outbox.targets AS tg ON tg.name = t.name AND tg.enabled -- disabled: rows wait
-         CROSS JOIN LATERAL (
-               SELECT i.id
-                 FROM outbox.intents i
-                WHERE i.state = 'pending' AND i.target = t.name AND i.next_attempt_at <= now()
-                ORDER BY i.next_attempt_at
-                LIMIT coalesce(t.room, 0)
-                  FOR UPDATE SKIP LOCKED) AS c
-         LIMIT p_limit
-    ), claimed AS (
+    WITH claimed AS (
         UPDATE outbox.intents i
            SET state = 'in_flight',
                attempts = i.attempts + 1,
@@ -1022,7 +1029,7 @@ BEGIN
                first_attempt_at = coalesce(i.first_attempt_at, now()),
                key_sent = due.keyed,
                updated_at = now()
-          FROM due
+          FROM unnest(due_ids, keyed) AS due(id, keyed)
          WHERE i.id = due.id
         RETURNING i.id, i.key, i.target, i.payload::text AS payload, i.attempts, i.ambiguous,
                   (extract(epoch FROM i.first_attempt_at) * 1000)::bigint AS first_attempt_ms,
