@@ -133,7 +133,7 @@ def main():
                    (hmeta.get("relay_options") or "").strip(),
                    ", ".join("{:,}".format(r["nginx_requests"]) for r in heads),
                    ", ".join("{}/{}".format(r.get("load1_before", "?"), r.get("load1_after", "?")) for r in heads)))
-        figure(hs, "PostgreSQL CPU per intent", hm("pg_cpu_us"), "µs", 25, "<=",
+        figure(hs, "PostgreSQL CPU per intent", hm("pg_cpu_us"), "µs", 30, "<=",
                [round(r["pg_cpu_us"], 1) for r in heads],
                "postmaster + every backend and auxiliary process (autovacuum, checkpointer, WAL writer), "
                "/proc ticks before and after the drain", fmt="{:.1f}")
