@@ -24,7 +24,9 @@
 --   2. update the rows by id: unnest of the arrays, one primary-key probe per
 --      row, and the gates' bookkeeping as before.
 -- plan_cache_mode = force_generic_plan on the function keeps the first plan of
--- each statement for the life of the connection. The rows stay locked from the
+-- each statement for the life of the connection. A claim that finds nothing
+-- (an idle relay's, after each delivery of a trickle) stops after the first,
+-- unless a rate-limited target's tokens are to be booked. The rows stay locked from the
 -- first statement to the second (one transaction), so no other claim, record
 -- or cancel can change them in between.
 --
@@ -98,6 +100,11 @@ BEGIN
                     LIMIT coalesce(t.room, 0)
                       FOR UPDATE SKIP LOCKED) AS d
              LIMIT p_limit) AS c;
+
+    -- Nothing due and no tokens to book: an idle relay's claim ends here.
+    IF cardinality(due_ids) = 0 AND cardinality(metered) = 0 THEN
+        RETURN;
+    END IF;
 
     -- 2. Leased by their ids; the gates' probes and tokens.
     RETURN QUERY

@@ -1,5 +1,5 @@
 -- schema/outbox.sql — the net schema of outbox-relay: what a database looks
--- like after every migration up to and including 0034_claim_plan_once.sql.
+-- like after every migration up to and including 0035_idle_questions.sql.
 --
 -- Read it to learn the data model; build databases with migrations/
 -- (`outbox-relay migrate`), which also records what is applied. The file is
@@ -1017,6 +1017,11 @@ BEGIN
                     LIMIT coalesce(t.room, 0)
                       FOR UPDATE SKIP LOCKED) AS d
              LIMIT p_limit) AS c;
+
+    -- Nothing due and no tokens to book: an idle relay's claim ends here.
+    IF cardinality(due_ids) = 0 AND cardinality(metered) = 0 THEN
+        RETURN;
+    END IF;
 
     -- 2. Leased by their ids; the gates' probes and tokens.
     RETURN QUERY
@@ -2250,6 +2255,7 @@ $$;
 CREATE FUNCTION outbox.next_due_ms(p_targets text[]) RETURNS bigint
     LANGUAGE plpgsql STABLE SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'pg_temp'
+    SET plan_cache_mode TO 'force_generic_plan'
     AS $$
 DECLARE
     due_ms bigint;
@@ -3452,14 +3458,22 @@ $$;
 CREATE FUNCTION outbox.target_gate(s outbox.target_state, p_rate real) RETURNS timestamp with time zone
     LANGUAGE sql STABLE
     AS $$
-    SELECT CASE WHEN g.at IS NOT NULL THEN least(now() + interval '1 hour', g.at) END
-      FROM (SELECT greatest(
-                CASE s.circuit WHEN 'open' THEN s.probe_at WHEN 'half_open' THEN s.probe_expires_at END,
-                s.paused_until,
-                CASE WHEN p_rate IS NOT NULL AND s.tokens IS NOT NULL
-                          AND s.tokens < outbox.rate_claim_at_least(p_rate)
-                     THEN s.tokens_at + (outbox.rate_claim_at_least(p_rate) - s.tokens) / p_rate * interval '1 second'
-                END) AS at) AS g
+    SELECT CASE WHEN greatest(CASE s.circuit WHEN 'open' THEN s.probe_at
+                                             WHEN 'half_open' THEN s.probe_expires_at END,
+                              s.paused_until,
+                              CASE WHEN p_rate IS NOT NULL AND s.tokens IS NOT NULL
+                                        AND s.tokens < outbox.rate_claim_at_least(p_rate)
+                                   THEN s.tokens_at + (outbox.rate_claim_at_least(p_rate) - s.tokens)
+                                                      / p_rate * interval '1 second' END) IS NOT NULL
+                THEN least(now() + interval '1 hour',
+                           greatest(CASE s.circuit WHEN 'open' THEN s.probe_at
+                                                   WHEN 'half_open' THEN s.probe_expires_at END,
+                                    s.paused_until,
+                                    CASE WHEN p_rate IS NOT NULL AND s.tokens IS NOT NULL
+                                              AND s.tokens < outbox.rate_claim_at_least(p_rate)
+                                         THEN s.tokens_at + (outbox.rate_claim_at_least(p_rate) - s.tokens)
+                                                            / p_rate * interval '1 second' END))
+           END
 $$;
 
 -- Refuses to delete or rename a target that intents name (replaces the

@@ -1,6 +1,6 @@
 -- schema/outbox/load.sql — the net schema of outbox-relay, one file per live
 -- object: what a database looks like after every migration up to and
--- including 0034_claim_plan_once.sql. `psql -f schema/outbox/load.sql` builds it (the files in
+-- including 0035_idle_questions.sql. `psql -f schema/outbox/load.sql` builds it (the files in
 -- an order that works); tests/sql/run.sh proves it builds the same schema as
 -- migrations/, as it does for schema/outbox.sql.
 --

@@ -3,7 +3,11 @@
 # (issue 26, 0034):
 #   - the claim is planned once for the connection: outbox.claim_due's two
 #     statements keep their first plan (before 0034 its one statement was
-#     planned again at every call, about 1 ms of the backend each);
+#     planned again at every call, about 1 ms of the backend each), and a
+#     claim that finds nothing stops after the first;
+#   - so is the question of an idle relay, outbox.next_due_ms (0035), and
+#     outbox.target_gate is inlined into it (before, each call of it was a
+#     query planned on its own);
 #   - leases are not sent for renewal while they are young: 300 deliveries
 #     held for 5 s under a 60 s lease make no renewal call while they wait
 #     (before: one call a second, every row held in each); the calls that
@@ -16,9 +20,10 @@
 # calls.
 . "$(dirname "$0")/../lib/itest.sh"
 itest_setup shared_preload_libraries=pg_stat_statements pg_stat_statements.track=all \
-    pg_stat_statements.track_planning=on track_functions=pl
+    pg_stat_statements.track_planning=on track_functions=all
 sql "CREATE EXTENSION pg_stat_statements" >/dev/null || bail "pg_stat_statements is not available"
-renewals() { sql "SELECT coalesce((SELECT calls FROM pg_stat_user_functions WHERE funcname = 'renew_leases'), 0)"; }
+calls_of() { sql "SELECT coalesce((SELECT sum(calls) FROM pg_stat_user_functions WHERE funcname = '$1'), 0)"; }
+renewals() { calls_of renew_leases; }
 # calls and plans of the nested statement of claim_due that starts with $1
 plans_of() {
     sql "SELECT coalesce(sum(calls), 0) || ' ' || coalesce(sum(plans), 0) FROM pg_stat_statements
@@ -44,6 +49,13 @@ read -r calls plans <<<"$(plans_of 'WITH claimed AS')"
 ok "the claim's update ran $calls times, planned once ($plans)" test "$calls" -ge 2 -a "$plans" = 1
 read -r calls plans <<<"$(plans_of 'SELECT coalesce(array_agg(c.id)')"
 ok "the claim's choice of rows ran $calls times, planned once ($plans)" test "$calls" -ge 2 -a "$plans" = 1
+chose=$calls
+read -r calls plans <<<"$(plans_of 'WITH claimed AS')"
+ok "claims that found nothing ended before the update: $calls updates for $chose claims" test "$calls" -lt "$chose"
+read -r calls plans <<<"$(plans_of 'due_ms := (SELECT')"
+ok "the idle relay's question ran $calls times, planned once ($plans)" test "$calls" -ge 2 -a "$plans" = 1
+ok "target_gate is inlined: $(calls_of target_gate) calls of it as a function, $(calls_of next_due_ms) of next_due_ms" \
+    test "$(calls_of target_gate)" = 0 -a "$(calls_of next_due_ms)" -ge 2
 held=$(renewals)
 ok "no renewal call while the rows were young: $held calls over 5 s (one a second sent every row)" \
     test "$held" -le 2

@@ -63,6 +63,11 @@ BEGIN
                       FOR UPDATE SKIP LOCKED) AS d
              LIMIT p_limit) AS c;
 
+    -- Nothing due and no tokens to book: an idle relay's claim ends here.
+    IF cardinality(due_ids) = 0 AND cardinality(metered) = 0 THEN
+        RETURN;
+    END IF;
+
     -- 2. Leased by their ids; the gates' probes and tokens.
     RETURN QUERY
     WITH claimed AS (

@@ -1,6 +1,7 @@
 CREATE FUNCTION outbox.next_due_ms(p_targets text[]) RETURNS bigint
     LANGUAGE plpgsql STABLE SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'pg_temp'
+    SET plan_cache_mode TO 'force_generic_plan'
     AS $$
 DECLARE
     due_ms bigint;
