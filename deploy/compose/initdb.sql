@@ -9,6 +9,8 @@
 --                       outbox_relay, outbox_operator, outbox_admin
 --   outbox_relay_local  the relay's login (granted outbox_relay and outbox_operator by
 --                       deploy/compose/setup.sql, once migrate has made those roles)
+--   outbox_mcp_local    the MCP front door's login (granted outbox_mcp, and nothing
+--                       else, the same way)
 --   refund_app          the application's login (granted outbox_app the same way), and
 --                       its own table, accounts, with account 42
 --   payments_receiver   the receiving service's login and its OWN database, payments,
@@ -19,6 +21,7 @@
 \set ON_ERROR_STOP on
 \getenv MIGRATE_PASSWORD OUTBOX_MIGRATE_PASSWORD
 \getenv RELAY_PASSWORD OUTBOX_RELAY_PASSWORD
+\getenv MCP_PASSWORD OUTBOX_MCP_PASSWORD
 \getenv APP_PASSWORD REFUND_APP_PASSWORD
 \getenv RECEIVER_PASSWORD PAYMENTS_RECEIVER_PASSWORD
 \if :{?MIGRATE_PASSWORD}
@@ -28,6 +31,10 @@ DO $$ BEGIN RAISE EXCEPTION 'initdb.sql: OUTBOX_MIGRATE_PASSWORD is not set'; EN
 \if :{?RELAY_PASSWORD}
 \else
 DO $$ BEGIN RAISE EXCEPTION 'initdb.sql: OUTBOX_RELAY_PASSWORD is not set'; END $$;
+\endif
+\if :{?MCP_PASSWORD}
+\else
+DO $$ BEGIN RAISE EXCEPTION 'initdb.sql: OUTBOX_MCP_PASSWORD is not set'; END $$;
 \endif
 \if :{?APP_PASSWORD}
 \else
@@ -41,6 +48,7 @@ DO $$ BEGIN RAISE EXCEPTION 'initdb.sql: PAYMENTS_RECEIVER_PASSWORD is not set';
 CREATE ROLE outbox_migrate LOGIN CREATEROLE NOSUPERUSER PASSWORD :'MIGRATE_PASSWORD';
 GRANT CREATE ON DATABASE app TO outbox_migrate;
 CREATE ROLE outbox_relay_local LOGIN PASSWORD :'RELAY_PASSWORD';
+CREATE ROLE outbox_mcp_local LOGIN PASSWORD :'MCP_PASSWORD';
 CREATE ROLE refund_app LOGIN PASSWORD :'APP_PASSWORD';
 CREATE ROLE payments_receiver LOGIN PASSWORD :'RECEIVER_PASSWORD';
 

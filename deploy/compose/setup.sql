@@ -10,6 +10,8 @@ SET client_min_messages = warning;   -- not "already a member" at every run
 GRANT outbox_relay, outbox_operator TO outbox_relay_local;
 -- The application: outbox.enqueue and outbox.outcome, nothing else.
 GRANT outbox_app TO refund_app;
+-- The MCP front door: the outbox.mcp_* functions, nothing else.
+GRANT outbox_mcp TO outbox_mcp_local;
 
 -- The python inbox receiver (docs/examples/python/inbox_receiver.py), by its service name.
 INSERT INTO outbox.targets (name, url, status_url, timeout_ms, backoff_base_ms, backoff_cap_ms)
@@ -18,3 +20,14 @@ VALUES ('payments.refund', 'http://receiver:8080/refunds', 'http://receiver:8080
 ON CONFLICT (name) DO UPDATE
    SET url = EXCLUDED.url, status_url = EXCLUDED.status_url, timeout_ms = EXCLUDED.timeout_ms,
        backoff_base_ms = EXCLUDED.backoff_base_ms, backoff_cap_ms = EXCLUDED.backoff_cap_ms;
+
+-- The receiver as an MCP tool, for the front door (README.md, "The MCP front door");
+-- clients and their tokens are yours to make (deploy/docker-compose.yml says how).
+INSERT INTO outbox.mcp_tools (tool, target, description, input_schema, destructive)
+VALUES ('refund', 'payments.refund', 'Refund an amount to an account. Executed once per idempotency key.',
+        '{"type": "object",
+          "properties": {"account": {"type": "integer"}, "amount_cents": {"type": "integer", "minimum": 1}},
+          "required": ["account", "amount_cents"], "additionalProperties": false}', true)
+ON CONFLICT (tool) DO UPDATE
+   SET target = EXCLUDED.target, description = EXCLUDED.description,
+       input_schema = EXCLUDED.input_schema, destructive = EXCLUDED.destructive;

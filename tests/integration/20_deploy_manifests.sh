@@ -99,7 +99,11 @@ KNOWN_METRICS = {
     "outbox_intents", "outbox_oldest_pending_age_seconds", "outbox_attempts_total",
     "outbox_db_reconnects_total", "outbox_ready", "outbox_in_flight", "outbox_deliveries_total",
     "outbox_target_circuit_open", "outbox_target_concurrency_limit", "outbox_target_paused",
+    # the MCP front door's (relay/mcp/mcp_server.c, write_metrics)
+    "outbox_mcp_calls_total", "outbox_mcp_refusals_total", "outbox_mcp_call_seconds",
+    "outbox_mcp_waiting_calls", "outbox_mcp_db_connections_ready",
 }
+MCP_METRICS = sorted(m for m in KNOWN_METRICS if m.startswith("outbox_mcp_"))
 RUNBOOK = "deploy/RUNBOOK.md"
 # Environment variables that must come from a Secret, never from a value.
 SECRET_ENV = re.compile(r"(PASS|SECRET|TOKEN|API_?KEY|PRIVATE|DATABASE_URL|CONNINFO|^OUTBOX_RELAY_DB$)", re.I)
@@ -224,6 +228,111 @@ def selects(selector, labels):
     return bool(selector) and all(labels.get(k) == v for k, v in selector.items())
 
 
+def kubelet_env(objs, obj, pod, c):
+    """The environment the kubelet gives container c of obj's pod: envFrom
+    ConfigMaps first, then env in order, each value with its $(VAR) references
+    to variables defined before it expanded ($$ is a literal $), fieldRef
+    metadata.namespace the object's namespace (the one it is applied to:
+    "default" for a render without one). Secrets are "<secret NAME/KEY>"."""
+    ns = obj["metadata"].get("namespace") or "default"
+    env = {}
+    for src in c.get("envFrom") or []:
+        ref = src.get("configMapRef")
+        for o in objs:
+            if ref and o["kind"] == "ConfigMap" and o["metadata"]["name"] == ref["name"]:
+                env.update(o.get("data") or {})
+    for e in c.get("env") or []:
+        if "value" in e:
+            env[e["name"]] = re.sub(r"\$\$|\$\(([A-Za-z_][A-Za-z0-9_]*)\)",
+                                    lambda m: "$" if m.group(0) == "$$" else env.get(m.group(1), m.group(0)),
+                                    str(e["value"]))
+        else:
+            vf = e.get("valueFrom") or {}
+            if (vf.get("fieldRef") or {}).get("fieldPath") == "metadata.namespace":
+                env[e["name"]] = ns
+            elif "secretKeyRef" in vf:
+                env[e["name"]] = "<secret %s/%s>" % (vf["secretKeyRef"]["name"], vf["secretKeyRef"]["key"])
+            elif "configMapKeyRef" in vf:
+                ref = vf["configMapKeyRef"]
+                for o in objs:
+                    if o["kind"] == "ConfigMap" and o["metadata"]["name"] == ref["name"]:
+                        env[e["name"]] = (o.get("data") or {}).get(ref["key"])
+            else:
+                env[e["name"]] = None
+    return env
+
+
+def selector_terms(text):
+    """A kubectl -l label selector as (key, op, values) terms."""
+    terms, depth, cur = [], 0, ""
+    for ch in text:
+        if ch == "(":
+            depth += 1
+        elif ch == ")":
+            depth -= 1
+        if ch == "," and depth == 0:
+            terms.append(cur.strip())
+            cur = ""
+        else:
+            cur += ch
+    if cur.strip():
+        terms.append(cur.strip())
+    out = []
+    for t in terms:
+        m = re.fullmatch(r"(\S+)\s+(in|notin)\s+\(([^)]*)\)", t)
+        if m:
+            out.append((m.group(1), m.group(2), {v.strip() for v in m.group(3).split(",")}))
+            continue
+        m = re.fullmatch(r"([^=!\s]+)\s*(==|=|!=)\s*(\S*)", t)
+        if m:
+            out.append((m.group(1), {"==": "=", "=": "=", "!=": "!="}[m.group(2)], {m.group(3)}))
+        elif t.startswith("!"):
+            out.append((t[1:], "!exists", set()))
+        else:
+            out.append((t, "exists", set()))
+    return out
+
+
+def label_selects(terms, labels):
+    """Kubernetes' semantics: != and notin also match objects without the key."""
+    for key, op, values in terms:
+        has, v = key in labels, labels.get(key)
+        if op == "=" and not (has and v in values):
+            return False
+        if op == "in" and not (has and v in values):
+            return False
+        if op in ("!=", "notin") and has and v in values:
+            return False
+        if op == "exists" and not has:
+            return False
+        if op == "!exists" and has:
+            return False
+    return True
+
+
+def readme_section(text, heading):
+    m = re.search(r"^## %s\n(.*?)(?=^## )" % re.escape(heading), text, re.M | re.S)
+    return m.group(1) if m else ""
+
+
+with open("deploy/README.md") as f:
+    README = f.read()
+# Every `kubectl apply -k DIR -l SELECTOR` of deploy/README.md, and whether it is
+# a migrate step (the Job is waited for right after it) or another.
+APPLY_STEPS = []
+_lines = README.splitlines()
+for _i, _line in enumerate(_lines):
+    _m = re.search(r"kubectl apply -k \S+ -l '([^']*)'|kubectl apply -k \S+ -l (\S+)", _line)
+    if _m:
+        _after = " ".join(_lines[_i + 1:_i + 3])
+        APPLY_STEPS.append((_i + 1, _m.group(1) or _m.group(2),
+                            "wait --for=condition=complete" in _after and "job/" in _after))
+# The Secrets the documented steps create ("Deploy", step 2), and the base's
+# default names the README gives.
+SECRETS_CREATED = set(re.findall(r"create secret generic\s+(?:\\\s*\n\s*)?([a-z0-9][a-z0-9.-]*)",
+                                 readme_section(README, "Deploy")))
+
+
 def check_render(tag, path, kdir):
     with open(path) as f:
         objs = [o for o in yaml.safe_load_all(f) if o]
@@ -233,7 +342,7 @@ def check_render(tag, path, kdir):
     names = lambda kind: {o["metadata"]["name"] for o in by_kind.get(kind, [])}
 
     wanted = ["Deployment", "Job", "Service", "PodDisruptionBudget", "ServiceAccount",
-              "PrometheusRule", "ConfigMap"]
+              "PrometheusRule", "ConfigMap", "NetworkPolicy", "ServiceMonitor"]
     check("%s: renders %s" % (tag, ", ".join(wanted)),
           ["no %s" % k for k in wanted if k not in by_kind])
 
@@ -385,6 +494,21 @@ def check_render(tag, path, kdir):
     check("%s: Secrets referenced by name only (%s), none rendered, no inline secret values"
           % (tag, ", ".join(sorted(secret_refs)) or "none"), p)
 
+    # Every Secret a pod needs is created by a documented step (issue 35,
+    # item 15): the overlay's by deploy/README.md's "Deploy" step 2, the base's
+    # named there as the base's defaults, else the pod never starts
+    # (CreateContainerConfigError).
+    p = []
+    for name in sorted(secret_refs):
+        if tag == "base":
+            if "`%s`" % name not in readme_section(README, "Deploy"):
+                p.append("Secret %s: deploy/README.md's Deploy section does not name it" % name)
+        elif name not in SECRETS_CREATED:
+            p.append("Secret %s is created by no step of deploy/README.md's Deploy section "
+                     "(it creates %s)" % (name, ", ".join(sorted(SECRETS_CREATED)) or "none"))
+    check("%s: every Secret the pods reference is created by a documented step (%s)"
+          % (tag, ", ".join(sorted(secret_refs))), p)
+
     # Images come from the kustomization's images: entries.
     allowed = allowed_images(image_entries(kdir))
     p = []
@@ -414,14 +538,19 @@ def check_render(tag, path, kdir):
     other_pods = [labels for label, _, labels in pods if not label.startswith("Deployment/")]
     for pdb in by_kind.get("PodDisruptionBudget", []):
         sel = pdb["spec"].get("selector", {}).get("matchLabels")
+        name = pdb["metadata"]["name"]
         if pdb["spec"].get("minAvailable") != 1:
-            p.append("PodDisruptionBudget minAvailable is not 1")
-        if not selects(sel, relay_labels):
-            p.append("PodDisruptionBudget does not select the relay pods")
+            p.append("PodDisruptionBudget %s minAvailable is not 1" % name)
+        if selects(sel, relay_labels) == selects(sel, mcp_labels):
+            p.append("PodDisruptionBudget %s selects %s" % (
+                name, "both workloads" if selects(sel, relay_labels) else "neither workload"))
         if any(selects(sel, labels) for labels in other_pods):
-            p.append("PodDisruptionBudget also selects the migrate Job's pods")
-        if selects(sel, mcp_labels):
-            p.append("PodDisruptionBudget also selects the MCP front door's pods")
+            p.append("PodDisruptionBudget %s also selects the migrate Job's pods" % name)
+    for what, labels in (("relay", relay_labels), ("MCP front door", mcp_labels)):
+        n = sum(1 for pdb in by_kind.get("PodDisruptionBudget", [])
+                if selects(pdb["spec"].get("selector", {}).get("matchLabels"), labels))
+        if n != 1:
+            p.append("%d PodDisruptionBudgets select the %s pods (want 1)" % (n, what))
     for svc in by_kind.get("Service", []):
         sel = svc["spec"].get("selector")
         to_relay, to_mcp = selects(sel, relay_labels), selects(sel, mcp_labels)
@@ -450,8 +579,8 @@ def check_render(tag, path, kdir):
     for kind in ("Role", "ClusterRole", "RoleBinding", "ClusterRoleBinding"):
         if kind in by_kind:
             p.append("%s in the render: the relay needs no API access" % kind)
-    check("%s: selectors (each Service selects one workload, the PDB the relay pods only), migrate Job, "
-          "ServiceAccount without API access" % tag, p)
+    check("%s: selectors (each Service selects one workload; one PodDisruptionBudget per workload, "
+          "minAvailable 1), migrate Job, ServiceAccount without API access" % tag, p)
 
     # The MCP front door: its port, probes, listen address, database login and options.
     p = []
@@ -467,21 +596,191 @@ def check_render(tag, path, kdir):
                 p.append("front door %s is not %s on port mcp: %r" % (probe, path, get))
         if env_value(objs, mcp_pod, mcp, "OUTBOX_RELAY_MCP_LISTEN") != "0.0.0.0:9465":
             p.append("OUTBOX_RELAY_MCP_LISTEN is not 0.0.0.0:9465")
-        hosts = env_value(objs, mcp_pod, mcp, "OUTBOX_RELAY_MCP_HOSTS") or ""
-        if "outbox-relay-mcp" not in hosts.split(","):
-            p.append("OUTBOX_RELAY_MCP_HOSTS does not name the Service (outbox-relay-mcp): %r" % hosts)
         db = [e for e in mcp.get("env") or [] if e["name"] == "DATABASE_URL"]
         ref = ((db[0].get("valueFrom") or {}).get("secretKeyRef") or {}) if db else {}
-        if not ref.get("name", "").startswith("outbox-relay-mcp"):
-            p.append("the front door's DATABASE_URL is not its own Secret (an outbox_mcp login): %r" % ref)
+        others = set()
+        for label, pod, _ in pods:
+            for _, c in containers(pod):
+                if c is mcp:
+                    continue
+                for e in c.get("env") or []:
+                    if e["name"] == "DATABASE_URL" and "secretKeyRef" in (e.get("valueFrom") or {}):
+                        others.add(e["valueFrom"]["secretKeyRef"]["name"])
+        if not ref.get("name") or ref["name"] in others:
+            p.append("the front door's DATABASE_URL is not its own Secret (an outbox_mcp login): %r, "
+                     "the others use %s" % (ref, ", ".join(sorted(others))))
         wait = int(env_value(objs, mcp_pod, mcp, "OUTBOX_RELAY_MCP_WAIT_MS") or "20000")
         grace = mcp_pod.get("terminationGracePeriodSeconds", 30)
         if grace * 1000 < 5000 + 1000:
             p.append("terminationGracePeriodSeconds %s leaves no room for the 5 s stop" % grace)
         if wait > 55000:
             p.append("OUTBOX_RELAY_MCP_WAIT_MS %d is past the SDKs' 60 s" % wait)
-    check("%s: the MCP front door: port 9465, probes, listen address, Host names, its own database "
+    check("%s: the MCP front door: port 9465, probes, listen address, its own database "
           "login, a wait under the SDKs' timeout" % tag, p)
+
+    # Host names (issue 35, item 16): each workload answers the names of the
+    # Service in front of it, as the kubelet expands its environment: NAME,
+    # NAME.NS, NAME.NS.svc and NAME.NS.svc.cluster.local.
+    p = []
+    hosts_seen = []
+    for d, variable in ((relay_deps, "OUTBOX_RELAY_ADMIN_HOSTS"), (mcp_deps, "OUTBOX_RELAY_MCP_HOSTS")):
+        if not d:
+            p.append("no workload for %s" % variable)
+            continue
+        dep = d[0]
+        pod = dep["spec"]["template"]["spec"]
+        c = pod["containers"][0]
+        env = kubelet_env(objs, dep, pod, c)
+        value = env.get(variable) or ""
+        hosts = [h.strip() for h in value.split(",")]
+        hosts_seen.append("%s=%s" % (variable, value))
+        if "$(" in value:
+            p.append("%s keeps an unexpanded reference: %r" % (variable, value))
+        if "" in hosts:
+            p.append("%s has an empty name: %r" % (variable, value))
+        ns = dep["metadata"].get("namespace") or "default"
+        labels = dep["spec"]["template"]["metadata"].get("labels") or {}
+        services = [svc["metadata"]["name"] for svc in by_kind.get("Service", [])
+                    if selects(svc["spec"].get("selector"), labels)]
+        if not services:
+            p.append("no Service selects %s" % dep["metadata"]["name"])
+        for svc in services:
+            for name in (svc, "%s.%s" % (svc, ns), "%s.%s.svc" % (svc, ns), "%s.%s.svc.cluster.local" % (svc, ns)):
+                if name not in hosts:
+                    p.append("%s of %s lacks %s (a caller using it gets 403): %r"
+                             % (variable, dep["metadata"]["name"], name, value))
+    check("%s: the Host allow-lists hold their Service's own names in the namespace, with the cluster "
+          "domain, as the kubelet expands them (%s)" % (tag, "; ".join(hosts_seen)), p)
+
+    # The migrate step of deploy/README.md (issue 35, item 14): its selector
+    # takes the migrate Job and what the Job needs, nothing that must wait for
+    # the migration; any other selective apply (roll back) takes all but the Job.
+    p = []
+    jobs = by_kind.get("Job", [])
+    needs = set()
+    for job in jobs:
+        needs.add(("Job", job["metadata"]["name"]))
+        jpod = job["spec"]["template"]["spec"]
+        if jpod.get("serviceAccountName"):
+            needs.add(("ServiceAccount", jpod["serviceAccountName"]))
+        for _, c in containers(jpod):
+            for src in c.get("envFrom") or []:
+                if "configMapRef" in src:
+                    needs.add(("ConfigMap", src["configMapRef"]["name"]))
+            for e in c.get("env") or []:
+                ref = (e.get("valueFrom") or {}).get("configMapKeyRef")
+                if ref:
+                    needs.add(("ConfigMap", ref["name"]))
+        for v in jpod.get("volumes") or []:
+            if "configMap" in v:
+                needs.add(("ConfigMap", v["configMap"]["name"]))
+    everything = {(o["kind"], o["metadata"]["name"]) for o in objs}
+    migrate_steps = [st for st in APPLY_STEPS if st[2]]
+    if len(migrate_steps) < 2:
+        p.append("deploy/README.md has %d migrate steps (kubectl apply -k … -l …, then wait for the Job); "
+                 "want one in Deploy and one in Upgrade" % len(migrate_steps))
+    for line, sel, is_migrate in APPLY_STEPS:
+        terms = selector_terms(sel)
+        got = {(o["kind"], o["metadata"]["name"]) for o in objs
+               if label_selects(terms, o["metadata"].get("labels") or {})}
+        want = needs if is_migrate else everything - {("Job", j["metadata"]["name"]) for j in jobs}
+        for kind, name in sorted(got - want):
+            p.append("README.md:%d -l '%s' %s %s/%s%s" % (
+                line, sel, "also applies" if is_migrate else "applies", kind, name,
+                " before the migration" if is_migrate else " (the migrate Job must not run)"))
+        for kind, name in sorted(want - got):
+            p.append("README.md:%d -l '%s' leaves out %s/%s" % (line, sel, kind, name))
+    check("%s: deploy/README.md's migrate steps select the migrate Job and what it needs (%s) only; "
+          "roll back selects all but the Job" % (tag, ", ".join("%s/%s" % k for k in sorted(needs))), p)
+
+    # Monitoring (issue 35, item 17): every Service is scraped by a
+    # ServiceMonitor on one of its ports, each as a job of its own; every
+    # workload has a NetworkPolicy letting its ports in and DNS and PostgreSQL out.
+    p = []
+    jobs = {}
+    for svc in by_kind.get("Service", []):
+        svc_labels = svc["metadata"].get("labels") or {}
+        ports = {pt.get("name") for pt in svc["spec"].get("ports") or []}
+        hits = []
+        for sm in by_kind.get("ServiceMonitor", []):
+            if not selects((sm["spec"].get("selector") or {}).get("matchLabels"), svc_labels):
+                continue
+            for ep in sm["spec"].get("endpoints") or []:
+                if ep.get("port") in ports and ep.get("path", "/metrics") == "/metrics":
+                    job = None
+                    for rl in ep.get("relabelings") or []:
+                        if rl.get("targetLabel") == "job" and rl.get("action", "replace") == "replace" \
+                                and "replacement" in rl and not rl.get("sourceLabels"):
+                            job = rl["replacement"]
+                    if job is None:
+                        job = svc_labels.get(sm["spec"].get("jobLabel") or "", svc["metadata"]["name"])
+                    hits.append((sm["metadata"]["name"], job))
+        if not hits:
+            p.append("no ServiceMonitor scrapes Service %s" % svc["metadata"]["name"])
+        for sm_name, job in hits:
+            jobs.setdefault(job, []).append(svc["metadata"]["name"])
+    for job, svcs in jobs.items():
+        if len(set(svcs)) > 1:
+            p.append("job %s scrapes Services %s together" % (job, ", ".join(sorted(set(svcs)))))
+    rule_text = " ".join(str(r.get("expr", "")) for o in by_kind.get("PrometheusRule", [])
+                         for g in o["spec"].get("groups") or [] for r in g.get("rules") or [])
+    for job in re.findall(r'up\{job="([^"]+)"\}', rule_text):
+        if job not in jobs:
+            p.append("an alert uses up{job=\"%s\"}, a job no ServiceMonitor makes (%s)" % (job, ", ".join(sorted(jobs))))
+    check("%s: every Service is scraped by a ServiceMonitor as a job of its own (%s)"
+          % (tag, ", ".join("%s=%s" % (j, ",".join(v)) for j, v in sorted(jobs.items()))), p)
+
+    p = []
+    for d in deployments:
+        labels = d["spec"]["template"]["metadata"].get("labels") or {}
+        pod = d["spec"]["template"]["spec"]
+        cports = {pt.get("containerPort") for c in pod.get("containers") or [] for pt in c.get("ports") or []}
+        pols = [np_ for np_ in by_kind.get("NetworkPolicy", [])
+                if selects(np_["spec"].get("podSelector", {}).get("matchLabels"), labels)]
+        if len(pols) != 1:
+            p.append("%d NetworkPolicies select Deployment %s (want 1)" % (len(pols), d["metadata"]["name"]))
+            continue
+        spec = pols[0]["spec"]
+        if set(spec.get("policyTypes") or []) != {"Ingress", "Egress"}:
+            p.append("NetworkPolicy %s: policyTypes %r" % (pols[0]["metadata"]["name"], spec.get("policyTypes")))
+        in_ports = {pt.get("port") for r in spec.get("ingress") or [] for pt in r.get("ports") or []}
+        out_ports = {pt.get("port") for r in spec.get("egress") or [] for pt in r.get("ports") or []}
+        if in_ports != cports:
+            p.append("NetworkPolicy %s lets in ports %r, the pods serve %r"
+                     % (pols[0]["metadata"]["name"], sorted(in_ports), sorted(cports)))
+        if not {53, 5432} <= out_ports:
+            p.append("NetworkPolicy %s does not let out DNS and PostgreSQL: %r" % (pols[0]["metadata"]["name"], out_ports))
+        for r in spec.get("ingress") or []:
+            for peer in r.get("from") or []:
+                if (peer.get("podSelector") or {}).get("matchLabels"):
+                    p.append("NetworkPolicy %s names peers by matchLabels (commonLabels rewrites them)"
+                             % pols[0]["metadata"]["name"])
+    check("%s: one NetworkPolicy per workload: its ports in, DNS and PostgreSQL out" % tag, p)
+
+    # The "down" alerts (kube-state-metrics) each match exactly one Deployment.
+    p = []
+    down = {}
+    for o in by_kind.get("PrometheusRule", []):
+        for g in o["spec"].get("groups") or []:
+            for r in g.get("rules") or []:
+                for sel in re.findall(r"kube_deployment_status_replicas_available\{([^}]*)\}", str(r.get("expr", ""))):
+                    matchers = re.findall(r'deployment\s*(=~|!~|=|!=)\s*"([^"]*)"', sel)
+                    def matches(name):
+                        for op, v in matchers:
+                            hit = re.fullmatch(v, name) is not None if "~" in op else name == v
+                            if hit != (op in ("=~", "=")):
+                                return False
+                        return True
+                    down[r["alert"]] = [d["metadata"]["name"] for d in deployments if matches(d["metadata"]["name"])]
+    for alert, hit in sorted(down.items()):
+        if len(hit) != 1:
+            p.append("%s matches %d Deployments: %s" % (alert, len(hit), ", ".join(hit) or "none"))
+    for d in deployments:
+        n = [a for a, hit in down.items() if d["metadata"]["name"] in hit]
+        if len(n) != 1:
+            p.append("Deployment %s is watched by %d down alerts (%s)" % (d["metadata"]["name"], len(n), ", ".join(n)))
+    check("%s: each Deployment has its own down alert, matching it only (%s)"
+          % (tag, "; ".join("%s: %s" % (a, ",".join(h)) for a, h in sorted(down.items()))), p)
 
     # Alerts.
     anchors = runbook_anchors()
@@ -515,7 +814,11 @@ def check_render(tag, path, kdir):
     for needle in ('outbox_intents{state="unknown"}', 'outbox_intents{state="in_flight"}',
                    "outbox_oldest_pending_age_seconds", 'class=~"permanent_failure|key_conflict"',
                    "outbox_target_circuit_open", "outbox_ready", "up{job=",
-                   "kube_deployment_status_replicas_available", "outbox_db_reconnects_total"):
+                   "kube_deployment_status_replicas_available", "outbox_db_reconnects_total",
+                   'outbox_mcp_calls_total{status="failed"}',
+                   'outbox_mcp_calls_total{status=~"pending|delivering|reconciling"}',
+                   "outbox_mcp_refusals_total", "outbox_mcp_db_connections_ready",
+                   'up{job="outbox-relay-mcp"}'):
         if needle not in exprs:
             p.append("no alert uses %s" % needle)
     unknown = metrics_used - KNOWN_METRICS
@@ -788,6 +1091,53 @@ for target in re.findall(r"\]\(RUNBOOK\.md#([\w-]+)\)", readme):
         p.append("README.md links to missing RUNBOOK anchor #%s" % target)
 check("deploy/README.md and deploy/RUNBOOK.md cover deploy, scale, upgrade, roll back and the "
       "operator SQL; internal links resolve", p)
+
+# ------------------------------------------------------------ the front door beside the relay
+# (issue 35, item 17): the dashboard, the runbook, compose, the docs.
+p = []
+with open("deploy/grafana/outbox-relay.json") as f:
+    dash_text = f.read()
+for metric in MCP_METRICS:
+    if metric not in dash_text:
+        p.append("the dashboard has no query of %s" % metric)
+for alert in re.findall(r"alert:\s*(OutboxMcp\w+)", open("deploy/kubernetes/base/prometheusrule.yaml").read()):
+    if "## %s" % alert not in runbook:
+        p.append("deploy/RUNBOOK.md has no section %s" % alert)
+if not re.search(r"^## OutboxMcp", runbook, re.M):
+    p.append("deploy/RUNBOOK.md has no section for a front door alert")
+with open("deploy/docker-compose.yml") as f:
+    compose = yaml.safe_load(f)
+services = compose.get("services") or {}
+mcp_svc = [n for n, sv in services.items() if (sv.get("command") or [None])[0] == "mcp"]
+if len(mcp_svc) != 1:
+    p.append("deploy/docker-compose.yml runs %d front doors (services with command [mcp])" % len(mcp_svc))
+else:
+    sv = services[mcp_svc[0]]
+    env = sv.get("environment") or {}
+    if env.get("OUTBOX_RELAY_MCP_LISTEN") != "0.0.0.0:9465":
+        p.append("compose %s: OUTBOX_RELAY_MCP_LISTEN is not 0.0.0.0:9465" % mcp_svc[0])
+    if not any(str(pt).startswith("127.0.0.1:") for pt in sv.get("ports") or []):
+        p.append("compose %s: no port published on 127.0.0.1" % mcp_svc[0])
+    login = env.get("PGUSER")
+    init = open("deploy/compose/initdb.sql").read() + open("deploy/compose/setup.sql").read()
+    if not login or not re.search(r"GRANT outbox_mcp TO %s\b" % re.escape(str(login)), init):
+        p.append("compose %s: its login %r is not granted outbox_mcp by deploy/compose/*.sql" % (mcp_svc[0], login))
+    if re.search(r"GRANT [^;]*\b(outbox_relay|outbox_app|outbox_admin|outbox_operator)\b[^;]*TO %s\b"
+                 % re.escape(str(login)), init):
+        p.append("compose %s: its login %s is granted more than outbox_mcp" % (mcp_svc[0], login))
+with open("README.md") as f:
+    main_readme = f.read()
+roles = re.search(r"^## Roles\n(.*?)(?=^## )", main_readme, re.M | re.S)
+if not roles or not re.search(r"^\| `outbox_mcp` \|", roles.group(1), re.M):
+    p.append("README.md's roles table has no outbox_mcp row")
+with open("docs/operations.md") as f:
+    ops = f.read()
+if "outbox_mcp" not in ops or "outbox-relay-mcp" not in ops:
+    p.append("docs/operations.md does not cover the front door (its role outbox_mcp, its Deployment outbox-relay-mcp)")
+if "outbox-relay-mcp-database" not in README:
+    p.append("deploy/README.md does not name the front door's Secret")
+check("the MCP front door beside the relay: dashboard queries of %s, a runbook section per alert, a "
+      "compose service with an outbox_mcp login, README's roles and docs/operations.md" % ", ".join(MCP_METRICS), p)
 PYTHON
 rc=$?
 while IFS=$'\t' read -r status desc detail; do

@@ -17,7 +17,8 @@
 #     password authentication: deploy/compose/initdb.sql with the db service's environment,
 #     `outbox-relay migrate` with the migrate service's, deploy/compose/setup.sql with the
 #     setup service's, the receiver with --install and the relay with theirs, and the Python
-#     step as the compose's application login: succeeded.
+#     step as the compose's application login: succeeded; the MCP front door with its
+#     service's environment: ready as its outbox_mcp login, listing setup.sql's tool.
 # Installs what is missing (python3-psycopg, docker-compose, npm) with apt-get as root.
 . "$(dirname "$0")/../lib/itest.sh"
 
@@ -232,14 +233,17 @@ p = []
 def want(cond, what):
     if not cond:
         p.append(what)
-want(sorted(s) == ["db", "migrate", "receiver", "relay", "setup"], "services: %s" % sorted(s))
+want(sorted(s) == ["db", "mcp", "migrate", "receiver", "relay", "setup"], "services: %s" % sorted(s))
 want(s["db"]["image"].startswith("postgres:15"), "db is not postgres:15")
-for name in ("migrate", "relay"):
+for name in ("migrate", "relay", "mcp"):
     b = s[name].get("build") or {}
     want(b.get("dockerfile") == "deploy/Dockerfile" and os.path.realpath(b.get("context", "")) == root,
          "%s is not built from deploy/Dockerfile in the repository root" % name)
-want(s["migrate"]["image"] == s["relay"]["image"], "migrate and relay use different images")
-want(s["migrate"]["command"] == ["migrate"] and s["relay"]["command"] == ["run"], "commands")
+want(s["migrate"]["image"] == s["relay"]["image"] == s["mcp"]["image"], "migrate, relay and mcp use different images")
+want(s["migrate"]["command"] == ["migrate"] and s["relay"]["command"] == ["run"] and s["mcp"]["command"] == ["mcp"],
+     "commands")
+want(s["mcp"]["environment"]["PGUSER"] == "outbox_mcp_local", "the front door does not log in as outbox_mcp_local")
+want(s["mcp"]["environment"].get("OUTBOX_RELAY_MCP_LISTEN") == "0.0.0.0:9465", "the front door does not listen on 0.0.0.0:9465")
 want(s["migrate"]["environment"]["PGUSER"] == "outbox_migrate", "migrate does not log in as outbox_migrate")
 want(s["relay"]["environment"]["PGUSER"] == "outbox_relay_local", "the relay does not log in as outbox_relay_local")
 def dep(svc, on, cond):
@@ -248,6 +252,7 @@ def dep(svc, on, cond):
 dep("migrate", "db", "service_healthy")
 dep("setup", "migrate", "service_completed_successfully")
 dep("relay", "setup", "service_completed_successfully")
+dep("mcp", "setup", "service_completed_successfully")
 dep("receiver", "db", "service_healthy")
 rb = s["receiver"].get("build") or {}
 want(os.path.isfile(os.path.join(rb.get("context", ""), rb.get("dockerfile", ""))), "the receiver's Dockerfile is missing")
@@ -265,13 +270,13 @@ want(env_doc["services"]["relay"]["environment"]["PGPASSWORD"] == "from-the-shel
      "OUTBOX_RELAY_PASSWORD from the shell does not reach the relay and the db")
 print("\n".join(p))
 # The environments of the services, for the stack's SQL below (NAME=VALUE lines).
-for name in ("db", "migrate", "setup", "relay", "receiver"):
+for name in ("db", "migrate", "setup", "relay", "mcp", "receiver"):
     with open(os.path.join(os.path.dirname(sys.argv[1]), "env-" + name), "w") as f:
         for k, v in (s[name].get("environment") or {}).items():
             f.write("%s=%s\n" % (k, v))
 PY
 is "$(cat "$T/compose-checks")" "" \
-   "compose: five services, wired in order (db healthy, migrate and setup done), images, logins, mounts, ports on 127.0.0.1, passwords local-only and taken from the environment"
+   "compose: six services, wired in order (db healthy, migrate and setup done), images, logins, mounts, ports on 127.0.0.1, passwords local-only and taken from the environment"
 
 # --- the stack's SQL on a fresh PostgreSQL 15 with passwords, as the services run it ------
 # A cluster of its own (the postgres image's: a superuser, the database "app"), started
@@ -295,6 +300,7 @@ service_env() {
 service_env MIGRATE_ENV migrate
 service_env SETUP_ENV setup
 service_env RELAY_ENV relay
+service_env MCP_ENV mcp
 service_env RECEIVER_ENV receiver
 env "${DB_ENV[@]}" psql -X -q -v ON_ERROR_STOP=1 -h "$T/pg2" -p "$P2" -U postgres -d app \
     -f "$ITEST_ROOT/deploy/compose/initdb.sql" >"$T/initdb.out" 2>&1
@@ -312,9 +318,9 @@ is "$?" 0 "compose: setup.sql with the setup service's environment, twice"
 [ -s "$T/setup.out" ] && sed 's/^/# /' "$T/setup.out"
 is "$(psql2 -d app -c "SELECT m.rolname || ':' || string_agg(r.rolname, ',' ORDER BY r.rolname)
                          FROM pg_auth_members a JOIN pg_roles r ON r.oid = a.roleid JOIN pg_roles m ON m.oid = a.member
-                        WHERE m.rolname IN ('refund_app', 'outbox_relay_local') GROUP BY m.rolname ORDER BY 1")" \
-    "$(printf 'outbox_relay_local:outbox_operator,outbox_relay\nrefund_app:outbox_app')" \
-    "compose: the relay's login has outbox_relay and outbox_operator, the application's outbox_app"
+                        WHERE m.rolname IN ('refund_app', 'outbox_relay_local', 'outbox_mcp_local') GROUP BY m.rolname ORDER BY 1")" \
+    "$(printf 'outbox_mcp_local:outbox_mcp\noutbox_relay_local:outbox_operator,outbox_relay\nrefund_app:outbox_app')" \
+    "compose: the relay's login has outbox_relay and outbox_operator, the front door's outbox_mcp only, the application's outbox_app"
 ok "compose: a wrong password is refused (the passwords are checked)" \
     sh -c "! PGPASSWORD=wrong psql -X -h 127.0.0.1 -p $P2 -U refund_app -d app -c 'SELECT 1' >/dev/null 2>&1"
 
@@ -340,6 +346,22 @@ env -u PGHOST -u PGPORT -u PGUSER -u PGDATABASE -u DATABASE_URL PGHOST=127.0.0.1
 is "$?" 0 "compose: the Python step as refund_app, delivered by the relay as outbox_relay_local to the receiver as payments_receiver"
 ok "...outcome: succeeded" grep -q '^outcome: succeeded ' "$T/compose-step.out"
 is "$(psql2 -d payments -c "SELECT count(*) FROM refunds WHERE key = 'compose:step-1'")" 1 "...one refund"
+
+# The front door with its service's environment (its port: a free one here): ready, so
+# logged in as outbox_mcp_local, and the tool setup.sql registered is listed to a client.
+env "${MCP_ENV[@]}" OUTBOX_RELAY_MCP_LISTEN=127.0.0.1:0 "$RELAY_BIN" mcp >>"$T/mcp-compose.log" 2>&1 &
+ITEST_PIDS+=("$!")
+wait_cmd 10 grep -q '"event":"mcp_listening"' "$T/mcp-compose.log" || bail "the compose front door did not start"
+CMCP=$(sed -n 's/.*"event":"mcp_listening".*"port":\([0-9]*\).*/\1/p' "$T/mcp-compose.log" | tail -1)
+ok "compose: the front door as outbox_mcp_local is ready" \
+    wait_cmd 10 sh -c "[ \"\$(curl -s -o /dev/null -w '%{http_code}' http://127.0.0.1:$CMCP/readyz)\" = 200 ]"
+CTOKEN=$(head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n')
+psql2 -d app -c "SELECT outbox.mcp_client('compose-agent', '$CTOKEN', ARRAY['refund'])" >/dev/null
+tools=$(curl -s -H "Authorization: Bearer $CTOKEN" -H 'Content-Type: application/json' \
+    -H 'Accept: application/json, text/event-stream' -H 'MCP-Protocol-Version: 2025-11-25' \
+    -d '{"jsonrpc":"2.0","id":1,"method":"tools/list"}' "http://127.0.0.1:$CMCP/mcp")
+ok "compose: the front door lists setup.sql's tool refund to a client" grep -q '"name":"refund"' <<<"$tools"
+[ -n "$tools" ] && echo "# tools/list: $(cut -c1-200 <<<"$tools")"
 
 ok "no sanitizer report in the relay logs" relay_logs_clean
 itest_done
