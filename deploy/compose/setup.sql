@@ -21,7 +21,7 @@ ON CONFLICT (name) DO UPDATE
    SET url = EXCLUDED.url, status_url = EXCLUDED.status_url, timeout_ms = EXCLUDED.timeout_ms,
        backoff_base_ms = EXCLUDED.backoff_base_ms, backoff_cap_ms = EXCLUDED.backoff_cap_ms;
 
--- The receiver as an MCP tool, for the front door (README.md, "The MCP front door");
+-- The receiver as an MCP tool, for the front door (README.md, "For agents: MCP");
 -- clients and their tokens are yours to make (deploy/docker-compose.yml says how).
 INSERT INTO outbox.mcp_tools (tool, target, description, input_schema, destructive)
 VALUES ('refund', 'payments.refund', 'Refund an amount to an account. Executed once per idempotency key.',
