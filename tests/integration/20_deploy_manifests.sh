@@ -76,6 +76,8 @@ import sys
 import yaml
 
 root, relay_bin = sys.argv[1], sys.argv[2]
+sys.path.insert(0, os.path.join(root, "tests", "lib"))
+from kubelet_env import kubelet_env  # noqa: E402  the kubelet's expansion of env
 renders = dict(arg.split("=", 1) for arg in sys.argv[3:])
 os.chdir(root)
 
@@ -226,40 +228,6 @@ def env_value(objs, pod, c, name):
 
 def selects(selector, labels):
     return bool(selector) and all(labels.get(k) == v for k, v in selector.items())
-
-
-def kubelet_env(objs, obj, pod, c):
-    """The environment the kubelet gives container c of obj's pod: envFrom
-    ConfigMaps first, then env in order, each value with its $(VAR) references
-    to variables defined before it expanded ($$ is a literal $), fieldRef
-    metadata.namespace the object's namespace (the one it is applied to:
-    "default" for a render without one). Secrets are "<secret NAME/KEY>"."""
-    ns = obj["metadata"].get("namespace") or "default"
-    env = {}
-    for src in c.get("envFrom") or []:
-        ref = src.get("configMapRef")
-        for o in objs:
-            if ref and o["kind"] == "ConfigMap" and o["metadata"]["name"] == ref["name"]:
-                env.update(o.get("data") or {})
-    for e in c.get("env") or []:
-        if "value" in e:
-            env[e["name"]] = re.sub(r"\$\$|\$\(([A-Za-z_][A-Za-z0-9_]*)\)",
-                                    lambda m: "$" if m.group(0) == "$$" else env.get(m.group(1), m.group(0)),
-                                    str(e["value"]))
-        else:
-            vf = e.get("valueFrom") or {}
-            if (vf.get("fieldRef") or {}).get("fieldPath") == "metadata.namespace":
-                env[e["name"]] = ns
-            elif "secretKeyRef" in vf:
-                env[e["name"]] = "<secret %s/%s>" % (vf["secretKeyRef"]["name"], vf["secretKeyRef"]["key"])
-            elif "configMapKeyRef" in vf:
-                ref = vf["configMapKeyRef"]
-                for o in objs:
-                    if o["kind"] == "ConfigMap" and o["metadata"]["name"] == ref["name"]:
-                        env[e["name"]] = (o.get("data") or {}).get(ref["key"])
-            else:
-                env[e["name"]] = None
-    return env
 
 
 def selector_terms(text):
@@ -630,7 +598,7 @@ def check_render(tag, path, kdir):
         dep = d[0]
         pod = dep["spec"]["template"]["spec"]
         c = pod["containers"][0]
-        env = kubelet_env(objs, dep, pod, c)
+        env = kubelet_env(objs, dep, c)
         value = env.get(variable) or ""
         hosts = [h.strip() for h in value.split(",")]
         hosts_seen.append("%s=%s" % (variable, value))

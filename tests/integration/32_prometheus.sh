@@ -16,6 +16,13 @@
 #     of them matches series; the target variable lists both targets; every
 #     rule is healthy in Prometheus, and OutboxTargetFailureRatio is pending for
 #     the refusing target only;
+#   - an MCP front door (`outbox-relay mcp`), started with the Host allow-list the
+#     example overlay gives it (expanded as the kubelet does), answers its Service's
+#     names in the namespace and refuses another namespace's; Prometheus scrapes it
+#     as the job outbox-relay-mcp while agents call a tool whose target succeeds, one
+#     whose target refuses (failed), one whose target is down (not final when the
+#     wait ends), and a client with a wrong token is refused; the front door's alerts
+#     are pending for those tools and that reason only, and its dashboard row has data;
 #   - the checks fail on a dashboard or a rule file with a wrong metric name, a
 #     wrong label value, a syntax error or an unknown Grafana variable.
 # Skips only when prometheus or promtool is not installed.
@@ -112,6 +119,57 @@ relay_start one --admin-listen "127.0.0.1:0" --poll-interval-ms 200
 ADMIN_PORT=$(relay_admin_port one)
 [ -n "$ADMIN_PORT" ] || bail "the relay did not log its admin port"
 
+# ---------------------------------------------------------------- an MCP front door
+# Its Host allow-list as the example overlay sets it, expanded as the kubelet does
+# (namespace payments, cluster.local).
+MCP_HOSTS=""
+if command -v kubectl >/dev/null 2>&1 &&
+    kubectl kustomize "$KUBE/overlays/example" >"$T/overlay.yaml" 2>/dev/null; then
+    MCP_HOSTS=$("$PY" "$ITEST_ROOT/tests/lib/kubelet_env.py" "$T/overlay.yaml" outbox-relay-mcp OUTBOX_RELAY_MCP_HOSTS)
+fi
+echo "# OUTBOX_RELAY_MCP_HOSTS of the example overlay: ${MCP_HOSTS:-(kubectl missing)}"
+# A target that is down (nothing listens on port 9 of 127.0.0.1): its calls end their
+# wait pending.
+# Targets of their own, so that the relay's counts below stay the relay's scenario's.
+target_add down "http://127.0.0.1:9/refunds" backoff_base_ms=200
+target_add mcp_api "http://127.0.0.1:$RECV_PORT_api/mcp-calls"
+target_add mcp_refunds "http://127.0.0.1:$RECV_PORT_refuse/mcp-refunds"
+sql "INSERT INTO outbox.mcp_tools (tool, target, description) VALUES
+       ('call_api', 'mcp_api', 'A target that answers 200.'),
+       ('refund_refused', 'mcp_refunds', 'A target that answers 400.'),
+       ('refund_down', 'down', 'A target that is down.')" >/dev/null
+MCP_TOKEN=$(head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n')
+sql "SELECT outbox.mcp_client('agent', '$MCP_TOKEN')" >/dev/null
+mcp_start --mcp-wait-ms 1500 ${MCP_HOSTS:+--mcp-hosts "$MCP_HOSTS"}
+
+# mcp_post HOST TOKEN BODY: POST /mcp with that Host header; prints the HTTP status.
+mcp_post() {
+    curl -s -o "$T/mcp-last.json" -w '%{http_code}' -m 20 -H "Host: $1" -H "Authorization: Bearer $2" \
+        -H 'Content-Type: application/json' -H 'Accept: application/json, text/event-stream' \
+        -H 'MCP-Protocol-Version: 2025-11-25' -d "$3" "http://127.0.0.1:$MCP_PORT/mcp"
+}
+# mcp_tool TOOL KEY [TOKEN]: a tools/call; prints the HTTP status and the status told.
+mcp_tool() {
+    local code
+    code=$(mcp_post "127.0.0.1:$MCP_PORT" "${3:-$MCP_TOKEN}" \
+        "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"tools/call\",\"params\":{\"name\":\"$1\",\"arguments\":{\"n\":1},\"_meta\":{\"outbox-relay/idempotency-key\":\"$2\"}}}")
+    echo "$code $(sed -n 's/.*"status":"\([a-z_]*\)".*/\1/p' "$T/mcp-last.json" | head -1)"
+}
+TOOLS_LIST='{"jsonrpc":"2.0","id":1,"method":"tools/list"}'
+if [ -n "$MCP_HOSTS" ]; then
+    IFS=, read -ra names <<<"$MCP_HOSTS"
+    for name in "${names[@]}"; do
+        is "$(mcp_post "$name:9465" "$MCP_TOKEN" "$TOOLS_LIST")" 200 "the front door answers Host: $name:9465"
+    done
+    is "${#names[@]}" 4 "the overlay's allow-list has the Service's four names"
+    ok "...among them outbox-relay-mcp.payments.svc.cluster.local" \
+        grep -qx 'outbox-relay-mcp.payments.svc.cluster.local' < <(tr ',' '\n' <<<"$MCP_HOSTS")
+else
+    ok "the example overlay's Host allow-list # SKIP kubectl not installed" true
+fi
+is "$(mcp_post "outbox-relay-mcp.other.svc:9465" "$MCP_TOKEN" "$TOOLS_LIST")" 403 \
+    "...and refuses another namespace's name (403)"
+
 # The labels a Prometheus Operator scrape adds (namespace, pod): the alerts
 # aggregate by namespace and name the pod.
 cat >"$T/prometheus.yml" <<EOF
@@ -129,6 +187,13 @@ scrape_configs:
         labels:
           namespace: outbox-itest
           pod: relay-one
+  - job_name: outbox-relay-mcp
+    metrics_path: /metrics
+    static_configs:
+      - targets: ["127.0.0.1:$MCP_PORT"]
+        labels:
+          namespace: outbox-itest
+          pod: mcp-one
 EOF
 ok "promtool check config" quietly "$T/check-config.log" "$PROMTOOL" check config "$T/prometheus.yml"
 
@@ -182,6 +247,32 @@ prom_wait() {
     return 1
 }
 ok 'Prometheus scrapes the relay: up{job="outbox-relay"} 1' prom_wait 20 'up{job="outbox-relay"}' 1.0
+ok 'Prometheus scrapes the front door: up{job="outbox-relay-mcp"} 1' prom_wait 20 'up{job="outbox-relay-mcp"}' 1.0
+
+# Agents' calls, after the first scrape and over several: a counter's first sample
+# is its base, so each tool is called once, scraped, then called again.
+is "$(mcp_tool call_api k-api-0)" "200 succeeded" "a call to call_api: succeeded"
+is "$(mcp_tool refund_refused k-ref-0)" "200 failed" "a call to refund_refused: failed"
+ok "a call to refund_down: not final when the wait ends (pending or delivering)" \
+    eval '[[ "$(mcp_tool refund_down k-down-0)" =~ ^200\ (pending|delivering)$ ]]'
+ok "Prometheus has scraped the first calls" \
+    prom_wait 20 'sum(outbox_mcp_calls_total{job="outbox-relay-mcp"})' 3.0
+for i in 1 2 3 4; do
+    mcp_tool call_api "k-api-$i" >/dev/null
+    mcp_tool refund_refused "k-ref-$i" >/dev/null
+done
+down_pids=()
+for i in 1 2 3; do
+    mcp_tool refund_down "k-down-$i" >"$T/down-$i.txt" &
+    down_pids+=("$!")
+done
+wait "${down_pids[@]}"
+for i in $(seq 1 15); do mcp_tool call_api "k-bad-$i" not-a-token >/dev/null; done
+sleep 2
+ok "Prometheus has scraped the failed calls" \
+    prom_wait 20 'sum(outbox_mcp_calls_total{status="failed"})' 5.0
+ok "Prometheus has scraped the 15 refusals of a wrong token" \
+    prom_wait 20 'sum(outbox_mcp_refusals_total{reason="auth"})' 15.0
 
 # Deliveries spread over a few scrapes, while Prometheus watches.
 for round in 1 2 3; do
@@ -199,7 +290,9 @@ ok "Prometheus has scraped the 150 refusals" \
 # ---------------------------------------------------------------- every expression
 promcheck "$T/eval.txt" eval "$PROM_URL" "$DASHBOARD" "$RULES" \
     --positive "Succeeded/s" --positive "Attempts/s by class" \
-    --positive "Outcomes/s by target and resulting state" --positive "Delivery latency" ||
+    --positive "Outcomes/s by target and resulting state" --positive "Delivery latency" \
+    --positive "MCP calls/s by tool and status" --positive "MCP refusals/s by reason" \
+    --positive "MCP call latency" ||
     ok "evaluation ran" false
 tap_from "$T/eval.txt"
 QUERIES=$("$PY" -c 'import json, sys
@@ -221,8 +314,9 @@ for g in yaml.safe_load(open(sys.argv[1]))["groups"]:
         if r.get("alert") == "OutboxTargetFailureRatio": print(r["expr"])' "$RULES")
 "${PROMCHECK[@]}" query "$PROM_URL" "$ratio_expr" >"$T/ratio.txt" 2>&1
 echo "# OutboxTargetFailureRatio: $(tr '\t\n' '= ' <"$T/ratio.txt")"
-is "$(cut -f1 "$T/ratio.txt")" 'namespace="outbox-itest",target="refunds"' \
-    "OutboxTargetFailureRatio's expression selects the refusing target only"
+is "$(cut -f1 "$T/ratio.txt")" "$(printf '%s\n' 'namespace="outbox-itest",target="mcp_refunds"' \
+    'namespace="outbox-itest",target="refunds"')" \
+    "OutboxTargetFailureRatio's expression selects the refusing targets only (refunds, and the front door's mcp_refunds)"
 alert_pending() {
     local i
     for i in $(seq 1 50); do
@@ -235,6 +329,31 @@ alert_pending() {
     return 1
 }
 ok "Prometheus holds OutboxTargetFailureRatio pending for refunds (for: 10m), nothing for api" alert_pending
+
+# The front door's alerts against its real counters: pending (for: 10m) for the
+# refusing tool, the tool whose target is down, and the wrong token only.
+mcp_alerts_pending() {
+    local i
+    for i in $(seq 1 50); do
+        "${PROMCHECK[@]}" alerts "$PROM_URL" >"$T/alerts-active.txt" 2>&1
+        if grep -qP '^OutboxMcpCallsFailing\tpending\t.*tool="refund_refused"' "$T/alerts-active.txt" &&
+            grep -qP '^OutboxMcpCallsNotFinal\tpending\t.*tool="refund_down"' "$T/alerts-active.txt" &&
+            grep -qP '^OutboxMcpRefusals\tpending\t.*reason="auth"' "$T/alerts-active.txt"; then
+            break
+        fi
+        sleep 0.2
+    done
+    sed -e 's/^/#   /' "$T/alerts-active.txt"
+    [ "$(grep -cP '^OutboxMcpCallsFailing\t' "$T/alerts-active.txt")" = 1 ] &&
+        grep -qP '^OutboxMcpCallsFailing\tpending\t.*tool="refund_refused"' "$T/alerts-active.txt" &&
+        [ "$(grep -cP '^OutboxMcpCallsNotFinal\t' "$T/alerts-active.txt")" = 1 ] &&
+        grep -qP '^OutboxMcpCallsNotFinal\tpending\t.*tool="refund_down"' "$T/alerts-active.txt" &&
+        [ "$(grep -cP '^OutboxMcpRefusals\t' "$T/alerts-active.txt")" = 1 ] &&
+        grep -qP '^OutboxMcpRefusals\tpending\t.*reason="auth"' "$T/alerts-active.txt" &&
+        ! grep -qP '^OutboxMcpNotReady\t' "$T/alerts-active.txt"
+}
+ok "Prometheus holds OutboxMcpCallsFailing (refund_refused), OutboxMcpCallsNotFinal (refund_down) and OutboxMcpRefusals (auth) pending, nothing else of the front door's" \
+    mcp_alerts_pending
 
 # ---------------------------------------------------------------- the checks can fail
 # A dashboard with four faults: a wrong metric name, a wrong label value, a
@@ -262,4 +381,5 @@ ok "an alert with a misspelt metric fails" \
     grep -qP '^not ok\talert OutboxPendingLag: .*selector matches nothing: outbox_oldest_pending_age_secs' "$T/broken-rules.txt"
 
 ok "relay log has no sanitizer report" relay_logs_clean
+ok "front door log has no sanitizer report" eval '! grep -q "Sanitizer" "$T/mcp.log"'
 itest_done
