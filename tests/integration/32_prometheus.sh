@@ -115,6 +115,15 @@ receiver_start api --dedupe
 receiver_start refuse --mode-status 400
 target_add api "http://127.0.0.1:$RECV_PORT_api/calls"
 target_add refunds "http://127.0.0.1:$RECV_PORT_refuse/refunds"
+# The MCP front door's targets and tools, known to the relay from its start.
+# Targets of their own, so that the relay's counts below stay the relay's scenario's.
+target_add down "http://127.0.0.1:9/refunds" backoff_base_ms=200
+target_add mcp_api "http://127.0.0.1:$RECV_PORT_api/mcp-calls"
+target_add mcp_refunds "http://127.0.0.1:$RECV_PORT_refuse/mcp-refunds"
+sql "INSERT INTO outbox.mcp_tools (tool, target, description) VALUES
+       ('call_api', 'mcp_api', 'A target that answers 200.'),
+       ('refund_refused', 'mcp_refunds', 'A target that answers 400.'),
+       ('refund_down', 'down', 'A target that is down.')" >/dev/null
 relay_start one --admin-listen "127.0.0.1:0" --poll-interval-ms 200
 ADMIN_PORT=$(relay_admin_port one)
 [ -n "$ADMIN_PORT" ] || bail "the relay did not log its admin port"
@@ -130,17 +139,9 @@ fi
 echo "# OUTBOX_RELAY_MCP_HOSTS of the example overlay: ${MCP_HOSTS:-(kubectl missing)}"
 # A target that is down (nothing listens on port 9 of 127.0.0.1): its calls end their
 # wait pending.
-# Targets of their own, so that the relay's counts below stay the relay's scenario's.
-target_add down "http://127.0.0.1:9/refunds" backoff_base_ms=200
-target_add mcp_api "http://127.0.0.1:$RECV_PORT_api/mcp-calls"
-target_add mcp_refunds "http://127.0.0.1:$RECV_PORT_refuse/mcp-refunds"
-sql "INSERT INTO outbox.mcp_tools (tool, target, description) VALUES
-       ('call_api', 'mcp_api', 'A target that answers 200.'),
-       ('refund_refused', 'mcp_refunds', 'A target that answers 400.'),
-       ('refund_down', 'down', 'A target that is down.')" >/dev/null
 MCP_TOKEN=$(head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n')
 sql "SELECT outbox.mcp_client('agent', '$MCP_TOKEN')" >/dev/null
-mcp_start --mcp-wait-ms 1500 ${MCP_HOSTS:+--mcp-hosts "$MCP_HOSTS"}
+mcp_start --mcp-wait-ms 3000 ${MCP_HOSTS:+--mcp-hosts "$MCP_HOSTS"}
 
 # mcp_post HOST TOKEN BODY: POST /mcp with that Host header; prints the HTTP status.
 mcp_post() {
