@@ -51,7 +51,7 @@ import yaml
 # Metrics that do not come from the relay, and that a test Prometheus scraping
 # one relay therefore cannot have: the alerts that use them are evaluated, but
 # their selectors are not required to match.
-EXTERNAL_METRIC_PREFIXES = ("kube_",)  # kube-state-metrics (OutboxRelayDown)
+EXTERNAL_METRIC_PREFIXES = ("kube_",)  # kube-state-metrics (OutboxRelayDown, OutboxMcpDown)
 
 SELECTOR = re.compile(r'(?<![\w"\-.])((?:outbox|kube)_[a-zA-Z0-9_]+|up)\b(\{[^}]*\})?')
 GRAFANA_VARIABLE = re.compile(r"\$(?:\{([A-Za-z_]\w*)(?::\w+)?\}|([A-Za-z_]\w*))")
