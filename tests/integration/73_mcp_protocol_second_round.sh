@@ -9,6 +9,9 @@
 #   9. an Idempotency-Key header that is not UTF-8: -32602, saying so;
 #  12. errors whose id cannot be read carry "id": null; two Host,
 #      Authorization or Idempotency-Key headers: 400.
+# Then the official TypeScript SDK 1.32 reads a streamed tasks/result
+# (tests/mcp/sdk/task_result_client.mjs; Node from tests/lib/install-node.sh,
+# as 43 does: no network, this scenario fails).
 . "$(dirname "$0")/../lib/itest.sh"
 itest_setup
 
@@ -64,4 +67,28 @@ ok "it logged the blocked tasks/result as answered at the stop" \
 mv "$T/mcp.log" "$T/mcp-first.log" # mcp_start reads the port from mcp.log
 mcp_start --mcp-wait-ms 1000
 checks 2
+
+# ---- the official SDK reads the streamed tasks/result --------------------------------------
+ok "Node 22 and the official MCP packages are installed (tests/lib/install-node.sh)" \
+    bash -c "'$ITEST_ROOT/tests/lib/install-node.sh' 2>'$T/install-node.err'"
+[ "$TAP_FAILED" = 0 ] || { sed 's/^/# /' "$T/install-node.err"; bail "no Node 22 or no MCP packages: cannot run"; }
+. "$ITEST_ROOT/tests/lib/install-node.sh"
+mkdir -p "$T/sdk"
+ln -s "$SDK_DIR/node_modules" "$T/sdk/node_modules"
+cp "$ITEST_ROOT/tests/mcp/sdk/task_result_client.mjs" "$T/sdk/"
+(cd "$T/sdk" && MCP_URL=http://127.0.0.1:$MCP_PORT/mcp MCP_TOKEN=$TOKEN_A TOOL=slow_refund KEY=r8:sdk \
+    timeout -k 5 120 "$NODE_BIN" task_result_client.mjs) >"$T/sdk.out" 2>"$T/sdk.err"
+rc=$?
+while IFS=$'\t' read -r status desc detail; do
+    TAP_COUNT=$((TAP_COUNT + 1))
+    if [ "$status" = ok ]; then
+        echo "ok $TAP_COUNT - $desc"
+    else
+        echo "not ok $TAP_COUNT - $desc"
+        [ -n "$detail" ] && echo "#   $detail"
+        TAP_FAILED=$((TAP_FAILED + 1))
+    fi
+done <"$T/sdk.out"
+is "$rc" 0 "the SDK client ran to the end"
+[ "$rc" = 0 ] || sed 's/^/# /' "$T/sdk.err" | tail -n 20
 itest_done
