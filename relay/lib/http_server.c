@@ -82,7 +82,8 @@ struct header_span {
 struct httpd_write {
     uv_write_t req;
     struct httpd_conn *conn;
-    bool interim;     /* 100 Continue: the request goes on */
+    bool interim;     /* 100 Continue, or a part of a streamed answer: the request goes on */
+    bool part;        /* a part of a streamed answer (counted in stream_queued) */
     bool close_after; /* the connection ends after it */
     size_t len;
     char data[];
@@ -102,6 +103,8 @@ struct httpd_conn {
     bool driving;  /* inside conn_drive: an answer written at once must not re-enter it */
     bool peer_eof; /* the client half-closed while its request was handled */
     struct httpd_write *delayed; /* an answer waiting for its delay */
+    bool streaming;              /* the head of a streamed answer is out (httpd_stream_begin) */
+    int stream_queued;           /* its parts the socket has not taken yet */
 
     http_parser parser;
     char *input; /* bytes read, parsed up to input_offset */
@@ -119,8 +122,9 @@ struct httpd_conn {
     bool header_in_value; /* the last header callback was a value */
     struct strbuf body;
     bool keep_alive;
-    bool head_request; /* the request line said HEAD (see on_url) */
-    int reject_status; /* set by a parser callback that stopped parsing */
+    bool head_request;      /* the request line said HEAD (see on_url) */
+    int reject_status;      /* set by a parser callback that stopped parsing */
+    char reject_reason[96]; /* with reject_status 400 */
 
     max_align_t app_data[]; /* httpd_config.conn_data_size bytes */
 };
@@ -385,6 +389,8 @@ static void on_write_done(uv_write_t *req, int status)
     struct httpd_write *w = (struct httpd_write *)req;
     struct httpd_conn *conn = w->conn;
     bool interim = w->interim, close_after = w->close_after;
+    if (w->part)
+        conn->stream_queued--;
     free(w);
     if (conn->closing)
         return;
@@ -401,6 +407,7 @@ static struct httpd_write *write_new(struct httpd_conn *conn, size_t len, bool c
     struct httpd_write *w = xmalloc(sizeof(*w) + len);
     w->conn = conn;
     w->interim = false;
+    w->part = false;
     w->close_after = close_after;
     w->len = len;
     return w;
@@ -445,7 +452,7 @@ static size_t format_head(const struct httpd_conn *conn, const struct httpd_resp
                           size_t body_len, bool keep_alive, char *head, size_t size)
 {
     char content_length[48] = "";
-    if (r->status != 204 && r->status != 304)
+    if (r->status != 204 && r->status != 304 && !conn->streaming)
         snprintf(content_length, sizeof(content_length), "Content-Length: %zu\r\n", body_len);
     const char *connection = "Connection: close\r\n";
     if (keep_alive)
@@ -466,7 +473,7 @@ static size_t format_head(const struct httpd_conn *conn, const struct httpd_resp
  * one is read. */
 static bool conn_may_answer(const struct httpd_conn *conn)
 {
-    return !conn->closing && conn->delayed == NULL &&
+    return !conn->closing && conn->delayed == NULL && !conn->streaming &&
            (conn->phase == HTTPD_HANDLING || conn->phase == HTTPD_READING ||
             conn->phase == HTTPD_IDLE);
 }
@@ -518,6 +525,63 @@ void httpd_respond_error(httpd_conn_t *conn, int status, const char *headers, co
         .status = status, .headers = headers, .body = body.data, .body_len = body.len};
     httpd_respond(conn, &r);
     strbuf_free(&body);
+}
+
+/* ---------------------------------------------------------------- streamed answers */
+
+/* A part goes at once if the socket takes it (and nothing is queued before
+ * it), else what is left is copied and queued; the request goes on. */
+static void stream_put(struct httpd_conn *conn, const char *data, size_t n)
+{
+    size_t written = 0;
+    if (conn->stream_queued == 0 && n > 0) {
+        uv_buf_t buf = uv_buf_init((char *)data, (unsigned int)n);
+        int tried = uv_try_write((uv_stream_t *)&conn->tcp, &buf, 1);
+        written = tried > 0 ? (size_t)tried : 0;
+    }
+    if (written == n)
+        return;
+    struct httpd_write *w = write_new(conn, n - written, false);
+    w->interim = true;
+    w->part = true;
+    memcpy(w->data, data + written, n - written);
+    conn->stream_queued++;
+    write_submit(conn, w);
+}
+
+bool httpd_stream_begin(httpd_conn_t *conn, int status, const char *content_type,
+                        const char *headers)
+{
+    if (!conn_may_answer(conn) || conn->phase != HTTPD_HANDLING || conn->head_request)
+        return false;
+    conn->keep_alive = false; /* the body ends with the connection */
+    conn->streaming = true;   /* before format_head: no Content-Length */
+    struct httpd_response r = {.status = status, .content_type = content_type, .headers = headers};
+    char head[HTTPD_HEAD_MAX_BYTES];
+    size_t head_len = format_head(conn, &r, 0, false, head, sizeof(head));
+    stream_put(conn, head, head_len);
+    return true;
+}
+
+bool httpd_stream_write(httpd_conn_t *conn, const char *data, size_t n)
+{
+    if (conn->closing || !conn->streaming || conn->phase != HTTPD_HANDLING ||
+        conn->stream_queued > 0)
+        return false;
+    stream_put(conn, data, n);
+    return true;
+}
+
+void httpd_stream_end(httpd_conn_t *conn, const char *data, size_t n)
+{
+    if (conn->closing || !conn->streaming || conn->phase != HTTPD_HANDLING)
+        return;
+    conn_write(conn, data, n, NULL, 0, true);
+}
+
+bool httpd_conn_streaming(const httpd_conn_t *conn)
+{
+    return conn->streaming;
 }
 
 void httpd_conn_close_after_answer(httpd_conn_t *conn)
@@ -788,6 +852,36 @@ static void conn_send_continue(struct httpd_conn *conn)
     write_submit(conn, w);
 }
 
+static bool name_in_list(const char *list, const char *host, size_t n);
+
+/* A header that may come once (Host, by RFC 9112; those of the config's
+ * single_headers) came twice: which one, into reject_reason. Two values
+ * are not merged or chosen between: the first-wins of one reader and the
+ * last-wins of another (a proxy in front) would authorize different
+ * things. */
+static bool conn_duplicate_header(struct httpd_conn *conn)
+{
+    const char *single = conn->server->config.single_headers;
+    for (size_t i = 0; i < conn->header_count; i++) {
+        const struct header_span *a = &conn->spans[i];
+        const char *name = conn->header_bytes.data + a->name_offset;
+        bool host = a->name_len == 4 && strncasecmp(name, "host", 4) == 0;
+        if (!host && !name_in_list(single, name, a->name_len))
+            continue;
+        for (size_t j = i + 1; j < conn->header_count; j++) {
+            const struct header_span *b = &conn->spans[j];
+            if (b->name_len == a->name_len &&
+                strncasecmp(conn->header_bytes.data + b->name_offset, name, a->name_len) == 0) {
+                snprintf(conn->reject_reason, sizeof(conn->reject_reason),
+                         "the header %.*s is sent more than once",
+                         (int)(a->name_len < 60 ? a->name_len : 60), name);
+                return true;
+            }
+        }
+    }
+    return false;
+}
+
 static int on_headers_complete(http_parser *parser)
 {
     struct httpd_conn *conn = parser->data;
@@ -795,6 +889,10 @@ static int on_headers_complete(http_parser *parser)
     conn->keep_alive = http_should_keep_alive(parser) != 0;
     if ((parser->flags & F_CONTENTLENGTH) && parser->content_length > limits->max_body_bytes) {
         conn->reject_status = 413; /* say so now, not after reading the body */
+        return -1;
+    }
+    if (conn_duplicate_header(conn)) {
+        conn->reject_status = 400;
         return -1;
     }
     for (size_t i = 0; i < conn->header_count; i++) {
@@ -858,6 +956,8 @@ static void conn_parse_step(struct httpd_conn *conn)
         conn_reject(conn, 414, "request target too long");
     } else if (conn->reject_status == 431 || error == HPE_HEADER_OVERFLOW) {
         conn_reject(conn, 431, "request header fields too large");
+    } else if (conn->reject_status == 400) {
+        conn_reject(conn, 400, conn->reject_reason);
     } else if (error == HPE_PAUSED) {
         http_parser_pause(&conn->parser, 0);
         conn->message_bytes = 0;

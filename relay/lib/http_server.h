@@ -12,7 +12,8 @@
  *     pipelined input held while an answer is pending;
  *   - one request at a time per connection, answers in order (pipelining);
  *   - the phases of a connection and the deadline of each (enum httpd_phase);
- *   - writing answers (status line, Content-Length, Connection, HEAD);
+ *   - writing answers (status line, Content-Length, Connection, HEAD), and
+ *     streamed answers whose body comes in parts (httpd_stream_*);
  *   - the lingering close after an answer that ends the connection;
  *   - the ways to end a connection without an answer that a fault-injecting
  *     receiver needs: a plain close, a reset, raw bytes then a close.
@@ -20,7 +21,8 @@
  * logging (hooks report what a log would say).
  *
  * Parse errors are answered by the server itself and end the connection:
- * 400 malformed, 413 a body or the whole request too large, 414 a request
+ * 400 malformed or a header that may come once sent twice (Host; the
+ * config's single_headers), 413 a body or the whole request too large, 414 a request
  * target too long, 431 too many or too large headers; the answer is
  * {"error":"..."} like every error answer made here.
  */
@@ -129,8 +131,11 @@ struct httpd_config {
     struct httpd_limits limits;
     struct httpd_timeouts timeouts;
     const char *response_headers; /* on every answer, e.g. "Cache-Control: no-store\r\n" */
-    size_t conn_data_size;        /* zeroed bytes per connection for the application */
-    int backlog;                  /* of listen(); 0 = SOMAXCONN */
+    /* Comma-separated header names a request may carry once (any case); a
+     * second one is refused with 400 before the body is read. Host always. */
+    const char *single_headers;
+    size_t conn_data_size; /* zeroed bytes per connection for the application */
+    int backlog;           /* of listen(); 0 = SOMAXCONN */
 };
 
 /* "host:port" → a socket address; NULL, or what is wrong with it. The host
@@ -176,6 +181,23 @@ void httpd_conn_close_after_answer(httpd_conn_t *conn);
 /* While HANDLING: on_wait_over runs in timeout_ms unless an answer comes
  * first (a later call replaces the deadline). */
 void httpd_conn_wait(httpd_conn_t *conn, uint64_t timeout_ms);
+
+/* A streamed answer (Server-Sent Events, or a long wait kept alive): the
+ * status line and headers go at once, without Content-Length and with
+ * "Connection: close" (the body ends with the connection). The connection
+ * stays HANDLING: httpd_conn_wait and on_wait_over go on as before, and
+ * httpd_respond is ignored from then on. httpd_stream_begin: false when it
+ * cannot (answered already, closing, a HEAD request). httpd_stream_write:
+ * a part of the body; false when it was not written, because the connection
+ * is closing or the previous part is still queued (a client that does not
+ * read is not buffered for). A write that fails closes the connection
+ * (on_close): that is how a client that went away is noticed.
+ * httpd_stream_end: the last part, then the lingering close. */
+bool httpd_stream_begin(httpd_conn_t *conn, int status, const char *content_type,
+                        const char *headers);
+bool httpd_stream_write(httpd_conn_t *conn, const char *data, size_t n);
+void httpd_stream_end(httpd_conn_t *conn, const char *data, size_t n);
+bool httpd_conn_streaming(const httpd_conn_t *conn);
 
 /* Ending a connection without an answer (fault injection, a lost reply):
  * close (a FIN; a RST if unread input is left), reset (SO_LINGER 0: a RST),

@@ -337,8 +337,9 @@ char *mcp_error_json(const json_t *id, const struct mcp_error *err)
     if (err->data)
         json_object_set(error, "data", err->data);
     json_t *msg = json_pack("{s:s,s:o}", "jsonrpc", "2.0", "error", error);
-    if (id != NULL)
-        json_object_set(msg, "id", (json_t *)id);
+    /* JSON-RPC 2.0 §5: an error answers with the request's id, or null when
+     * it could not be read (a parse error, an invalid request). */
+    json_object_set(msg, "id", id != NULL ? (json_t *)id : json_null());
     char *text = json_dumps(msg, JSON_COMPACT);
     json_decref(msg);
     return text;

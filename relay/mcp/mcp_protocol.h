@@ -108,8 +108,8 @@ bool mcp_legacy_version_supported(const char *version);
 /* {"jsonrpc":"2.0","id":…,"result":result}: a modern result gets resultType
  * (unless it has one) and _meta's serverInfo. Takes result. */
 char *mcp_result_json(const struct mcp_request *req, json_t *result);
-/* {"jsonrpc":"2.0","id":…,"error":{code, message, data}} (no id when the
- * request's was unreadable). */
+/* {"jsonrpc":"2.0","id":…,"error":{code, message, data}} ("id": null when
+ * the request's could not be read). */
 char *mcp_error_json(const json_t *id, const struct mcp_error *err);
 
 json_t *mcp_initialize_result(const struct mcp_request *req, const char *server_version);

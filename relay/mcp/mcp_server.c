@@ -21,12 +21,20 @@
  * older than the deadline; a call that is not final then is answered with
  * its status and what it means, never as failed (what may have executed is
  * not a failure), or, in 2026-07-28 with the tasks extension declared, as a
- * task the host can poll.
+ * task the host can poll. tasks/result (2025-11-25) is the exception: it
+ * blocks until the task is terminal, as the specification says; past
+ * --mcp-wait-ms its answer becomes a stream kept alive (call_keep_alive),
+ * and SIGTERM answers it with an error that says to ask again.
  *
  * Calls outlive connections: a query's callback holds the call, not the
  * connection. The connection's on_close clears call->conn, and the callback
  * then only frees the call. Nothing is lost when the client goes away: the
  * intent is committed, and the same key called again finds it.
+ *
+ * Headers that decide who calls and what (Authorization, Idempotency-Key,
+ * Origin, the MCP ones) must come once: the HTTP server refuses a second
+ * one with 400 (httpd_config.single_headers), rather than the first winning
+ * here while a proxy in front read the last.
  *
  * DNS REBINDING
  * A browser page can reach a server on 127.0.0.1 through a name it
@@ -64,6 +72,10 @@
 #define MCP_RECHECK_MS 1000 /* the fallback look-up of every waiting call */
 #define MCP_LOOKUP_TIMEOUT_MS 10000
 #define MCP_STOP_GRACE_MS 5000 /* SIGTERM: waiting calls are answered, then we go */
+/* A tasks/result that blocks past --mcp-wait-ms writes a keep-alive this
+ * often (--mcp-wait-ms, within these bounds). */
+#define MCP_KEEPALIVE_MIN_MS 1000
+#define MCP_KEEPALIVE_MAX_MS 15000
 #define MCP_MAX_BODY_BYTES (1024 * 1024)
 #define MCP_LISTEN_CHANNEL "outbox_mcp"
 
@@ -117,6 +129,8 @@ struct mcp_call {
     char *client, *tool, *key, *intent_key, *arguments_json, *traceparent, *run_id, *ordering_key,
         *task_id;
     bool task;             /* legacy: params.task, answered with the task at once */
+    bool blocking;         /* tasks/result (2025-11-25): waits until the task is terminal */
+    bool sse;              /* the client accepts text/event-stream (a long wait streams) */
     long long task_ttl_ms; /* -1: none asked */
     uint64_t started_ns;   /* the request arrived */
     uint64_t deadline_ms;  /* uv_now of the end of the wait */
@@ -140,7 +154,8 @@ struct mcp_server {
     uv_timer_t batch_timer; /* runs the batched look-up of the calls woken in this loop turn */
     bool batch_scheduled, batch_running;
     struct strbuf batch_keys;
-    int calls; /* alive, orphaned ones too */
+    int calls;     /* alive, orphaned ones too */
+    int answering; /* inside respond_text: the last call's answer is not written yet */
     bool stopping, closing;
     int open_handles;
     int exit_code;
@@ -254,15 +269,31 @@ static void call_detach(struct mcp_call *call)
 static void respond_text(struct mcp_call *call, int status, const char *headers, char *json)
 {
     httpd_conn_t *conn = call->conn;
+    bool sse = call->sse;
+    struct mcp_server *s = call->s;
     call->answered = true;
+    s->answering++;    /* stopping, the last call's free must not close the server */
     call_detach(call); /* may free call */
-    if (conn) {
+    if (conn && httpd_conn_streaming(conn)) {
+        /* A long tasks/result: its status and headers went out with the
+         * stream; the message is its last part (compact JSON has no
+         * newline, so one data line is the whole event). */
+        struct strbuf out = {0};
+        if (sse)
+            strbuf_printf(&out, "event: message\ndata: %s\n\n", json ? json : "");
+        else
+            strbuf_append_str(&out, json ? json : "");
+        httpd_stream_end(conn, out.data ? out.data : "", out.len);
+        strbuf_free(&out);
+    } else if (conn) {
         if (json)
             httpd_respond_json(conn, status, headers, json);
         else
             httpd_respond(conn, &(struct httpd_response){.status = status, .body = ""});
     }
     free(json);
+    s->answering--;
+    server_maybe_close(s); /* before this answer was written, it was too early */
 }
 
 static void respond_result(struct mcp_call *call, json_t *result)
@@ -369,12 +400,13 @@ static void sha256_hex_bytea(const char *token, size_t n, char out[68])
 
 /* ---------------------------------------------------------------- tools/call */
 
-/* The wait of a call that is not final yet. */
+/* The wait of a call that is not final yet. A blocking one (tasks/result)
+ * has no end but the task's: its deadline_ms is the next keep-alive. */
 static void call_wait(struct mcp_call *call)
 {
     struct mcp_server *s = call->s;
     uint64_t now = uv_now(&s->loop);
-    if (s->stopping || now >= call->deadline_ms) {
+    if (s->stopping || (!call->blocking && now >= call->deadline_ms)) {
         call_answer_final_lookup(call);
         return;
     }
@@ -382,7 +414,57 @@ static void call_wait(struct mcp_call *call)
         DLIST_PUSH_FRONT(s->waiting, call);
         call->waiting = true;
     }
-    httpd_conn_wait(call->conn, call->deadline_ms - now);
+    httpd_conn_wait(call->conn, call->deadline_ms > now ? call->deadline_ms - now : 1);
+}
+
+/*
+ * A tasks/result still blocking at the end of --mcp-wait-ms: the answer
+ * becomes a stream, and a keep-alive goes every --mcp-wait-ms (1 to 15 s)
+ * until the task is terminal. A client that accepts text/event-stream (the
+ * Streamable HTTP transport requires every client to) gets Server-Sent
+ * Events: comment lines, then the response as one "message" event, as the
+ * SDKs read a POST's SSE answer; any other client gets application/json
+ * with blank lines before the JSON (whitespace JSON allows). Either way a
+ * proxy or a client library that drops a silent connection (undici's and
+ * httpx's read timeouts, 300 s) sees bytes, and a client that went away is
+ * noticed: the write fails, the connection closes, the call is freed
+ * (on_close). Nothing is lost: the task and its intent stay, and tasks/result
+ * again finds them. The server's own timeouts do not apply while a request
+ * is handled (HTTPD_HANDLING has only the deadline set here).
+ */
+static void call_keep_alive(struct mcp_call *call)
+{
+    struct mcp_server *s = call->s;
+    uint64_t every = (uint64_t)s->cfg->mcp_wait_ms;
+    every = every < MCP_KEEPALIVE_MIN_MS
+                ? MCP_KEEPALIVE_MIN_MS
+                : (every > MCP_KEEPALIVE_MAX_MS ? MCP_KEEPALIVE_MAX_MS : every);
+    call->deadline_ms = uv_now(&s->loop) + every;
+    if (!httpd_conn_streaming(call->conn))
+        httpd_stream_begin(call->conn, 200, call->sse ? "text/event-stream" : NULL, NULL);
+    static const char comment[] = ": the task is not terminal yet; waiting\n\n";
+    if (call->sse)
+        httpd_stream_write(call->conn, comment, sizeof(comment) - 1);
+    else
+        httpd_stream_write(call->conn, "\n", 1);
+    httpd_conn_wait(call->conn, every);
+}
+
+/* SIGTERM while a tasks/result blocks: not the task's result (it has none
+ * yet, and a non-final CallToolResult would read as the result), but an
+ * error that says the task goes on and to ask again. */
+static void respond_task_unfinished(struct mcp_call *call, const struct mcp_answer *a)
+{
+    struct mcp_error err = {0};
+    mcp_error_set(&err, MCP_INTERNAL_ERROR, 200,
+                  "Internal error: the server is shutting down before task %s is terminal (it is "
+                  "%s: the action may still happen, and nothing is lost). Call tasks/result again "
+                  "(or tasks/get) for its result",
+                  call->task_id ? call->task_id : "", mcp_task_status(a, MCP_LEGACY));
+    err.data = json_pack("{s:s,s:s,s:b}", "taskId", call->task_id ? call->task_id : "", "status",
+                         mcp_task_status(a, MCP_LEGACY), "retry", 1);
+    log_call(call, "shutting_down");
+    respond_error(call, &err);
 }
 
 static void lookup(struct mcp_call *call)
@@ -491,6 +573,8 @@ static void on_answer(struct mcp_call *call, const struct mcp_answer *answer)
                         !strncmp(a.message, "outcome unknown: needs a person", 31);
     if (a.final || not_found || (needs_person && strcmp(method, "tools/call") == 0)) {
         answer_call(call, &a);
+    } else if (call->deadline_ms == 0 && call->blocking) { /* stopping */
+        respond_task_unfinished(call, &a);
     } else if (call->deadline_ms == 0) { /* the last look of a wait */
         if (call->req.era == MCP_MODERN && call->req.tasks_extension &&
             !strcmp(method, "tools/call") && !call->s->stopping)
@@ -935,6 +1019,14 @@ static void start_tools_call(struct mcp_call *call, const struct httpd_request *
     }
     json_t *meta_key = json_object_get(req->meta, MCP_META_KEY);
     const struct httpd_header *header_key = httpd_request_header(request, "Idempotency-Key");
+    if (header_key && !utf8_valid(header_key->value, header_key->value_len)) {
+        /* it would reach the database as text, and every answer naming it as JSON */
+        refuse_count(call->s, REFUSED_KEY, "not UTF-8");
+        respond_error_code(call, MCP_INVALID_PARAMS, 200,
+                           "Invalid params: the Idempotency-Key header is not UTF-8; a key is "
+                           "text, e.g. {run_id}:{step_id}");
+        return;
+    }
     if (meta_key != NULL && !json_is_string(meta_key)) {
         refuse_count(call->s, REFUSED_KEY, "not a string");
         respond_error_code(
@@ -983,7 +1075,13 @@ static void start_tools_call(struct mcp_call *call, const struct httpd_request *
     call_query(call, "mcp_tool", 2, params);
 }
 
-static void start_task_method(struct mcp_call *call)
+static bool accepts_event_stream(const struct httpd_request *request)
+{
+    const struct httpd_header *accept = httpd_request_header(request, "Accept");
+    return accept && memmem(accept->value, accept->value_len, "text/event-stream", 17) != NULL;
+}
+
+static void start_task_method(struct mcp_call *call, const struct httpd_request *request)
 {
     const char *method = call->req.method;
     if (!strcmp(method, "tasks/list")) {
@@ -1017,6 +1115,10 @@ static void start_task_method(struct mcp_call *call)
         call->step = STEP_CANCEL;
         call_query(call, "mcp_task_cancel", 2, params);
     } else {
+        /* tasks/result blocks until the task is terminal (2025-11-25,
+         * "Result Retrieval"), not only for --mcp-wait-ms. */
+        call->blocking = call->req.era == MCP_LEGACY && !strcmp(method, "tasks/result");
+        call->sse = accepts_event_stream(request);
         call->step = STEP_TASK; /* tasks/get, tasks/result */
         call_query(call, "mcp_task", 2, params);
     }
@@ -1096,7 +1198,7 @@ static void handle_mcp(struct mcp_server *s, httpd_conn_t *conn,
         start_tools_call(call, request);
     } else if (!modern && (!strcmp(method, "tasks/get") || !strcmp(method, "tasks/result") ||
                            !strcmp(method, "tasks/list") || !strcmp(method, "tasks/cancel"))) {
-        start_task_method(call);
+        start_task_method(call, request);
     } else if (modern && (!strcmp(method, "tasks/get") || !strcmp(method, "tasks/cancel") ||
                           !strcmp(method, "tasks/update"))) {
         if (!call->req.tasks_extension) {
@@ -1109,7 +1211,7 @@ static void handle_mcp(struct mcp_server *s, httpd_conn_t *conn,
             respond_error(call, &need);
             return;
         }
-        start_task_method(call);
+        start_task_method(call, request);
     } else {
         struct mcp_error nf = {0};
         mcp_error_set(&nf, MCP_METHOD_NOT_FOUND, 200, "Method not found: %s", method);
@@ -1140,6 +1242,10 @@ static void on_wait_over(void *data, httpd_conn_t *conn)
     struct mcp_call *call = *(struct mcp_call **)httpd_conn_data(conn);
     if (call == NULL)
         return;
+    if (call->blocking && !call->s->stopping) {
+        call_keep_alive(call); /* a tasks/result waits on, kept alive */
+        return;
+    }
     call_answer_final_lookup(call);
 }
 
@@ -1295,7 +1401,7 @@ static void server_close(struct mcp_server *s)
 
 static void server_maybe_close(struct mcp_server *s)
 {
-    if (s->stopping && !s->closing && s->calls == 0)
+    if (s->stopping && !s->closing && s->calls == 0 && s->answering == 0)
         server_close(s);
 }
 
@@ -1349,6 +1455,9 @@ int mcp_server_run(const struct config *cfg)
                    .max_pipelined_bytes = 65536},
         .timeouts = {.idle_ms = 30000, .write_ms = 10000, .drain_ms = 1000},
         .response_headers = "Cache-Control: no-store\r\n",
+        /* one value each: a second Authorization or key is not chosen between */
+        .single_headers = "Authorization, Idempotency-Key, Origin, MCP-Protocol-Version, "
+                          "Mcp-Method, Mcp-Name",
         .conn_data_size = sizeof(struct mcp_call *),
     };
     struct httpd_hooks hooks = {.data = s,

@@ -27,7 +27,12 @@ try:
         "Content-Type": "application/json", "Accept": "application/json, text/event-stream",
         "Authorization": "Bearer " + token, "MCP-Protocol-Version": "2025-11-25"})
     r = conn.getresponse()
-    print(r.read().decode())
+    text = r.read().decode()
+    if r.getheader("Content-Type", "").startswith("text/event-stream"):
+        # a tasks/result that blocked past --mcp-wait-ms: the message is the data of the last event
+        data = [line[5:].strip() for line in text.split("\n") if line.startswith("data:")]
+        text = data[-1] if data else ""
+    print(text.strip())
 except OSError as e:
     print(json.dumps({"transport_error": str(e)}))
     sys.exit(1)

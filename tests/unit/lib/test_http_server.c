@@ -20,6 +20,7 @@
 #include <http_parser.h>
 #include <netinet/in.h>
 #include <poll.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -29,16 +30,18 @@
 /* ---------------------------------------------------------------- the server under test */
 
 enum answer_mode {
-    ANSWER_NOW,       /* 200, the path as the body */
-    ANSWER_LATER,     /* the same, from a timer 5 ms later (in order) */
-    ANSWER_NEVER,     /* the handler keeps the request */
-    ANSWER_DELAYED,   /* httpd's delay_ms: 100 */
-    ANSWER_WAIT,      /* httpd_conn_wait(30), then 503 from on_wait_over */
-    ANSWER_204,       /* 204 with a body that must not be sent */
-    ANSWER_CLOSE,     /* httpd_conn_close */
-    ANSWER_RESET,     /* httpd_conn_reset */
-    ANSWER_RAW,       /* "raw bytes" then close */
-    ANSWER_THEN_CLOSE /* 200, ending the connection */
+    ANSWER_NOW,        /* 200, the path as the body */
+    ANSWER_LATER,      /* the same, from a timer 5 ms later (in order) */
+    ANSWER_NEVER,      /* the handler keeps the request */
+    ANSWER_DELAYED,    /* httpd's delay_ms: 100 */
+    ANSWER_WAIT,       /* httpd_conn_wait(30), then 503 from on_wait_over */
+    ANSWER_204,        /* 204 with a body that must not be sent */
+    ANSWER_CLOSE,      /* httpd_conn_close */
+    ANSWER_RESET,      /* httpd_conn_reset */
+    ANSWER_RAW,        /* "raw bytes" then close */
+    ANSWER_THEN_CLOSE, /* 200, ending the connection */
+    ANSWER_STREAM      /* a streamed answer: a part now, a part every 10 ms from on_wait_over,
+                          the last at stream_parts_left 0 (never while it is negative) */
 };
 
 static uv_loop_t loop;
@@ -53,6 +56,8 @@ static uv_timer_t later_timer;
 static struct httpd_request last; /* pointers into the connection: read in on_request only */
 static char last_path[256], last_query[256], last_body[256], last_header[64];
 static size_t last_header_count, last_x_two_count;
+static int stream_parts_left; /* ANSWER_STREAM */
+static int closes_seen;
 
 static void answer_path(httpd_conn_t *conn, const char *path)
 {
@@ -125,11 +130,31 @@ static void on_request(void *data, httpd_conn_t *conn, const struct httpd_reques
         httpd_conn_close_after_answer(conn);
         answer_path(conn, last_path);
         break;
+    case ANSWER_STREAM:
+        ck_assert(!httpd_conn_streaming(conn));
+        ck_assert(httpd_stream_begin(conn, 200, "text/event-stream", "X-Stream: 1\r\n"));
+        ck_assert(httpd_conn_streaming(conn));
+        ck_assert(!httpd_stream_begin(conn, 200, NULL, NULL));  /* once */
+        httpd_respond_json(conn, 500, NULL, "{\"ignored\":1}"); /* ignored while streaming */
+        ck_assert(httpd_stream_write(conn, ": first\n\n", 9));
+        httpd_conn_wait(conn, 10);
+        break;
     }
 }
 
 static void on_wait_over(void *data, httpd_conn_t *conn)
 {
+    if (mode == ANSWER_STREAM) {
+        if (stream_parts_left == 0) {
+            httpd_stream_end(conn, "data: last\n\n", 12);
+            return;
+        }
+        if (stream_parts_left > 0)
+            stream_parts_left--;
+        httpd_stream_write(conn, ": part\n\n", 8); /* false while one is queued */
+        httpd_conn_wait(conn, 10);
+        return;
+    }
     httpd_respond_error(conn, 503, "Retry-After: 1\r\n", "waited \"long\"");
 }
 
@@ -141,6 +166,7 @@ static void on_timeout(void *data, httpd_conn_t *conn, enum httpd_phase phase)
 
 static void on_close(void *data, httpd_conn_t *conn)
 {
+    closes_seen++;
     for (int i = 0; i < held_count; i++)
         if (held[i] == conn)
             held[i--] = held[--held_count];
@@ -166,7 +192,7 @@ static void start(const struct httpd_config *config, enum answer_mode how)
     ck_assert_int_eq(uv_loop_init(&loop), 0);
     uv_timer_init(&loop, &later_timer);
     mode = how;
-    requests_seen = timeouts_seen = held_count = 0;
+    requests_seen = timeouts_seen = held_count = closes_seen = 0;
     struct httpd_hooks hooks = {
         .on_request = on_request,
         .on_wait_over = on_wait_over,
@@ -664,6 +690,94 @@ START_TEST(half_closed_client_gets_its_answer)
 }
 END_TEST
 
+/* A streamed answer: the head at once (no Content-Length, Connection:
+ * close), the parts in order while the handler's deadline goes on, the last
+ * part, then the end of the connection; httpd_respond meanwhile is ignored. */
+START_TEST(streamed_answer_comes_in_parts_then_closes)
+{
+    struct httpd_config config = default_config();
+    config.response_headers = "Cache-Control: no-store\r\n";
+    start(&config, ANSWER_STREAM);
+    stream_parts_left = 3;
+    struct strbuf got;
+    strbuf_init(&got);
+    struct pumped r = exchange("POST / HTTP/1.1\r\nContent-Length: 2\r\n\r\n{}", &got, 0);
+    ck_assert(r.eof);
+    ck_assert_msg(has(&got, "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\n"), "%s",
+                  got.data);
+    ck_assert(has(&got, "Connection: close\r\n"));
+    ck_assert(has(&got, "Cache-Control: no-store\r\nX-Stream: 1\r\n\r\n"));
+    ck_assert(!has(&got, "Content-Length"));
+    ck_assert(!has(&got, "ignored"));
+    ck_assert_uint_eq(count_responses(&got), 1);
+    const char *body = strstr(got.data, "\r\n\r\n") + 4;
+    ck_assert_str_eq(body, ": first\n\n: part\n\n: part\n\n: part\n\ndata: last\n\n");
+    strbuf_free(&got);
+    stop();
+}
+END_TEST
+
+/* A client that goes away while its answer streams is noticed: a write
+ * fails and the connection closes (on_close), with no answer to wait for. */
+START_TEST(streamed_answer_notices_a_client_gone)
+{
+    struct httpd_config config = default_config();
+    start(&config, ANSWER_STREAM);
+    stream_parts_left = -1;   /* never the last part */
+    signal(SIGPIPE, SIG_IGN); /* as every program on this server does */
+    struct strbuf got;
+    strbuf_init(&got);
+    int fd = client_connect();
+    client_send(fd, "GET / HTTP/1.1\r\n\r\n");
+    pump(fd, &got, 1, 1000);
+    ck_assert(has(&got, ": first"));
+    close(fd);
+    uint64_t until = uv_hrtime() + 3000000000u;
+    while (closes_seen == 0 && uv_hrtime() < until)
+        uv_run(&loop, UV_RUN_ONCE);
+    ck_assert_int_eq(closes_seen, 1);
+    strbuf_free(&got);
+    stop();
+}
+END_TEST
+
+/* RFC 9112 §3.2: two Host lines are a 400; so is a second of a header the
+ * config says may come once (any case), before the handler sees it; other
+ * headers may repeat. */
+START_TEST(a_single_header_sent_twice_is_400)
+{
+    struct httpd_config config = default_config();
+    config.single_headers = "Authorization, X-Key";
+    start(&config, ANSWER_NOW);
+    struct strbuf got;
+    strbuf_init(&got);
+    struct pumped r = exchange("GET / HTTP/1.1\r\nHost: a\r\nX: 1\r\nhost: b\r\n\r\n", &got, 1);
+    ck_assert_msg(has(&got, "HTTP/1.1 400 Bad Request\r\n"), "%s", got.data);
+    ck_assert(has(&got, "{\"error\":\"the header Host is sent more than once\"}"));
+    ck_assert(has(&got, "Connection: close\r\n"));
+    ck_assert_int_eq(requests_seen, 0);
+    strbuf_reset(&got);
+    r = exchange("POST / HTTP/1.1\r\nauthorization: Bearer a\r\nAuthorization: Bearer b\r\n"
+                 "Content-Length: 2\r\n\r\n{}",
+                 &got, 1);
+    ck_assert_msg(has(&got, "HTTP/1.1 400 Bad Request\r\n"), "%s", got.data);
+    ck_assert(has(&got, "the header authorization is sent more than once"));
+    ck_assert_int_eq(requests_seen, 0);
+    strbuf_reset(&got);
+    exchange("GET / HTTP/1.1\r\nX-Key: 1\r\nx-key: 1\r\n\r\n", &got, 1);
+    ck_assert(has(&got, "HTTP/1.1 400 Bad Request\r\n"));
+    strbuf_reset(&got);
+    r = exchange("GET /ok HTTP/1.1\r\nHost: a\r\nAuthorization: x\r\nX-Key: 1\r\nX-Two: a\r\n"
+                 "X-Two: b\r\nX-Keys: 1\r\nX-Keys: 2\r\n\r\n",
+                 &got, 1);
+    ck_assert_msg(has(&got, "HTTP/1.1 200 OK\r\n"), "%s", got.data);
+    ck_assert_int_eq(requests_seen, 1);
+    ck_assert(!r.eof);
+    strbuf_free(&got);
+    stop();
+}
+END_TEST
+
 /* ---------------------------------------------------------------- fault calls */
 
 START_TEST(close_reset_and_raw_end_the_connection)
@@ -729,6 +843,7 @@ Suite *httpd_suite(void)
     tcase_add_test(tc, whole_request_over_the_limit_is_413);
     tcase_add_test(tc, malformed_request_is_400_with_its_whole_body);
     tcase_add_test(tc, pipelined_input_is_bounded);
+    tcase_add_test(tc, a_single_header_sent_twice_is_400);
     suite_add_tcase(s, tc);
     tc = tcase_create("answers");
     tcase_add_test(tc, head_gets_no_body_and_the_next_request_follows);
@@ -740,6 +855,8 @@ Suite *httpd_suite(void)
     tcase_add_test(tc, handler_deadline_calls_on_wait_over);
     tcase_add_test(tc, idle_deadline_closes_idle_and_slow_clients);
     tcase_add_test(tc, half_closed_client_gets_its_answer);
+    tcase_add_test(tc, streamed_answer_comes_in_parts_then_closes);
+    tcase_add_test(tc, streamed_answer_notices_a_client_gone);
     tcase_add_test(tc, close_reset_and_raw_end_the_connection);
     tcase_set_timeout(tc, 10);
     suite_add_tcase(s, tc);
