@@ -1166,7 +1166,8 @@ static void on_close(void *data, httpd_conn_t *conn)
 
 /* Wake-ups are batched: every call woken in one turn of the loop (a record
  * of many outcomes NOTIFYs once per intent, all read in one go) is looked up
- * with one statement, outbox.mcp_outcomes, by the intents' keys. One batch
+ * with one statement, outbox.mcp_outcomes, by the intents' keys, each with its
+ * call's token hash (a key is answered only to its client). One batch
  * is on the wire at a time; calls woken meanwhile go with the next. */
 #define MCP_BATCH_MAX 256
 
