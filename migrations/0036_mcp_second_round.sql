@@ -5,7 +5,7 @@
 --    take an agent's future key, read its saved outcome, cancel its run and
 --    block its ordering group. Now outbox.enqueue, compensate, cancel_run and
 --    outcome refuse a key, run id or ordering key that starts with `mcp:`
---    with OR026. The front door's functions (outbox.mcp_*, SECURITY DEFINER)
+--    with OR026 (traceparent_of answers NULL, as for a key never used). The front door's functions (outbox.mcp_*, SECURITY DEFINER)
 --    call outbox.enqueue_any and outbox.outcome_any, the bodies the public
 --    functions now wrap: they are executable by their owner only, so no
 --    login can reach them but through an mcp_* function, which derives every
@@ -531,6 +531,15 @@ BEGIN
     END IF;
     RETURN cardinality(final_ids);
 END
+$$;
+
+-- traceparent_of as in 0026: an agent's trace context is not an
+-- application's either (NULL, as for a key never used; operators see it).
+CREATE OR REPLACE FUNCTION outbox.traceparent_of(p_key text) RETURNS text
+LANGUAGE sql STABLE SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+    SELECT i.traceparent FROM outbox.intents i
+     WHERE i.key = p_key AND outbox.caller_may_see(i.enqueued_by)   -- 0026
+       AND (NOT starts_with(p_key, 'mcp:') OR outbox.operator_session())   -- 0036
 $$;
 
 -- compensate as in 0026, refusing a front-door key (the new one always, the

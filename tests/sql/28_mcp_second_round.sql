@@ -18,7 +18,7 @@
 -- The logins are real LOGIN roles created in this transaction (rolled back, roles too);
 -- SET SESSION AUTHORIZATION makes one the session's login, as a deployment's would be.
 BEGIN;
-SELECT plan(60);
+SELECT plan(62);
 
 INSERT INTO outbox.targets (name, url, key_header) VALUES
     ('t-pay', 'https://p.test/pay', NULL), ('t-pay2', 'https://p2.test/pay', 'Idempotency-Key'),
@@ -41,14 +41,17 @@ GRANT outbox_operator TO outbox_t28_op;
 GRANT outbox_admin TO outbox_t28_admin;
 GRANT outbox_mcp TO outbox_t28_fd1, outbox_t28_fd2;
 -- what the design notes suggest for replicas, and what made item 7
-INSERT INTO outbox.isolated_logins (login, note) VALUES ('outbox_t28_fd1', 'test'), ('outbox_t28_fd2', 'test'),
-                                                        ('outbox_t28_app', 'test');
+-- (the application is not listed: isolation would hide the agent's intents from it, and
+-- the reservation must hold without it)
+INSERT INTO outbox.isolated_logins (login, note) VALUES ('outbox_t28_fd1', 'test'), ('outbox_t28_fd2', 'test');
 
 -- ===========================================================================
 -- 5. mcp: keys belong to the front door
 
 SET SESSION AUTHORIZATION outbox_t28_fd1;
 SELECT outbox.mcp_call(pg_temp.h('a'), 'pay', 'r9', '{"amount": 5}', p_run_id => 'run-9', p_ordering_key => 'g') \g /dev/null
+SELECT outbox.mcp_call(pg_temp.h('a'), 'pay', 'r9t', '{"amount": 5}',
+                       p_traceparent => '00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01') \g /dev/null
 SET SESSION AUTHORIZATION outbox_t28_app;
 SELECT throws_ok($$SELECT outbox.enqueue('mcp:alpha:r10', 't-pay', '{"amount": 6}')$$, 'OR026',
                  'outbox.enqueue: the key ''mcp:alpha:r10'' starts with "mcp:", which is reserved for the MCP front door',
@@ -65,6 +68,7 @@ SELECT throws_ok($$SELECT * FROM outbox.outcome('mcp:alpha:r9')$$, 'OR026',
 SELECT throws_ok($$SELECT outbox.cancel_run('mcp:alpha:run-9')$$, 'OR026',
                  'outbox.cancel_run: the run id ''mcp:alpha:run-9'' starts with "mcp:", which is reserved for the MCP front door',
                  'cancel_run refuses an agent''s run to an application');
+SELECT is(outbox.traceparent_of('mcp:alpha:r9t'), NULL, 'traceparent_of: an agent''s trace context reads as no key''s');
 SELECT throws_ok($$SELECT outbox.compensate('mcp:alpha:r9', 'app:undo', 't-app', '{}')$$, 'OR026', NULL,
                  'compensate refuses an agent''s intent as the original');
 SELECT throws_ok($$SELECT outbox.compensate('app:1', 'mcp:alpha:undo', 't-app', '{}')$$, 'OR026', NULL,
@@ -84,6 +88,8 @@ SELECT is((SELECT status || ' ' || inserted FROM outbox.mcp_call(pg_temp.h('a'),
 RESET SESSION AUTHORIZATION;
 SET SESSION AUTHORIZATION outbox_t28_op;
 SELECT is((SELECT status FROM outbox.outcome('mcp:alpha:r9')), 'pending', 'an operator still reads an agent''s outcome');
+SELECT is(outbox.traceparent_of('mcp:alpha:r9t'), '00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01',
+          'and its trace context');
 RESET SESSION AUTHORIZATION;
 SET SESSION AUTHORIZATION outbox_t28_fd1;
 SELECT is((SELECT status FROM outbox.mcp_call(pg_temp.h('a'), 'held', 'h1', '{"amount": 500}')), 'awaiting_approval',
