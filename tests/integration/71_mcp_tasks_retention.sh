@@ -127,7 +127,7 @@ sql "UPDATE outbox.targets SET retain_for = '1 second' WHERE name = 'fast';
 is "$(sql "SELECT pruned > 0 FROM outbox.prune_step(1000)")" t "6: (retention prunes its intent)"
 is "$(sql "SELECT count(*) FROM outbox.tombstones WHERE key_hash = outbox.key_hash('mcp:agent:ret:1')")" 1 \
     "6: (its key is remembered by a tombstone)"
-ok "6: once pruned, tasks/list does not show it" lacks "$t1" <<<"$(mcp2 "$DOOR_two" "$TOKEN" list | task_ids)"
+ok "6: once pruned, tasks/list does not show it" lacks "$t1" <<<"$(mcp2 "$DOOR_one" "$TOKEN" list | task_ids)"
 ok "6: and every row of tasks/list has its id and time" all_ids <<<"$(mcp2 "$DOOR_two" "$TOKEN" list)"
 is "$(mcp "$DOOR_one" "$TOKEN" get "$t1" | field error.message)" "Invalid params: no such task" "6: tasks/get: no such task"
 again=$(mcp "$DOOR_two" "$TOKEN" call pay "ret:1" '{"amount": 7}' --task)
