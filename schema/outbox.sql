@@ -1,5 +1,5 @@
 -- schema/outbox.sql — the net schema of outbox-relay: what a database looks
--- like after every migration up to and including 0035_idle_questions.sql.
+-- like after every migration up to and including 0036_mcp_second_round.sql.
 --
 -- Read it to learn the data model; build databases with migrations/
 -- (`outbox-relay migrate`), which also records what is applied. The file is
@@ -461,7 +461,8 @@ CREATE TABLE outbox.mcp_tasks (
     intent_key text NOT NULL,
     tool text NOT NULL,
     ttl_ms bigint,
-    created_at timestamp with time zone DEFAULT now() NOT NULL
+    created_at timestamp with time zone DEFAULT now() NOT NULL,
+    expires_at timestamp with time zone
 );
 
 COMMENT ON TABLE outbox.mcp_tasks IS 'MCP tasks: an unguessable id per (client, intent), durable before it is returned.';
@@ -471,6 +472,10 @@ ALTER TABLE ONLY outbox.mcp_tasks
 
 ALTER TABLE ONLY outbox.mcp_tasks
     ADD CONSTRAINT mcp_tasks_pkey PRIMARY KEY (task_id);
+
+CREATE INDEX mcp_tasks_expiry ON outbox.mcp_tasks USING btree (expires_at) WHERE (expires_at IS NOT NULL);
+
+CREATE INDEX mcp_tasks_list ON outbox.mcp_tasks USING btree (client, created_at, task_id);
 
 -- ---------------------------------------------------------------------- mcp_tools
 -- Targets exposed as MCP tools (outbox-relay mcp): name, description, the
@@ -778,6 +783,10 @@ DECLARE
 BEGIN
     IF p_run_id IS NULL OR p_run_id = '' THEN
         RAISE EXCEPTION 'outbox.cancel_run: say which run (p_run_id)' USING ERRCODE = '22023';
+    END IF;
+    -- 0036: an MCP client's run is the front door's (an operator may still cancel it).
+    IF starts_with(p_run_id, 'mcp:') AND NOT outbox.operator_session() THEN
+        PERFORM outbox.refuse_front_door('cancel_run', 'run id', p_run_id);
     END IF;
     -- Lock the candidates (in id order: two cancel_runs cannot deadlock), waiting for a
     -- relay that is recording one of them. Once a row is locked, the UPDATE below looks
@@ -1097,6 +1106,13 @@ DECLARE
     existing outbox.intents;
     result   outbox.enqueue_result;
 BEGIN
+    -- 0036: the front door's keys are its own.
+    IF starts_with(p_key, 'mcp:') THEN
+        PERFORM outbox.refuse_front_door('compensate', 'key', p_key);
+    END IF;
+    IF starts_with(p_original_key, 'mcp:') AND NOT outbox.operator_session() THEN
+        PERFORM outbox.refuse_front_door('compensate', 'key', p_original_key);
+    END IF;
     PERFORM outbox.refuse_key('compensate', p_key);
 
     -- 0012: locked, as the foreign key on compensates did (see above).
@@ -1215,6 +1231,22 @@ CREATE FUNCTION outbox.differing_fields(a jsonb, b jsonb) RETURNS text[]
 $$;
 
 CREATE FUNCTION outbox.enqueue(p_key text, p_target text, p_payload jsonb, p_run_id text DEFAULT NULL::text, p_not_before timestamp with time zone DEFAULT NULL::timestamp with time zone, p_ordering_key text DEFAULT NULL::text, p_traceparent text DEFAULT NULL::text) RETURNS outbox.enqueue_result
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+BEGIN
+    IF starts_with(p_key, 'mcp:') THEN
+        PERFORM outbox.refuse_front_door('enqueue', 'key', p_key);
+    ELSIF starts_with(p_run_id, 'mcp:') THEN
+        PERFORM outbox.refuse_front_door('enqueue', 'run id', p_run_id);
+    ELSIF starts_with(p_ordering_key, 'mcp:') THEN
+        PERFORM outbox.refuse_front_door('enqueue', 'ordering key', p_ordering_key);
+    END IF;
+    RETURN outbox.enqueue_any(p_key, p_target, p_payload, p_run_id, p_not_before, p_ordering_key, p_traceparent);
+END
+$$;
+
+CREATE FUNCTION outbox.enqueue_any(p_key text, p_target text, p_payload jsonb, p_run_id text DEFAULT NULL::text, p_not_before timestamp with time zone DEFAULT NULL::timestamp with time zone, p_ordering_key text DEFAULT NULL::text, p_traceparent text DEFAULT NULL::text) RETURNS outbox.enqueue_result
     LANGUAGE plpgsql SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'pg_temp'
     AS $_$
@@ -1389,7 +1421,9 @@ BEGIN
     END IF;
 
     -- 0026: another login's key, for an isolated caller: taken, and nothing more.
-    IF existing.enqueued_by IS DISTINCT FROM session_user::text AND outbox.isolated() THEN
+    -- 0036: not for the front door's keys (its isolation is by MCP client, in the key).
+    IF existing.enqueued_by IS DISTINCT FROM session_user::text AND NOT starts_with(p_key, 'mcp:')
+       AND outbox.isolated() THEN
         PERFORM outbox.refuse_others_key('enqueue', p_key);
     END IF;
 
@@ -1441,7 +1475,8 @@ CREATE FUNCTION outbox.enqueue_remembered(p_key text, p_target text, p_fingerpri
 DECLARE
     result outbox.enqueue_result;
 BEGIN
-    IF s.enqueued_by IS DISTINCT FROM session_user::text AND outbox.isolated() THEN   -- 0026
+    IF s.enqueued_by IS DISTINCT FROM session_user::text AND NOT starts_with(p_key, 'mcp:')   -- 0036
+       AND outbox.isolated() THEN   -- 0026
         PERFORM outbox.refuse_others_key('enqueue', p_key);
     END IF;
     IF s.target <> p_target THEN
@@ -1646,6 +1681,16 @@ BEGIN
     a.intent_key := 'mcp:' || p_client || ':' || p_key;
     a.tool := p_tool;
     a.inserted := p_inserted;
+    IF p_task THEN
+        SELECT * INTO tk FROM outbox.mcp_tasks
+         WHERE client = p_client AND intent_key = a.intent_key AND (expires_at IS NULL OR expires_at > now());
+        IF FOUND THEN
+            a.task_id := tk.task_id;
+            a.task_created_at := tk.created_at;
+            a.task_ttl_ms := tk.ttl_ms;
+            a.tool := coalesce(a.tool, tk.tool);
+        END IF;
+    END IF;
     SELECT * INTO i FROM outbox.intents WHERE key = a.intent_key;
     IF FOUND AND NOT (i.state = 'pending' AND i.next_attempt_at = 'infinity' AND i.ordering_key IS NOT NULL) THEN
         a.status := outbox.visible_status(i.state, i.ambiguous);
@@ -1659,13 +1704,18 @@ BEGIN
         END IF;
         IF i.state IN ('failed', 'cancelled') THEN
             note := i.last_error;
+        ELSIF i.state = 'awaiting_approval' THEN
+            note := outbox.mcp_held_by(i.target, i.payload);
+        ELSIF i.state = 'pending' AND i.attempts = 0 AND NOT i.ambiguous AND NOT outbox.relay_alive() THEN
+            note := 'no relay has claimed it yet: none is running';
         END IF;
     ELSE
-        SELECT * INTO o FROM outbox.outcome(a.intent_key);
+        SELECT * INTO o FROM outbox.outcome_any(a.intent_key);
         IF NOT FOUND THEN
             a.status := 'not_found';
             a.final := false;
             a.message := 'no call with this key';
+            a.updated_at := a.task_created_at;
             RETURN a;
         END IF;
         a.status := o.status;
@@ -1679,19 +1729,11 @@ BEGIN
     END IF;
     a.final := a.status IN ('succeeded', 'failed', 'cancelled');
     IF a.state = 'unknown' THEN   -- the same reason as outcome and stuck give
-        person := outbox.needs_person((SELECT x.id FROM outbox.intents x WHERE x.key = a.intent_key), a.target,
-                                      (SELECT x.first_attempt_at FROM outbox.intents x WHERE x.key = a.intent_key));
+        person := outbox.needs_person(i.id, a.target, i.first_attempt_at);
     END IF;
     a.message := outbox.mcp_message(a.status, note, person);
-    IF p_task THEN
-        SELECT * INTO tk FROM outbox.mcp_tasks WHERE client = p_client AND intent_key = a.intent_key;
-        IF FOUND THEN
-            a.task_id := tk.task_id;
-            a.task_created_at := tk.created_at;
-            a.updated_at := greatest(a.updated_at, tk.created_at);   -- a task made after its intent's last change
-            a.task_ttl_ms := tk.ttl_ms;
-            a.tool := coalesce(a.tool, tk.tool);
-        END IF;
+    IF a.task_id IS NOT NULL THEN
+        a.updated_at := greatest(a.updated_at, a.task_created_at);   -- a task made after its intent's last change
     END IF;
     RETURN a;
 END
@@ -1707,12 +1749,16 @@ DECLARE
     r      outbox.enqueue_result;
     a      outbox.mcp_answer;
     ikey   text;
+    args   jsonb := coalesce(p_arguments, '{}'::jsonb);
     existing_payload jsonb;
     existing_target  text;
     existing_group   text;
+    stone  outbox.tombstones;
+    fields text[] := '{}';
+    why    text[] := '{}';
+    others text;
     grp    text;
     run    text;
-    msg    text;
 BEGIN
     SELECT * INTO c FROM outbox.mcp_clients WHERE token_hash = p_token_hash;
     IF NOT FOUND THEN
@@ -1742,19 +1788,18 @@ BEGIN
     -- of the same key with other arguments then raises OR001 to the caller,
     -- which answers key_conflict). Other arguments for a known key: enqueue
     -- decides (volatile fields, keep_original), and OR001 is caught here to
-    -- name the fields that differ.
+    -- name what differs.
     SELECT i.payload, i.target, i.ordering_key INTO existing_payload, existing_target, existing_group
       FROM outbox.intents i WHERE i.key = ikey;
-    IF FOUND AND existing_payload = coalesce(p_arguments, '{}'::jsonb) AND existing_target = m.target
+    IF FOUND AND existing_payload = args AND existing_target = m.target
        AND existing_group IS NOT DISTINCT FROM grp AND NOT p_task THEN
         RETURN outbox.mcp_answer_of(c.name, p_key, p_tool, false, false);
     END IF;
     IF existing_payload IS NULL THEN
-        r := outbox.enqueue(ikey, m.target, coalesce(p_arguments, '{}'::jsonb), run, NULL, grp, p_traceparent);
+        r := outbox.enqueue_any(ikey, m.target, args, run, NULL, grp, p_traceparent);
     ELSE BEGIN
-        r := outbox.enqueue(ikey, m.target, coalesce(p_arguments, '{}'::jsonb), run, NULL, grp, p_traceparent);
+        r := outbox.enqueue_any(ikey, m.target, args, run, NULL, grp, p_traceparent);
     EXCEPTION WHEN SQLSTATE 'OR001' THEN
-        GET STACKED DIAGNOSTICS msg = MESSAGE_TEXT;
         a.client := c.name;
         a.key := p_key;
         a.intent_key := ikey;
@@ -1763,21 +1808,49 @@ BEGIN
         a.status := 'key_conflict';
         a.final := true;
         a.inserted := false;
-        SELECT i.payload INTO existing_payload FROM outbox.intents i WHERE i.key = ikey;
-        IF existing_payload IS NOT NULL THEN
-            a.conflict_fields := outbox.differing_fields(existing_payload, coalesce(p_arguments, '{}'::jsonb));
+        SELECT i.payload, i.target, i.ordering_key INTO existing_payload, existing_target, existing_group
+          FROM outbox.intents i WHERE i.key = ikey;
+        IF NOT FOUND THEN   -- pruned since: what its tombstone remembers
+            stone := outbox.tombstone_of(ikey);
+            existing_target := stone.target;
+            existing_group := grp;
         END IF;
-        a.message := 'key_conflict: this key was already used with other arguments'
-                     || coalesce(' (fields that differ: ' || array_to_string(a.conflict_fields, ', ') || ')', '')
-                     || '; nothing was sent. Use the same arguments, or a new key for a new action.';
+        -- 0036: another tool (its target differs), another ordering group,
+        -- then the arguments' fields.
+        IF existing_target IS DISTINCT FROM m.target THEN
+            fields := fields || 'tool'::text;
+            others := (SELECT string_agg(quote_literal(t.tool), ' or ' ORDER BY t.tool) FROM outbox.mcp_tools t
+                        WHERE t.target = existing_target AND (c.tools IS NULL OR t.tool = ANY (c.tools)));
+            why := why || ('it was used with another tool' || coalesce(' (' || others || ')', '') || ', not '
+                           || quote_literal(p_tool));
+        END IF;
+        IF existing_group IS DISTINCT FROM grp THEN
+            fields := fields || 'ordering_key'::text;
+            why := why || ('it was used ' || CASE WHEN existing_group IS NULL THEN 'without an ordering key'
+                                                  ELSE 'with another ordering key' END);
+        END IF;
+        IF existing_payload IS NOT NULL AND existing_payload <> args THEN
+            fields := fields || outbox.differing_fields(existing_payload, args);
+            why := why || ('it was used with other arguments'
+                           || coalesce(' (fields that differ: '
+                                       || array_to_string(outbox.differing_fields(existing_payload, args), ', ') || ')', ''));
+        END IF;
+        a.conflict_fields := nullif(fields, '{}');
+        a.message := 'key_conflict: this key was already used for another action: '
+                     || coalesce(nullif(array_to_string(why, '; '), ''), 'it was used with other arguments')
+                     || '; nothing was sent. Use the same tool and arguments, or a new key for a new action.';
         RETURN a;
     END;
     END IF;
     IF p_task THEN
-        INSERT INTO outbox.mcp_tasks (task_id, client, intent_key, tool, ttl_ms)
+        -- 0036: an expired task of this key is replaced (a new id); a live one stays.
+        INSERT INTO outbox.mcp_tasks AS k (task_id, client, intent_key, tool, ttl_ms, expires_at)
         VALUES ('task-' || replace(gen_random_uuid()::text, '-', '') || replace(gen_random_uuid()::text, '-', ''),
-                c.name, ikey, p_tool, p_task_ttl_ms)
-        ON CONFLICT (client, intent_key) DO NOTHING;
+                c.name, ikey, p_tool, p_task_ttl_ms, now() + p_task_ttl_ms * interval '1 millisecond')
+        ON CONFLICT (client, intent_key) DO UPDATE
+           SET task_id = excluded.task_id, tool = excluded.tool, ttl_ms = excluded.ttl_ms,
+               expires_at = excluded.expires_at, created_at = now()
+         WHERE k.expires_at <= now();
     END IF;
     IF r.inserted AND NOT p_task THEN
         -- A new intent: what enqueue said is all there is to say (no second look).
@@ -1791,7 +1864,11 @@ BEGIN
         a.final := false;
         a.inserted := true;
         a.attempts := 0;
-        a.message := outbox.mcp_message(r.status, CASE WHEN r.status = 'pending' THEN 'waiting for delivery' END, NULL);
+        a.message := outbox.mcp_message(r.status,
+                                        CASE WHEN r.status = 'awaiting_approval' THEN outbox.mcp_held_by(m.target, args)
+                                             WHEN r.status = 'pending' AND NOT outbox.relay_alive()
+                                                 THEN 'no relay has claimed it yet: none is running'
+                                             WHEN r.status = 'pending' THEN 'waiting for delivery' END, NULL);
         a.updated_at := now();
         RETURN a;
     END IF;
@@ -1828,6 +1905,17 @@ BEGIN
 END
 $_$;
 
+CREATE FUNCTION outbox.mcp_held_by(p_target text, p_payload jsonb) RETURNS text
+    LANGUAGE plpgsql STABLE
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+DECLARE
+    rule jsonpath := (SELECT t.approval_rule FROM outbox.targets t WHERE t.name = p_target);
+BEGIN
+    RETURN coalesce('rule ' || outbox.rule_text(rule) || ': ', '') || outbox.approval_reason(p_payload, rule);
+END
+$$;
+
 CREATE FUNCTION outbox.mcp_list_tools(p_token_hash bytea) RETURNS TABLE(client text, tool text, title text, description text, input_schema jsonb, destructive boolean, server_keys boolean)
     LANGUAGE plpgsql STABLE SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'pg_temp'
@@ -1854,12 +1942,22 @@ CREATE FUNCTION outbox.mcp_message(p_status text, p_outcome_message text, p_pers
                               || coalesce(p_outcome_message, 'no reason recorded')
         WHEN 'reconciling' THEN
             CASE WHEN p_person_reason IS NOT NULL
-                 THEN 'outcome unknown: ' || p_person_reason || ': do not retry with a new key; calling again with the same key is safe'
-                 ELSE 'outcome unknown, reconciling: do not retry with a new key; calling again with the same key is safe' END
-        WHEN 'delivering' THEN 'not yet confirmed: being delivered; calling again with the same key is safe'
+                 THEN 'outcome unknown: needs a person to settle it. The target may have acted, and it cannot be asked '
+                      'whether it did, so a person will check and settle this call. Do not repeat the action; tell the '
+                      'user it may have happened and that a person is confirming it. You may ask for the outcome of '
+                      'this same call later.'
+                 ELSE 'outcome unknown, being confirmed: the target may have acted, and it is being asked whether it did. '
+                      'Wait, then ask for the outcome of this same call; do not repeat the action; tell the user it is '
+                      'being confirmed.' END
+        WHEN 'delivering' THEN 'not yet confirmed: being delivered to the target. Wait, then ask for the outcome of '
+                               'this same call; do not repeat the action; tell the user it is being confirmed.'
         WHEN 'pending' THEN 'not yet confirmed: ' || coalesce(p_outcome_message, 'waiting for delivery')
-                            || '; calling again with the same key is safe'
-        WHEN 'awaiting_approval' THEN 'not yet confirmed: waiting for a person to approve it; calling again with the same key is safe'
+                            || '. Wait, then ask for the outcome of this same call; do not repeat the action; tell '
+                               'the user it is being confirmed.'
+        WHEN 'awaiting_approval' THEN 'not yet confirmed: held until a person approves it'
+                                      || coalesce(' (' || p_outcome_message || ')', '')
+                                      || '. Wait, then ask for the outcome of this same call; do not repeat the '
+                                         'action; tell the user it is waiting for a person''s approval.'
         ELSE p_status END
 $$;
 
@@ -1892,15 +1990,29 @@ CREATE FUNCTION outbox.mcp_outcomes(p_intent_keys text[]) RETURNS SETOF outbox.m
     LANGUAGE plpgsql STABLE SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'pg_temp'
     AS $$
+BEGIN
+    RETURN;
+END
+$$;
+
+CREATE FUNCTION outbox.mcp_outcomes(p_token_hashes bytea[], p_intent_keys text[]) RETURNS SETOF outbox.mcp_answer
+    LANGUAGE plpgsql STABLE SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
 DECLARE
+    h      bytea;
     k      text;
     client text;
 BEGIN
-    FOREACH k IN ARRAY coalesce(p_intent_keys, '{}') LOOP
-        CONTINUE WHEN NOT starts_with(k, 'mcp:');
-        client := split_part(k, ':', 2);
-        RETURN NEXT outbox.mcp_answer_of(client, substr(k, length('mcp:' || client || ':') + 1), NULL, false,
-                                         false);
+    IF cardinality(p_token_hashes) IS DISTINCT FROM cardinality(p_intent_keys) THEN
+        RAISE EXCEPTION 'outbox.mcp_outcomes: % token hashes for % keys', cardinality(p_token_hashes),
+                        cardinality(p_intent_keys)
+            USING ERRCODE = '22023';
+    END IF;
+    FOR h, k IN SELECT x.h, x.k FROM unnest(p_token_hashes, p_intent_keys) AS x(h, k) LOOP
+        client := (SELECT c.name FROM outbox.mcp_clients c WHERE c.token_hash = h);
+        CONTINUE WHEN client IS NULL OR NOT starts_with(k, 'mcp:' || client || ':');
+        RETURN NEXT outbox.mcp_answer_of(client, substr(k, length('mcp:' || client || ':') + 1), NULL, false, false);
     END LOOP;
 END
 $$;
@@ -2027,7 +2139,8 @@ BEGIN
     IF client_name IS NULL THEN
         RAISE EXCEPTION 'outbox.mcp_task: unknown client' USING ERRCODE = 'OR022';
     END IF;
-    SELECT * INTO tk FROM outbox.mcp_tasks WHERE task_id = p_task_id AND client = client_name;
+    SELECT * INTO tk FROM outbox.mcp_tasks
+     WHERE task_id = p_task_id AND client = client_name AND (expires_at IS NULL OR expires_at > now());   -- 0036
     IF NOT FOUND THEN
         a.client := client_name;
         a.status := 'not_found';
@@ -2053,7 +2166,8 @@ BEGIN
     IF client_name IS NULL THEN
         RAISE EXCEPTION 'outbox.mcp_task_cancel: unknown client' USING ERRCODE = 'OR022';
     END IF;
-    SELECT * INTO tk FROM outbox.mcp_tasks WHERE task_id = p_task_id AND client = client_name;
+    SELECT * INTO tk FROM outbox.mcp_tasks
+     WHERE task_id = p_task_id AND client = client_name AND (expires_at IS NULL OR expires_at > now());   -- 0036
     IF NOT FOUND THEN
         RAISE EXCEPTION 'no such task' USING ERRCODE = 'OR024';
     END IF;
@@ -2089,7 +2203,8 @@ BEGIN
     END IF;
     FOR tk IN SELECT * FROM outbox.mcp_tasks
                WHERE client = client_name
-                 AND (p_after_created IS NULL OR (created_at, task_id) < (p_after_created, p_after_id))
+                 AND (created_at, task_id) < (coalesce(p_after_created, 'infinity'), coalesce(p_after_id, ''))
+                 AND (expires_at IS NULL OR expires_at > now())
                ORDER BY created_at DESC, task_id DESC
                LIMIT greatest(1, least(coalesce(p_limit, 50), 200)) LOOP
         RETURN NEXT outbox.mcp_answer_of(client_name, substr(tk.intent_key, length('mcp:' || client_name || ':') + 1),
@@ -2362,6 +2477,17 @@ END
 $$;
 COMMENT ON FUNCTION outbox.notify_relays_row() IS 'Wakes idle relays (NOTIFY outbox_intents) when an UPDATE made a row pending and due; runs only for such rows (the trigger''s WHEN clause).';
 
+-- Whether the session's login is a member of outbox_operator or outbox_relay:
+-- it may read an MCP client's outcome and cancel its run (0036).
+CREATE FUNCTION outbox.operator_session() RETURNS boolean
+    LANGUAGE sql STABLE
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+    SELECT pg_catalog.pg_has_role(session_user, 'outbox_operator', 'MEMBER')
+           OR pg_catalog.pg_has_role(session_user, 'outbox_relay', 'MEMBER')
+$$;
+COMMENT ON FUNCTION outbox.operator_session() IS 'Whether the session''s login is a member of outbox_operator or outbox_relay: it may read an MCP client''s outcome and cancel its run (0036).';
+
 CREATE FUNCTION outbox.ordering_head_before(p_group text, p_id bigint) RETURNS outbox.intents
     LANGUAGE sql STABLE SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'pg_temp'
@@ -2499,7 +2625,7 @@ CREATE FUNCTION outbox.ordering_waits_for(p_group text, p_id bigint) RETURNS tex
     LANGUAGE sql STABLE SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'pg_temp'
     AS $$
-    SELECT coalesce((SELECT CASE WHEN outbox.caller_may_see(h.enqueued_by)
+    SELECT coalesce((SELECT CASE WHEN starts_with(p_group, 'mcp:') OR outbox.caller_may_see(h.enqueued_by)
                                  THEN format('waiting for %s (%s), the head of ordering group %s: it is sent once that one succeeded or was cancelled',
                                              h.key, outbox.visible_status(h.state, h.ambiguous), p_group)
                                  ELSE format('waiting for its turn in ordering group %s, behind an intent of another login',
@@ -2509,6 +2635,18 @@ CREATE FUNCTION outbox.ordering_waits_for(p_group text, p_id bigint) RETURNS tex
 $$;
 
 CREATE FUNCTION outbox.outcome(p_key text) RETURNS TABLE(status text, response_status integer, response_body text, attempts integer, last_error text, message text, state outbox.intent_state, target text, updated_at timestamp with time zone)
+    LANGUAGE plpgsql STABLE SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+BEGIN
+    IF starts_with(p_key, 'mcp:') AND NOT outbox.operator_session() THEN
+        PERFORM outbox.refuse_front_door('outcome', 'key', p_key);
+    END IF;
+    RETURN QUERY SELECT * FROM outbox.outcome_any(p_key);
+END
+$$;
+
+CREATE FUNCTION outbox.outcome_any(p_key text) RETURNS TABLE(status text, response_status integer, response_body text, attempts integer, last_error text, message text, state outbox.intent_state, target text, updated_at timestamp with time zone)
     LANGUAGE plpgsql STABLE SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'pg_temp'
     AS $$
@@ -2539,12 +2677,13 @@ BEGIN
            i.state, i.target, i.updated_at
       FROM outbox.intents i
      WHERE i.key = p_key
-       AND outbox.caller_may_see(i.enqueued_by);   -- 0026
+       AND (starts_with(p_key, 'mcp:') OR outbox.caller_may_see(i.enqueued_by));   -- 0026, 0036
     IF FOUND THEN
         RETURN;
     END IF;
     stone := outbox.tombstone_of(p_key);
-    IF stone.intent_id IS NULL OR NOT outbox.caller_may_see(stone.enqueued_by) THEN   -- 0026
+    IF stone.intent_id IS NULL
+       OR NOT (starts_with(p_key, 'mcp:') OR outbox.caller_may_see(stone.enqueued_by)) THEN   -- 0026, 0036
         RETURN;
     END IF;
     status := outbox.visible_status(stone.state, false);
@@ -2611,6 +2750,14 @@ BEGIN
          WHERE i.id = ANY (p_ids)
         RETURNING i.id, i.key, i.target, i.fingerprint, i.state, i.response_status, i.updated_at,
                   i.enqueued_by   -- 0026
+    )
+    -- 0036: an MCP client's task goes with its intent (the key is remembered by
+    -- the tombstone; the same key called again gets a new task).
+    , tasks AS (
+        DELETE FROM outbox.mcp_tasks k
+         USING gone g
+         WHERE starts_with(g.key, 'mcp:') AND k.client = split_part(g.key, ':', 2)
+           AND k.intent_key = g.key COLLATE "default"
     )
     INSERT INTO outbox.tombstones (key_hash, intent_id, target, fingerprint, state, response_status,
                                    settled_at, forget_at, enqueued_by)   -- 0026
@@ -2716,6 +2863,10 @@ BEGIN
      WHERE s.ctid = ANY (ARRAY(SELECT x.ctid FROM outbox.tombstones x
                                 WHERE x.forget_at < now() LIMIT p_limit));
     GET DIAGNOSTICS forgotten = ROW_COUNT;
+    -- 0036: MCP tasks past their TTL (not counted: forgotten counts tombstones).
+    DELETE FROM outbox.mcp_tasks k
+     WHERE k.ctid = ANY (ARRAY(SELECT x.ctid FROM outbox.mcp_tasks x
+                                WHERE x.expires_at <= now() LIMIT p_limit));
     RETURN NEXT;
 END
 $$;
@@ -2980,6 +3131,19 @@ END
 $$;
 COMMENT ON FUNCTION outbox.refresh_statistics() IS 'ANALYZE outbox.intents if it has more than doubled (plus 1 MB) since its statistics were taken; never waits. True if it ran. Called by outbox.relay_heartbeat (no role calls it directly).';
 
+CREATE FUNCTION outbox.refuse_front_door(p_function text, p_what text, p_value text) RETURNS void
+    LANGUAGE plpgsql IMMUTABLE
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+BEGIN
+    RAISE EXCEPTION 'outbox.%: the % % starts with "mcp:", which is reserved for the MCP front door',
+                    p_function, p_what, outbox.quote_key(p_value)
+        USING ERRCODE = 'OR026',
+              DETAIL = 'Keys, run ids and ordering keys that start with "mcp:" are the MCP clients'' (outbox-relay mcp names them mcp:<client>:<key>); only the front door''s functions (outbox.mcp_*) make, read or cancel them.',
+              HINT = 'Use a key, run id or ordering key that does not start with "mcp:", e.g. one that starts with your service''s name.';
+END
+$$;
+
 CREATE FUNCTION outbox.refuse_key(p_function text, p_key text) RETURNS void
     LANGUAGE plpgsql IMMUTABLE
     SET search_path TO 'pg_catalog', 'pg_temp'
@@ -3073,6 +3237,15 @@ BEGIN
     RETURN 'cancelled';
 END
 $$;
+
+-- Whether some relay sent a heartbeat in the last 2 minutes (0036).
+CREATE FUNCTION outbox.relay_alive() RETURNS boolean
+    LANGUAGE sql STABLE
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+    SELECT EXISTS (SELECT 1 FROM outbox.relays WHERE heartbeat_at > now() - interval '2 minutes')
+$$;
+COMMENT ON FUNCTION outbox.relay_alive() IS 'Whether some relay sent a heartbeat in the last 2 minutes (0036).';
 
 CREATE FUNCTION outbox.relay_gone(p_relay text) RETURNS void
     LANGUAGE sql SECURITY DEFINER
@@ -3546,6 +3719,7 @@ CREATE FUNCTION outbox.traceparent_of(p_key text) RETURNS text
     AS $$
     SELECT i.traceparent FROM outbox.intents i
      WHERE i.key = p_key AND outbox.caller_may_see(i.enqueued_by)   -- 0026
+       AND (NOT starts_with(p_key, 'mcp:') OR outbox.operator_session())   -- 0036
 $$;
 
 CREATE FUNCTION outbox.unkeyed_attempt(p_intent bigint) RETURNS text
@@ -3873,6 +4047,8 @@ REVOKE ALL ON FUNCTION outbox.enqueue(p_key text, p_target text, p_payload jsonb
 GRANT ALL ON FUNCTION outbox.enqueue(p_key text, p_target text, p_payload jsonb, p_run_id text, p_not_before timestamp with time zone, p_ordering_key text, p_traceparent text) TO outbox_app;
 GRANT ALL ON FUNCTION outbox.enqueue(p_key text, p_target text, p_payload jsonb, p_run_id text, p_not_before timestamp with time zone, p_ordering_key text, p_traceparent text) TO outbox_admin;
 
+REVOKE ALL ON FUNCTION outbox.enqueue_any(p_key text, p_target text, p_payload jsonb, p_run_id text, p_not_before timestamp with time zone, p_ordering_key text, p_traceparent text) FROM PUBLIC;
+
 GRANT SELECT ON TABLE outbox.tombstones TO outbox_operator;
 
 REVOKE ALL ON FUNCTION outbox.enqueue_remembered(p_key text, p_target text, p_fingerprint bytea, s outbox.tombstones) FROM PUBLIC;
@@ -3918,6 +4094,8 @@ GRANT ALL ON FUNCTION outbox.mcp_call(p_token_hash bytea, p_tool text, p_key tex
 REVOKE ALL ON FUNCTION outbox.mcp_client(p_name text, p_token text, p_tools text[]) FROM PUBLIC;
 GRANT ALL ON FUNCTION outbox.mcp_client(p_name text, p_token text, p_tools text[]) TO outbox_admin;
 
+REVOKE ALL ON FUNCTION outbox.mcp_held_by(p_target text, p_payload jsonb) FROM PUBLIC;
+
 REVOKE ALL ON FUNCTION outbox.mcp_list_tools(p_token_hash bytea) FROM PUBLIC;
 GRANT ALL ON FUNCTION outbox.mcp_list_tools(p_token_hash bytea) TO outbox_mcp;
 
@@ -3930,6 +4108,9 @@ GRANT ALL ON FUNCTION outbox.mcp_outcome(p_token_hash bytea, p_key text) TO outb
 
 REVOKE ALL ON FUNCTION outbox.mcp_outcomes(p_intent_keys text[]) FROM PUBLIC;
 GRANT ALL ON FUNCTION outbox.mcp_outcomes(p_intent_keys text[]) TO outbox_mcp;
+
+REVOKE ALL ON FUNCTION outbox.mcp_outcomes(p_token_hashes bytea[], p_intent_keys text[]) FROM PUBLIC;
+GRANT ALL ON FUNCTION outbox.mcp_outcomes(p_token_hashes bytea[], p_intent_keys text[]) TO outbox_mcp;
 
 REVOKE ALL ON FUNCTION outbox.mcp_schema_problem(p_schema jsonb, p_path text) FROM PUBLIC;
 GRANT ALL ON FUNCTION outbox.mcp_schema_problem(p_schema jsonb, p_path text) TO outbox_admin;
@@ -3969,6 +4150,8 @@ REVOKE ALL ON FUNCTION outbox.notify_relays() FROM PUBLIC;
 
 REVOKE ALL ON FUNCTION outbox.notify_relays_row() FROM PUBLIC;
 
+REVOKE ALL ON FUNCTION outbox.operator_session() FROM PUBLIC;
+
 REVOKE ALL ON FUNCTION outbox.ordering_head_before(p_group text, p_id bigint) FROM PUBLIC;
 
 REVOKE ALL ON FUNCTION outbox.ordering_lock_groups(p_groups text[]) FROM PUBLIC;
@@ -3988,6 +4171,8 @@ GRANT ALL ON FUNCTION outbox.outcome(p_key text) TO outbox_app;
 GRANT ALL ON FUNCTION outbox.outcome(p_key text) TO outbox_admin;
 GRANT ALL ON FUNCTION outbox.outcome(p_key text) TO outbox_relay;
 GRANT ALL ON FUNCTION outbox.outcome(p_key text) TO outbox_operator;
+
+REVOKE ALL ON FUNCTION outbox.outcome_any(p_key text) FROM PUBLIC;
 
 REVOKE ALL ON FUNCTION outbox.prunable() FROM PUBLIC;
 GRANT ALL ON FUNCTION outbox.prunable() TO outbox_operator;
@@ -4020,6 +4205,8 @@ GRANT ALL ON FUNCTION outbox.redrive(p_target text, p_since timestamp with time 
 
 REVOKE ALL ON FUNCTION outbox.refresh_statistics() FROM PUBLIC;
 
+REVOKE ALL ON FUNCTION outbox.refuse_front_door(p_function text, p_what text, p_value text) FROM PUBLIC;
+
 REVOKE ALL ON FUNCTION outbox.refuse_key(p_function text, p_key text) FROM PUBLIC;
 
 REVOKE ALL ON FUNCTION outbox.refuse_others_key(p_function text, p_key text) FROM PUBLIC;
@@ -4028,6 +4215,8 @@ REVOKE ALL ON FUNCTION outbox.refuse_traceparent(p_value text, p_from_setting bo
 
 REVOKE ALL ON FUNCTION outbox.reject(p_key text, p_by text, p_reason text) FROM PUBLIC;
 GRANT ALL ON FUNCTION outbox.reject(p_key text, p_by text, p_reason text) TO outbox_admin;
+
+REVOKE ALL ON FUNCTION outbox.relay_alive() FROM PUBLIC;
 
 REVOKE ALL ON FUNCTION outbox.relay_gone(p_relay text) FROM PUBLIC;
 GRANT ALL ON FUNCTION outbox.relay_gone(p_relay text) TO outbox_relay;
@@ -4153,6 +4342,8 @@ COMMENT ON FUNCTION outbox.delivery_summary(p_intent bigint, OUT sent integer, O
 
 COMMENT ON FUNCTION outbox.enqueue(p_key text, p_target text, p_payload jsonb, p_run_id text, p_not_before timestamp with time zone, p_ordering_key text, p_traceparent text) IS 'Enqueue an intent in the caller''s transaction (idempotent by key); p_ordering_key: ordered delivery; p_traceparent (or the setting outbox.traceparent): W3C trace context.';
 
+COMMENT ON FUNCTION outbox.enqueue_any(p_key text, p_target text, p_payload jsonb, p_run_id text, p_not_before timestamp with time zone, p_ordering_key text, p_traceparent text) IS 'outbox.enqueue without the reservation of mcp: keys, for the front door''s functions only (0036); executable by no role.';
+
 
 SET default_tablespace = '';
 
@@ -4164,6 +4355,10 @@ COMMENT ON FUNCTION outbox.links(p_key text) IS 'Compensation links of a key, bo
 
 COMMENT ON FUNCTION outbox.mcp_client(p_name text, p_token text, p_tools text[]) IS 'Create an MCP client or rotate its token (only its SHA-256 is stored); p_tools: the tools it may use (NULL = all).';
 
+COMMENT ON FUNCTION outbox.mcp_outcomes(p_intent_keys text[]) IS 'Retired in 0036 (it read any client''s outcome without a token): answers no row; kept for the 0.1.0 front door, dropped in the next release.';
+
+COMMENT ON FUNCTION outbox.mcp_outcomes(p_token_hashes bytea[], p_intent_keys text[]) IS 'The MCP front door''s batched look-up: the answer for each (token hash, intent key) whose key is that client''s (0036).';
+
 COMMENT ON FUNCTION outbox.mcp_schema_problem(p_schema jsonb, p_path text) IS 'NULL when the JSON Schema uses only the supported subset, else what is wrong and where.';
 
 COMMENT ON FUNCTION outbox.needs_approval(payload jsonb, rule jsonpath) IS 'Whether a payload is held for approval: unless the rule is definitely false (as written, and in strict mode with null members as missing; filters widened to let unknown through), it holds.';
@@ -4171,6 +4366,8 @@ COMMENT ON FUNCTION outbox.needs_approval(payload jsonb, rule jsonpath) IS 'Whet
 COMMENT ON FUNCTION outbox.needs_person(p_intent bigint, p_target text, p_first_attempt_at timestamp with time zone) IS 'Why only a person can settle an unknown intent ("needs a person — no status URL, no key", …), or NULL when the relay asks the target''s status URL (0023).';
 
 COMMENT ON FUNCTION outbox.outcome(p_key text) IS 'The agent-visible outcome of a key, also of a pruned one while its tombstone lasts: no row for an unknown (or forgotten) key, or, for an isolated login, another login''s.';
+
+COMMENT ON FUNCTION outbox.outcome_any(p_key text) IS 'outbox.outcome without the reservation of mcp: keys, for the front door''s functions only (0036); executable by no role.';
 
 COMMENT ON FUNCTION outbox.prune(p_limit integer) IS 'Prunes at most p_limit final intents past their target''s retain_for (tombstones keep their keys); returns how many. One short transaction: call again while it returns p_limit.';
 
@@ -4181,6 +4378,8 @@ COMMENT ON FUNCTION outbox.quote_key(p_key text) IS 'A key quoted for a message;
 COMMENT ON FUNCTION outbox.record(p_relay text, p_ids bigint[], p_attempts integer[], p_states outbox.intent_state[], p_delay_ms integer[], p_ambiguous boolean[], p_classes outbox.attempt_class[], p_sent boolean[], p_http integer[], p_errors text[], p_latency_ms integer[], p_bodies text[], p_key_sent boolean[]) IS 'Apply a batch of attempt outcomes, fenced by (lease owner, attempt); at most one per row; every attempt in the history. Returns rows updated.';
 
 COMMENT ON FUNCTION outbox.redrive(p_target text, p_since timestamp with time zone, p_until timestamp with time zone, p_dry_run boolean, p_limit integer, p_by text) IS 'Puts back to pending (a fresh delivery) the failed intents of a target settled in [since, until) with no attempt that may have executed; at most p_limit, oldest first; one history row each. The dry run lists them and changes nothing.';
+
+COMMENT ON FUNCTION outbox.refuse_front_door(p_function text, p_what text, p_value text) IS 'Raises OR026 for a key, run id or ordering key of the MCP front door (mcp:…) given to a function an application calls (0036).';
 
 COMMENT ON FUNCTION outbox.refuse_key(p_function text, p_key text) IS 'Raises OR004 or OR009 with the reason when a key is outside the key alphabet (see migration 0010); returns otherwise.';
 

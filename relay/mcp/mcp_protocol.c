@@ -447,10 +447,15 @@ static json_t *response_value(const char *body)
     return parsed ? parsed : json_string(body);
 }
 
-static json_t *text_content(json_t *value)
+/* The text block: what the outcome means, as one sentence for the model
+ * (outbox.mcp_message), then a line break and the same structuredContent as
+ * JSON (keys sorted). */
+static json_t *text_content(const char *message, json_t *value)
 {
     char *text = json_dumps(value, JSON_COMPACT | JSON_SORT_KEYS);
-    json_t *content = json_pack("[{s:s,s:s}]", "type", "text", "text", text ? text : "{}");
+    json_t *content = json_pack("[{s:s}]", "type", "text");
+    json_object_set_new(json_array_get(content, 0), "text",
+                        json_sprintf("%s\n%s", message, text ? text : "{}"));
     free(text);
     return content;
 }
@@ -468,8 +473,9 @@ json_t *mcp_call_result(const struct mcp_answer *a)
         json_object_set_new(sc, "fields", text_array(a->conflict_fields));
     bool is_error = !strcmp(a->status, "failed") || !strcmp(a->status, "cancelled") ||
                     !strcmp(a->status, "key_conflict");
-    json_t *result = json_pack("{s:o,s:O,s:b}", "content", text_content(sc), "structuredContent",
-                               sc, "isError", is_error);
+    json_t *result =
+        json_pack("{s:o,s:O,s:b}", "content", text_content(a->message ? a->message : "", sc),
+                  "structuredContent", sc, "isError", is_error);
     json_decref(sc);
     return result;
 }

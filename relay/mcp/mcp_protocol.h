@@ -120,8 +120,9 @@ json_t *mcp_tool_json(const struct mcp_request *req, const char *name, const cha
                       const char *description, const json_t *input_schema, bool destructive,
                       bool idempotent);
 /* The CallToolResult of an answer: structuredContent {status, key, target,
- * response_status, response, attempts, message}, the same as a text block,
- * isError for failed, cancelled and key_conflict. */
+ * response_status, response, attempts, message}; a text block that starts
+ * with the message (written for the model), then a line break and the same
+ * JSON; isError for failed, cancelled and key_conflict. */
 json_t *mcp_call_result(const struct mcp_answer *answer);
 /* A CallToolResult with isError that names what is wrong (the model reads it). */
 json_t *mcp_tool_error_result(const char *status, const char *key, const char *message,

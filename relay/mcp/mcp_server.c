@@ -97,7 +97,7 @@ static const struct pg_statement statements[] = {
     {"mcp_tasks_list", "SELECT " ANSWER_COLUMNS ", task_created_at::text "
                        "FROM outbox.mcp_tasks_list($1::bytea, $2::timestamptz, $3, $4::integer)"},
     {"mcp_task_cancel", "SELECT " ANSWER_COLUMNS " FROM outbox.mcp_task_cancel($1::bytea, $2)"},
-    {"mcp_outcomes", "SELECT " ANSWER_COLUMNS " FROM outbox.mcp_outcomes($1::text[])"},
+    {"mcp_outcomes", "SELECT " ANSWER_COLUMNS " FROM outbox.mcp_outcomes($1::bytea[], $2::text[])"},
 };
 
 /* What a call is doing; one query of it is on the wire at most. */
@@ -153,8 +153,8 @@ struct mcp_server {
     struct mcp_call *waiting;
     uv_timer_t batch_timer; /* runs the batched look-up of the calls woken in this loop turn */
     bool batch_scheduled, batch_running;
-    struct strbuf batch_keys;
-    int calls;     /* alive, orphaned ones too */
+    struct strbuf batch_keys, batch_tokens; /* each call's intent key, and its token's hash */
+    int calls;                              /* alive, orphaned ones too */
     int answering; /* inside respond_text: the last call's answer is not written yet */
     bool stopping, closing;
     int open_handles;
@@ -568,14 +568,24 @@ static void on_answer(struct mcp_call *call, const struct mcp_answer *answer)
         break;
     }
     /* An unknown that only a person can settle will not change while the
-     * call waits: say so now (a plain call; a task stays working). */
+     * call waits: say so now (a plain call; a task stays working). Nor will
+     * a call held for approval, or one that no relay is alive to claim
+     * (outbox.mcp_message says so): the wait is over at once. */
     bool needs_person = a.state && !strcmp(a.state, "unknown") && a.message &&
                         !strncmp(a.message, "outcome unknown: needs a person", 31);
+    bool idle_wait = !strcmp(method, "tools/call") &&
+                     (!strcmp(a.status, "awaiting_approval") ||
+                      (!strcmp(a.status, "pending") && a.message &&
+                       strstr(a.message, "no relay has claimed it yet") != NULL));
     if (a.final || not_found || (needs_person && strcmp(method, "tools/call") == 0)) {
         answer_call(call, &a);
     } else if (call->deadline_ms == 0 && call->blocking) { /* stopping */
         respond_task_unfinished(call, &a);
-    } else if (call->deadline_ms == 0) { /* the last look of a wait */
+    } else if (call->deadline_ms == 0 || idle_wait) { /* the last look of a wait */
+        if (call->waiting) {                          /* idle_wait: woken by a batch */
+            DLIST_REMOVE(call->s->waiting, call);
+            call->waiting = false;
+        }
         if (call->req.era == MCP_MODERN && call->req.tasks_extension &&
             !strcmp(method, "tools/call") && !call->s->stopping)
             make_task_now(call);
@@ -1262,7 +1272,8 @@ static void on_close(void *data, httpd_conn_t *conn)
 
 /* Wake-ups are batched: every call woken in one turn of the loop (a record
  * of many outcomes NOTIFYs once per intent, all read in one go) is looked up
- * with one statement, outbox.mcp_outcomes, by the intents' keys. One batch
+ * with one statement, outbox.mcp_outcomes, by the intents' keys, each with its
+ * call's token hash (a key is answered only to its client). One batch
  * is on the wire at a time; calls woken meanwhile go with the next. */
 #define MCP_BATCH_MAX 256
 
@@ -1301,7 +1312,9 @@ static void run_batch(struct mcp_server *s)
     if (s->batch_running || s->closing)
         return;
     strbuf_reset(&s->batch_keys);
+    strbuf_reset(&s->batch_tokens);
     pgarray_begin(&s->batch_keys);
+    pgarray_begin(&s->batch_tokens);
     int n = 0;
     for (struct mcp_call *c = s->waiting; c && n < MCP_BATCH_MAX; c = c->next) {
         if (!c->due || c->querying || c->intent_key == NULL)
@@ -1309,15 +1322,17 @@ static void run_batch(struct mcp_server *s)
         c->due = false;
         c->in_batch = true;
         pgarray_item_text(&s->batch_keys, c->intent_key, strlen(c->intent_key));
+        pgarray_item_text(&s->batch_tokens, c->token_hash, strlen(c->token_hash));
         n++;
     }
     pgarray_end(&s->batch_keys);
+    pgarray_end(&s->batch_tokens);
     if (n == 0)
         return;
-    const char *params[1] = {s->batch_keys.data};
+    const char *params[2] = {s->batch_tokens.data, s->batch_keys.data};
     pg_conn_t *pg = next_connection(s);
     s->batch_running = pg != NULL; /* before pg_query: a failed send calls back at once */
-    if (pg != NULL && pg_query(pg, "mcp_outcomes", 1, params, on_batch_done, s))
+    if (pg != NULL && pg_query(pg, "mcp_outcomes", 2, params, on_batch_done, s))
         return;
     s->batch_running = false;
     for (struct mcp_call *c = s->waiting; c; c = c->next)
@@ -1519,6 +1534,7 @@ int mcp_server_run(const struct config *cfg)
     free(s->pg);
     free(s->counts);
     strbuf_free(&s->batch_keys);
+    strbuf_free(&s->batch_tokens);
     free(s);
     tool_cache_free();
     return exit_code;

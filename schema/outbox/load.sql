@@ -1,6 +1,6 @@
 -- schema/outbox/load.sql — the net schema of outbox-relay, one file per live
 -- object: what a database looks like after every migration up to and
--- including 0035_idle_questions.sql. `psql -f schema/outbox/load.sql` builds it (the files in
+-- including 0036_mcp_second_round.sql. `psql -f schema/outbox/load.sql` builds it (the files in
 -- an order that works); tests/sql/run.sh proves it builds the same schema as
 -- migrations/, as it does for schema/outbox.sql.
 --
@@ -62,6 +62,7 @@ GRANT outbox_operator TO outbox_admin;
 \ir functions/delivery_summary.sql
 \ir functions/differing_fields.sql
 \ir functions/enqueue.sql
+\ir functions/enqueue_any.sql
 \ir functions/enqueue_remembered.sql
 \ir functions/fingerprint.sql
 \ir functions/fingerprint_doc.sql
@@ -75,6 +76,7 @@ GRANT outbox_operator TO outbox_admin;
 \ir functions/mcp_answer_of.sql
 \ir functions/mcp_call.sql
 \ir functions/mcp_client.sql
+\ir functions/mcp_held_by.sql
 \ir functions/mcp_list_tools.sql
 \ir functions/mcp_message.sql
 \ir functions/mcp_notify_settled.sql
@@ -93,6 +95,7 @@ GRANT outbox_operator TO outbox_admin;
 \ir functions/notify_circuit_change.sql
 \ir functions/notify_relays.sql
 \ir functions/notify_relays_row.sql
+\ir functions/operator_session.sql
 \ir functions/ordering_head_before.sql
 \ir functions/ordering_lock_groups.sql
 \ir functions/ordering_locked_intent.sql
@@ -101,6 +104,7 @@ GRANT outbox_operator TO outbox_admin;
 \ir functions/ordering_turn_at_commit.sql
 \ir functions/ordering_waits_for.sql
 \ir functions/outcome.sql
+\ir functions/outcome_any.sql
 \ir functions/prunable.sql
 \ir functions/prune.sql
 \ir functions/prune_ids.sql
@@ -113,10 +117,12 @@ GRANT outbox_operator TO outbox_admin;
 \ir functions/record.sql
 \ir functions/redrive.sql
 \ir functions/refresh_statistics.sql
+\ir functions/refuse_front_door.sql
 \ir functions/refuse_key.sql
 \ir functions/refuse_others_key.sql
 \ir functions/refuse_traceparent.sql
 \ir functions/reject.sql
+\ir functions/relay_alive.sql
 \ir functions/relay_gone.sql
 \ir functions/relay_heartbeat.sql
 \ir functions/release.sql

@@ -59,8 +59,8 @@ echo "# answered after $took_ms ms (the wait is 20 s; nothing would change the o
 is "$(field result.isError <<<"$out")" false "A: not an error"
 ok "A: answered as soon as the outcome became unknown with nothing to settle it, not at the end of the 20 s wait" \
     test "$took_ms" -lt 15000
-ok "A: the message says a person must settle it, and that the same key is safe" \
-    grep -q 'outcome unknown: needs a person — no status URL, no key: do not retry with a new key; calling again with the same key is safe' <<<"$out"
+ok "A: the message says the target cannot be asked, a person will settle it, and not to repeat the action" \
+    grep -q 'outcome unknown: needs a person to settle it. The target may have acted, and it cannot be asked whether it did, so a person will check and settle this call. Do not repeat the action; tell the user it may have happened and that a person is confirming it.' <<<"$out"
 is "$(receiver_stat hang effects_total)" 1 "A: the target acted once (its answer was lost)"
 out=$(mcp "$MCP_PORT_one" "$TOKEN" call legacy_action "run-A:1" '{"n": 1}')
 is "$(field result.structuredContent.status <<<"$out")" reconciling "A: calling again with the key: still reconciling"

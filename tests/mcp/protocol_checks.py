@@ -151,7 +151,9 @@ check(sc.get("response_status") == 200 and isinstance(sc.get("response"), dict) 
       "structuredContent carries the saved response, parsed", sc)
 check(sc.get("key") == "run-1:step-1" and sc.get("target") == "refund" and sc.get("attempts") == 1,
       "with the key, the target and one attempt", sc)
-check(json.loads(res["content"][0]["text"]) == sc, "the text block is the same JSON", res.get("content"))
+text = res["content"][0]["text"]
+check(text.split("\n", 1)[0] == sc.get("message") and json.loads(text.split("\n", 1)[1]) == sc,
+      "the text block starts with what the outcome means (the message), then the same JSON", res.get("content"))
 n, stats = effects("mcp:agent-a:run-1:step-1")
 check(n == 1, "one effect at the receiver, under the namespaced key", n)
 st, h, doc = call("run-1:step-1", {"account": 42, "amount_cents": 2500})

@@ -16,6 +16,10 @@ BEGIN
     IF p_run_id IS NULL OR p_run_id = '' THEN
         RAISE EXCEPTION 'outbox.cancel_run: say which run (p_run_id)' USING ERRCODE = '22023';
     END IF;
+    -- 0036: an MCP client's run is the front door's (an operator may still cancel it).
+    IF starts_with(p_run_id, 'mcp:') AND NOT outbox.operator_session() THEN
+        PERFORM outbox.refuse_front_door('cancel_run', 'run id', p_run_id);
+    END IF;
     -- Lock the candidates (in id order: two cancel_runs cannot deadlock), waiting for a
     -- relay that is recording one of them. Once a row is locked, the UPDATE below looks
     -- again with a fresh snapshot, so it sees the attempts row a relay committed with the

@@ -7,6 +7,13 @@ DECLARE
     existing outbox.intents;
     result   outbox.enqueue_result;
 BEGIN
+    -- 0036: the front door's keys are its own.
+    IF starts_with(p_key, 'mcp:') THEN
+        PERFORM outbox.refuse_front_door('compensate', 'key', p_key);
+    END IF;
+    IF starts_with(p_original_key, 'mcp:') AND NOT outbox.operator_session() THEN
+        PERFORM outbox.refuse_front_door('compensate', 'key', p_original_key);
+    END IF;
     PERFORM outbox.refuse_key('compensate', p_key);
 
     -- 0012: locked, as the foreign key on compensates did (see above).

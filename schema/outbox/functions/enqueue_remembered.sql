@@ -5,7 +5,8 @@ CREATE FUNCTION outbox.enqueue_remembered(p_key text, p_target text, p_fingerpri
 DECLARE
     result outbox.enqueue_result;
 BEGIN
-    IF s.enqueued_by IS DISTINCT FROM session_user::text AND outbox.isolated() THEN   -- 0026
+    IF s.enqueued_by IS DISTINCT FROM session_user::text AND NOT starts_with(p_key, 'mcp:')   -- 0036
+       AND outbox.isolated() THEN   -- 0026
         PERFORM outbox.refuse_others_key('enqueue', p_key);
     END IF;
     IF s.target <> p_target THEN

@@ -14,6 +14,16 @@ BEGIN
     a.intent_key := 'mcp:' || p_client || ':' || p_key;
     a.tool := p_tool;
     a.inserted := p_inserted;
+    IF p_task THEN
+        SELECT * INTO tk FROM outbox.mcp_tasks
+         WHERE client = p_client AND intent_key = a.intent_key AND (expires_at IS NULL OR expires_at > now());
+        IF FOUND THEN
+            a.task_id := tk.task_id;
+            a.task_created_at := tk.created_at;
+            a.task_ttl_ms := tk.ttl_ms;
+            a.tool := coalesce(a.tool, tk.tool);
+        END IF;
+    END IF;
     SELECT * INTO i FROM outbox.intents WHERE key = a.intent_key;
     IF FOUND AND NOT (i.state = 'pending' AND i.next_attempt_at = 'infinity' AND i.ordering_key IS NOT NULL) THEN
         a.status := outbox.visible_status(i.state, i.ambiguous);
@@ -27,13 +37,18 @@ BEGIN
         END IF;
         IF i.state IN ('failed', 'cancelled') THEN
             note := i.last_error;
+        ELSIF i.state = 'awaiting_approval' THEN
+            note := outbox.mcp_held_by(i.target, i.payload);
+        ELSIF i.state = 'pending' AND i.attempts = 0 AND NOT i.ambiguous AND NOT outbox.relay_alive() THEN
+            note := 'no relay has claimed it yet: none is running';
         END IF;
     ELSE
-        SELECT * INTO o FROM outbox.outcome(a.intent_key);
+        SELECT * INTO o FROM outbox.outcome_any(a.intent_key);
         IF NOT FOUND THEN
             a.status := 'not_found';
             a.final := false;
             a.message := 'no call with this key';
+            a.updated_at := a.task_created_at;
             RETURN a;
         END IF;
         a.status := o.status;
@@ -47,19 +62,11 @@ BEGIN
     END IF;
     a.final := a.status IN ('succeeded', 'failed', 'cancelled');
     IF a.state = 'unknown' THEN   -- the same reason as outcome and stuck give
-        person := outbox.needs_person((SELECT x.id FROM outbox.intents x WHERE x.key = a.intent_key), a.target,
-                                      (SELECT x.first_attempt_at FROM outbox.intents x WHERE x.key = a.intent_key));
+        person := outbox.needs_person(i.id, a.target, i.first_attempt_at);
     END IF;
     a.message := outbox.mcp_message(a.status, note, person);
-    IF p_task THEN
-        SELECT * INTO tk FROM outbox.mcp_tasks WHERE client = p_client AND intent_key = a.intent_key;
-        IF FOUND THEN
-            a.task_id := tk.task_id;
-            a.task_created_at := tk.created_at;
-            a.updated_at := greatest(a.updated_at, tk.created_at);   -- a task made after its intent's last change
-            a.task_ttl_ms := tk.ttl_ms;
-            a.tool := coalesce(a.tool, tk.tool);
-        END IF;
+    IF a.task_id IS NOT NULL THEN
+        a.updated_at := greatest(a.updated_at, a.task_created_at);   -- a task made after its intent's last change
     END IF;
     RETURN a;
 END

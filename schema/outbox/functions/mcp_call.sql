@@ -8,12 +8,16 @@ DECLARE
     r      outbox.enqueue_result;
     a      outbox.mcp_answer;
     ikey   text;
+    args   jsonb := coalesce(p_arguments, '{}'::jsonb);
     existing_payload jsonb;
     existing_target  text;
     existing_group   text;
+    stone  outbox.tombstones;
+    fields text[] := '{}';
+    why    text[] := '{}';
+    others text;
     grp    text;
     run    text;
-    msg    text;
 BEGIN
     SELECT * INTO c FROM outbox.mcp_clients WHERE token_hash = p_token_hash;
     IF NOT FOUND THEN
@@ -43,19 +47,18 @@ BEGIN
     -- of the same key with other arguments then raises OR001 to the caller,
     -- which answers key_conflict). Other arguments for a known key: enqueue
     -- decides (volatile fields, keep_original), and OR001 is caught here to
-    -- name the fields that differ.
+    -- name what differs.
     SELECT i.payload, i.target, i.ordering_key INTO existing_payload, existing_target, existing_group
       FROM outbox.intents i WHERE i.key = ikey;
-    IF FOUND AND existing_payload = coalesce(p_arguments, '{}'::jsonb) AND existing_target = m.target
+    IF FOUND AND existing_payload = args AND existing_target = m.target
        AND existing_group IS NOT DISTINCT FROM grp AND NOT p_task THEN
         RETURN outbox.mcp_answer_of(c.name, p_key, p_tool, false, false);
     END IF;
     IF existing_payload IS NULL THEN
-        r := outbox.enqueue(ikey, m.target, coalesce(p_arguments, '{}'::jsonb), run, NULL, grp, p_traceparent);
+        r := outbox.enqueue_any(ikey, m.target, args, run, NULL, grp, p_traceparent);
     ELSE BEGIN
-        r := outbox.enqueue(ikey, m.target, coalesce(p_arguments, '{}'::jsonb), run, NULL, grp, p_traceparent);
+        r := outbox.enqueue_any(ikey, m.target, args, run, NULL, grp, p_traceparent);
     EXCEPTION WHEN SQLSTATE 'OR001' THEN
-        GET STACKED DIAGNOSTICS msg = MESSAGE_TEXT;
         a.client := c.name;
         a.key := p_key;
         a.intent_key := ikey;
@@ -64,21 +67,49 @@ BEGIN
         a.status := 'key_conflict';
         a.final := true;
         a.inserted := false;
-        SELECT i.payload INTO existing_payload FROM outbox.intents i WHERE i.key = ikey;
-        IF existing_payload IS NOT NULL THEN
-            a.conflict_fields := outbox.differing_fields(existing_payload, coalesce(p_arguments, '{}'::jsonb));
+        SELECT i.payload, i.target, i.ordering_key INTO existing_payload, existing_target, existing_group
+          FROM outbox.intents i WHERE i.key = ikey;
+        IF NOT FOUND THEN   -- pruned since: what its tombstone remembers
+            stone := outbox.tombstone_of(ikey);
+            existing_target := stone.target;
+            existing_group := grp;
         END IF;
-        a.message := 'key_conflict: this key was already used with other arguments'
-                     || coalesce(' (fields that differ: ' || array_to_string(a.conflict_fields, ', ') || ')', '')
-                     || '; nothing was sent. Use the same arguments, or a new key for a new action.';
+        -- 0036: another tool (its target differs), another ordering group,
+        -- then the arguments' fields.
+        IF existing_target IS DISTINCT FROM m.target THEN
+            fields := fields || 'tool'::text;
+            others := (SELECT string_agg(quote_literal(t.tool), ' or ' ORDER BY t.tool) FROM outbox.mcp_tools t
+                        WHERE t.target = existing_target AND (c.tools IS NULL OR t.tool = ANY (c.tools)));
+            why := why || ('it was used with another tool' || coalesce(' (' || others || ')', '') || ', not '
+                           || quote_literal(p_tool));
+        END IF;
+        IF existing_group IS DISTINCT FROM grp THEN
+            fields := fields || 'ordering_key'::text;
+            why := why || ('it was used ' || CASE WHEN existing_group IS NULL THEN 'without an ordering key'
+                                                  ELSE 'with another ordering key' END);
+        END IF;
+        IF existing_payload IS NOT NULL AND existing_payload <> args THEN
+            fields := fields || outbox.differing_fields(existing_payload, args);
+            why := why || ('it was used with other arguments'
+                           || coalesce(' (fields that differ: '
+                                       || array_to_string(outbox.differing_fields(existing_payload, args), ', ') || ')', ''));
+        END IF;
+        a.conflict_fields := nullif(fields, '{}');
+        a.message := 'key_conflict: this key was already used for another action: '
+                     || coalesce(nullif(array_to_string(why, '; '), ''), 'it was used with other arguments')
+                     || '; nothing was sent. Use the same tool and arguments, or a new key for a new action.';
         RETURN a;
     END;
     END IF;
     IF p_task THEN
-        INSERT INTO outbox.mcp_tasks (task_id, client, intent_key, tool, ttl_ms)
+        -- 0036: an expired task of this key is replaced (a new id); a live one stays.
+        INSERT INTO outbox.mcp_tasks AS k (task_id, client, intent_key, tool, ttl_ms, expires_at)
         VALUES ('task-' || replace(gen_random_uuid()::text, '-', '') || replace(gen_random_uuid()::text, '-', ''),
-                c.name, ikey, p_tool, p_task_ttl_ms)
-        ON CONFLICT (client, intent_key) DO NOTHING;
+                c.name, ikey, p_tool, p_task_ttl_ms, now() + p_task_ttl_ms * interval '1 millisecond')
+        ON CONFLICT (client, intent_key) DO UPDATE
+           SET task_id = excluded.task_id, tool = excluded.tool, ttl_ms = excluded.ttl_ms,
+               expires_at = excluded.expires_at, created_at = now()
+         WHERE k.expires_at <= now();
     END IF;
     IF r.inserted AND NOT p_task THEN
         -- A new intent: what enqueue said is all there is to say (no second look).
@@ -92,7 +123,11 @@ BEGIN
         a.final := false;
         a.inserted := true;
         a.attempts := 0;
-        a.message := outbox.mcp_message(r.status, CASE WHEN r.status = 'pending' THEN 'waiting for delivery' END, NULL);
+        a.message := outbox.mcp_message(r.status,
+                                        CASE WHEN r.status = 'awaiting_approval' THEN outbox.mcp_held_by(m.target, args)
+                                             WHEN r.status = 'pending' AND NOT outbox.relay_alive()
+                                                 THEN 'no relay has claimed it yet: none is running'
+                                             WHEN r.status = 'pending' THEN 'waiting for delivery' END, NULL);
         a.updated_at := now();
         RETURN a;
     END IF;

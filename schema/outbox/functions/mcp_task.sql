@@ -11,7 +11,8 @@ BEGIN
     IF client_name IS NULL THEN
         RAISE EXCEPTION 'outbox.mcp_task: unknown client' USING ERRCODE = 'OR022';
     END IF;
-    SELECT * INTO tk FROM outbox.mcp_tasks WHERE task_id = p_task_id AND client = client_name;
+    SELECT * INTO tk FROM outbox.mcp_tasks
+     WHERE task_id = p_task_id AND client = client_name AND (expires_at IS NULL OR expires_at > now());   -- 0036
     IF NOT FOUND THEN
         a.client := client_name;
         a.status := 'not_found';

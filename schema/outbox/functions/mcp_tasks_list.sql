@@ -12,7 +12,8 @@ BEGIN
     END IF;
     FOR tk IN SELECT * FROM outbox.mcp_tasks
                WHERE client = client_name
-                 AND (p_after_created IS NULL OR (created_at, task_id) < (p_after_created, p_after_id))
+                 AND (created_at, task_id) < (coalesce(p_after_created, 'infinity'), coalesce(p_after_id, ''))
+                 AND (expires_at IS NULL OR expires_at > now())
                ORDER BY created_at DESC, task_id DESC
                LIMIT greatest(1, least(coalesce(p_limit, 50), 200)) LOOP
         RETURN NEXT outbox.mcp_answer_of(client_name, substr(tk.intent_key, length('mcp:' || client_name || ':') + 1),

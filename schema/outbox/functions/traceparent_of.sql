@@ -4,6 +4,7 @@ CREATE FUNCTION outbox.traceparent_of(p_key text) RETURNS text
     AS $$
     SELECT i.traceparent FROM outbox.intents i
      WHERE i.key = p_key AND outbox.caller_may_see(i.enqueued_by)   -- 0026
+       AND (NOT starts_with(p_key, 'mcp:') OR outbox.operator_session())   -- 0036
 $$;
 
 REVOKE ALL ON FUNCTION outbox.traceparent_of(p_key text) FROM PUBLIC;

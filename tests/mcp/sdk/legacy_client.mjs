@@ -82,8 +82,11 @@ const first = await step('SDK 1.32: tools/call with the key in _meta', async () 
         'SDK 1.32: tools/call succeeded (structuredContent.status, key)', res);
     check(sc.response_status === 200 && sc.response?.ok === true,
         'SDK 1.32: structuredContent carries the receiver\'s saved response', sc);
-    check(res.content?.[0]?.type === 'text' && sameJson(JSON.parse(res.content[0].text), sc),
-        'SDK 1.32: the text block is the same JSON as structuredContent', res.content);
+    const text = res.content?.[0]?.text ?? '';
+    const cut = text.indexOf('\n');
+    check(res.content?.[0]?.type === 'text' && cut > 0 && text.slice(0, cut) === sc.message &&
+        sameJson(JSON.parse(text.slice(cut + 1)), sc),
+        'SDK 1.32: the text block starts with the message, then the same JSON as structuredContent', res.content);
     return res;
 });
 
