@@ -34,7 +34,7 @@
  *    flight are capped per client too (waiting calls included).
  * 3. A fair queue in front of the database: statements wait in their
  *    client's own FIFO, and as a connection has room (ADM_PG_DEPTH
- *    statements on it) the clients are served round robin, one statement
+ *    statement on it) the clients are served round robin, one statement
  *    each. The token questions are one more "client". A client with 60
  *    calls queued delays another's next statement by at most one round.
  * 4. Memory goes back after a burst: once the charges fall below an eighth
@@ -60,9 +60,9 @@
 #define ADM_CACHE_SIZE 1024
 #define ADM_CACHE_PROBE 16
 #define ADM_MAX_ASKING 64
-#define ADM_PG_DEPTH 2
+#define ADM_PG_DEPTH 1
 #define ADM_TRIM_AFTER_MS 200
-#define ADM_TRIM_MIN_BYTES (4u << 20)
+#define ADM_TRIM_MIN_BYTES (1u << 20)
 
 struct adm_job {
     struct adm_job *next;
@@ -578,6 +578,28 @@ void adm_stats(const admission_t *a, struct adm_stats *out)
     out->auth_questions = a->auth_questions;
     out->verdict_hits = a->verdict_hits;
     out->trims = a->trims;
+}
+
+const struct adm_client *adm_first_client(const admission_t *a)
+{
+    const struct adm_client *c = a->clients;
+    return c == a->questions ? c->next : c;
+}
+
+const struct adm_client *adm_next_client(const admission_t *a, const struct adm_client *c)
+{
+    c = c->next;
+    return c == a->questions ? c->next : c;
+}
+
+int adm_client_calls(const struct adm_client *c)
+{
+    return c->calls;
+}
+
+size_t adm_client_charged(const struct adm_client *c)
+{
+    return c->charged;
 }
 
 admission_t *adm_new(uv_loop_t *loop, const struct adm_limits *limits, pg_conn_t **pg, int pg_count)

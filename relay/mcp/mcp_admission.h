@@ -120,6 +120,12 @@ struct adm_stats {
     uint64_t auth_questions, verdict_hits, trims;
 };
 void adm_stats(const admission_t *a, struct adm_stats *out);
+/* The clients seen (for per-client gauges): requests in flight and bytes
+ * charged of each. */
+const struct adm_client *adm_first_client(const admission_t *a);
+const struct adm_client *adm_next_client(const admission_t *a, const struct adm_client *c);
+int adm_client_calls(const struct adm_client *c);
+size_t adm_client_charged(const struct adm_client *c);
 
 /* A log line at most once a second per limiter; *suppressed: how many were
  * not written since the last one (for its "suppressed" field). */

@@ -977,6 +977,18 @@ static void write_metrics(struct mcp_server *s, struct strbuf *out)
     metrics_gauge(out, "outbox_mcp_db_queued",
                   "Statements waiting in the fair queue for a database connection.",
                   METRICS_NO_LABELS, (double)st.queued);
+    metrics_family(out, "outbox_mcp_client_requests", METRICS_GAUGE,
+                   "Requests of a client in flight (bounded by --mcp-client-calls).");
+    for (const struct adm_client *c = adm_first_client(s->adm); c; c = adm_next_client(s->adm, c))
+        metrics_sample_uint(out, "outbox_mcp_client_requests",
+                            METRICS_LABELS({"client", adm_client_name(c)}),
+                            (uint64_t)adm_client_calls(c));
+    metrics_family(out, "outbox_mcp_client_memory_bytes", METRICS_GAUGE,
+                   "Memory charged to a client (bounded by --mcp-client-memory-bytes).");
+    for (const struct adm_client *c = adm_first_client(s->adm); c; c = adm_next_client(s->adm, c))
+        metrics_sample_uint(out, "outbox_mcp_client_memory_bytes",
+                            METRICS_LABELS({"client", adm_client_name(c)}),
+                            (uint64_t)adm_client_charged(c));
     metrics_family(out, "outbox_mcp_token_questions_total", METRICS_COUNTER,
                    "Tokens the verdict cache did not know, asked about in the database.");
     metrics_sample_uint(out, "outbox_mcp_token_questions_total", METRICS_NO_LABELS,
