@@ -128,7 +128,7 @@ static struct adm_client *client_new(admission_t *a, const char *name)
 
 /* Clients are the rows of outbox.mcp_clients this front door has seen: few,
  * and kept until it stops. */
-static struct adm_client *client_get(admission_t *a, const char *name)
+struct adm_client *adm_client_get(admission_t *a, const char *name)
 {
     for (struct adm_client *c = a->clients; c; c = c->next)
         if (c != a->questions && !strcmp(c->name, name))
@@ -477,7 +477,7 @@ static void on_auth_done(void *data, pg_conn_t *pg, PGresult *res, const char *e
     if (error == NULL) {
         if (PQntuples(res) > 0) {
             e->verdict = ADM_GOOD;
-            e->client = client_get(a, PQgetvalue(res, 0, 0));
+            e->client = adm_client_get(a, PQgetvalue(res, 0, 0));
         } else {
             e->verdict = ADM_BAD;
         }

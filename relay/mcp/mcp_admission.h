@@ -75,6 +75,9 @@ void adm_waiter_cancel(admission_t *a, struct adm_waiter *w);
 
 /* ---- budgets */
 
+/* The client of that name (as outbox.mcp_clients has it), made the first
+ * time; kept until adm_close. */
+struct adm_client *adm_client_get(admission_t *a, const char *name);
 /* The client's name (as outbox.mcp_clients has it). */
 const char *adm_client_name(const struct adm_client *c);
 /* Charges bytes to the client (and the total) for a holder that holds

@@ -27,5 +27,6 @@ Suite *httpd_suite(void);
 Suite *admin_suite(void);
 Suite *ui_suite(void);
 Suite *json_schema_suite(void);
+Suite *mcp_admission_suite(void);
 
 #endif
