@@ -106,7 +106,7 @@ static const struct option_def options[] = {
     OPT("mcp-client-memory-bytes", OPT_INT, mcp_client_memory_bytes, "10485760", 65536, 1073741824,
         "mcp: the share of --mcp-memory-bytes one client (token) may hold, bodies being read "
         "included; past it 429 with Retry-After, and a request that alone needs more gets 413"),
-    OPT("mcp-client-calls", OPT_INT, mcp_client_calls, "32", 1, 100000,
+    OPT("mcp-client-calls", OPT_INT, mcp_client_calls, "128", 1, 100000,
         "mcp: requests of one client in flight at once (waiting calls included); past it 429 "
         "with Retry-After. The database connections serve the clients in turn"),
     OPT("mcp-max-connections", OPT_INT, mcp_max_connections, "256", 1, 100000,
