@@ -272,7 +272,7 @@ static void on_job_done(void *data, PGresult *res, const char *error)
     struct adm_job *job = data;
     admission_t *a = job->a;
     job->cb(job->data, job->pg, res, error);
-    free(job); /* its values went with the pg_query */
+    job_free(job); /* its values were freed when it was sent */
     adm_pump(a);
 }
 
@@ -364,17 +364,19 @@ void adm_pump(admission_t *a)
                 ring_push(a, c); /* one statement per client per round */
             a->queued--;
             job->pg = pg;
-            if (!pg_query(pg, job->statement, job->n, (const char *const *)job->values, on_job_done,
-                          job)) {
-                job->cb(job->data, NULL, NULL, "the database connection is not ready");
-                job_free(job);
-                continue;
-            }
-            for (int i = 0; i < job->n; i++)
-                free(job->values[i]); /* pg_query copied them */
-            free(job->values);
+            /* pg_query copies the values, and may call back (and free the
+             * job) before it returns: they are freed from here. */
+            char **values = job->values;
+            int n = job->n;
             job->values = NULL;
             job->n = 0;
+            if (!pg_query(pg, job->statement, n, (const char *const *)values, on_job_done, job)) {
+                job->cb(job->data, NULL, NULL, "the database connection is not ready");
+                job_free(job);
+            }
+            for (int i = 0; i < n; i++)
+                free(values[i]);
+            free(values);
         }
         if (a->ring_head && adm_least_busy(a) == NULL)
             fail_queued(a, "the database is not reachable");

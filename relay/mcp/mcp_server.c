@@ -1303,7 +1303,8 @@ static enum httpd_head_action on_head(void *data, httpd_conn_t *conn,
     if (!adm_ask(s->adm, slot->token_hash, &slot->waiter)) {
         refuse_count(s, REFUSED_BUSY, "too many unknown tokens");
         slot_refuse(slot, 503, -32000, retry_after,
-                    "Service unavailable: too many unknown tokens are being checked; try again");
+                    "Service unavailable: the token cannot be checked now (the database is not "
+                    "reachable, or too many unknown tokens are being checked); try again");
         return HTTPD_HEAD_READ;
     }
     /* Waiting for the database, unless it answered at once. */
