@@ -889,7 +889,8 @@ static void call_slim(void *data)
     adm_request_slim(&call->req);
     if (call->conn)
         httpd_conn_release_body(call->conn);
-    size_t keep = 4096 + 2 * (call->arguments_json ? strlen(call->arguments_json) : 0);
+    size_t keep = 4096 + 2 * (call->arguments_json ? strlen(call->arguments_json) : 0) +
+                  (json_is_string(call->req.id) ? json_string_length(call->req.id) : 0);
     if (call->adm && call->charged > keep) {
         adm_uncharge(s->adm, call->adm, call->charged - keep);
         call->charged = keep;
