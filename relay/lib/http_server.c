@@ -99,11 +99,12 @@ struct httpd_conn {
     bool accepted; /* on_accept took it: on_close will be called */
     bool closing;
     bool reading;
-    bool driving;  /* inside conn_drive: an answer written at once must not re-enter it */
-    bool peer_eof; /* the client half-closed while its request was handled */
-    bool spoke;    /* a byte was read since the accept */
-    bool deferred; /* on_head deferred the body: parser paused, no dispatch */
-    bool refused;  /* answered with httpd_conn_refuse: the request ends there */
+    bool driving;   /* inside conn_drive: an answer written at once must not re-enter it */
+    bool peer_eof;  /* the client half-closed while its request was handled */
+    bool spoke;     /* a byte was read since the accept */
+    bool deferred;  /* on_head deferred the body: parser paused, no dispatch */
+    bool refused;   /* answered with httpd_conn_refuse: the request ends there */
+    bool head_done; /* the request being read has all its headers */
     struct httpd_write *delayed; /* an answer waiting for its delay */
 
     http_parser parser;
@@ -734,7 +735,7 @@ static int on_message_begin(http_parser *parser)
     strbuf_reset(&conn->url);
     strbuf_reset(&conn->header_bytes);
     conn_release_body(conn);
-    conn->refused = conn->deferred = false;
+    conn->refused = conn->deferred = conn->head_done = false;
     conn->header_count = 0;
     conn->header_in_value = false;
     conn->keep_alive = false;
@@ -864,6 +865,7 @@ static int on_headers_complete(http_parser *parser)
     httpd_t *s = conn->server;
     const struct httpd_limits *limits = &s->config.limits;
     conn->keep_alive = http_should_keep_alive(parser) != 0;
+    conn->head_done = true;
     if ((parser->flags & F_CONTENTLENGTH) && parser->content_length > limits->max_body_bytes) {
         conn->reject_status = 413; /* say so now, not after reading the body */
         return -1;
@@ -1097,17 +1099,20 @@ static struct httpd_conn *conn_new(httpd_t *s)
 /*
  * Room for one more connection under max_connections: the oldest one that
  * has sent nothing since its accept goes first (a flood of silent sockets
- * evicts its own oldest, never a client whose request is being read or
- * answered), then the oldest idle keep-alive one. None: false, the new one
- * is refused. Either way on_shed says so.
+ * evicts its own oldest, never a client whose request is being answered),
+ * then the oldest idle keep-alive one, then the oldest whose headers are
+ * still trickling in (a slow-headers flood evicts its own too). None:
+ * false, the new one is refused. Either way on_shed says so.
  */
 static bool server_make_room(httpd_t *s)
 {
     size_t max = s->config.limits.max_connections;
     if (max == 0 || s->live_conns < max)
         return true;
-    struct httpd_conn *silent = NULL, *idle = NULL;
+    struct httpd_conn *silent = NULL, *idle = NULL, *slow = NULL;
     for (struct httpd_conn *c = s->conns; c; c = c->next) { /* newest first: keep the last */
+        if (c->phase == HTTPD_READING && !c->head_done && !c->deferred)
+            slow = c;
         if (c->phase != HTTPD_IDLE || c->input_len > c->input_offset)
             continue;
         if (!c->spoke)
@@ -1115,10 +1120,12 @@ static bool server_make_room(httpd_t *s)
         else
             idle = c;
     }
-    struct httpd_conn *victim = silent ? silent : idle;
+    struct httpd_conn *victim = silent ? silent : (idle ? idle : slow);
+    enum httpd_shed why =
+        silent ? HTTPD_SHED_SILENT
+               : (idle ? HTTPD_SHED_IDLE : (slow ? HTTPD_SHED_SLOW : HTTPD_SHED_FULL));
     if (s->hooks.on_shed)
-        s->hooks.on_shed(s->hooks.data,
-                         silent ? HTTPD_SHED_SILENT : (idle ? HTTPD_SHED_IDLE : HTTPD_SHED_FULL));
+        s->hooks.on_shed(s->hooks.data, why);
     if (victim == NULL)
         return false;
     conn_close(victim);

@@ -72,7 +72,8 @@ struct httpd_limits {
     size_t max_total_body_bytes;
     /* Accepted connections open at once (0 = no cap). Past it a new
      * connection evicts the oldest one that has sent nothing yet, else the
-     * oldest idle keep-alive one, else it is refused (closed at once). */
+     * oldest idle keep-alive one, else the oldest whose request's headers
+     * are still coming, else it is refused (closed at once). */
     size_t max_connections;
 };
 
@@ -126,6 +127,7 @@ enum httpd_head_action {
 enum httpd_shed {
     HTTPD_SHED_SILENT, /* evicted: it had sent nothing since it was accepted */
     HTTPD_SHED_IDLE,   /* evicted: an idle keep-alive connection */
+    HTTPD_SHED_SLOW,   /* evicted: its request's headers are still coming */
     HTTPD_SHED_FULL,   /* the new connection refused: nothing could be evicted */
 };
 

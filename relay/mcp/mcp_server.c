@@ -179,7 +179,7 @@ struct mcp_server {
     admission_t *adm;
     struct adm_rate refusal_log[10]; /* a line a second per reason */
     struct adm_rate shed_log;
-    uint64_t shed[3]; /* by enum httpd_shed */
+    uint64_t shed[4]; /* by enum httpd_shed */
 };
 
 /* Refusals by reason, for /metrics and the log. */
@@ -956,10 +956,10 @@ static void write_metrics(struct mcp_server *s, struct strbuf *out)
     adm_stats(s->adm, &st);
     metrics_family(
         out, "outbox_mcp_connections_shed_total", METRICS_COUNTER,
-        "Connections shed at --mcp-max-connections: evicted silent (nothing sent yet) or "
-        "idle ones, and new ones refused (full).");
-    static const char *const shed_names[3] = {"silent", "idle", "full"};
-    for (int i = 0; i < 3; i++)
+        "Connections shed at --mcp-max-connections: evicted silent (nothing sent yet), idle, "
+        "or slow (headers still coming) ones, and new ones refused (full).");
+    static const char *const shed_names[4] = {"silent", "idle", "slow", "full"};
+    for (int i = 0; i < 4; i++)
         metrics_sample_uint(out, "outbox_mcp_connections_shed_total",
                             METRICS_LABELS({"reason", shed_names[i]}), s->shed[i]);
     metrics_gauge(out, "outbox_mcp_connections", "Connections open.", METRICS_NO_LABELS,
@@ -1315,7 +1315,7 @@ static enum httpd_head_action on_head(void *data, httpd_conn_t *conn,
 static void on_shed(void *data, enum httpd_shed why)
 {
     struct mcp_server *s = data;
-    static const char *const names[3] = {"silent", "idle", "full"};
+    static const char *const names[4] = {"silent", "idle", "slow", "full"};
     s->shed[why]++;
     uint64_t suppressed = 0;
     if (adm_rate_allow(s->adm, &s->shed_log, &suppressed))

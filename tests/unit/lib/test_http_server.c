@@ -145,7 +145,7 @@ static enum head_mode head_mode;
 static httpd_conn_t *deferred;
 static int heads_seen;
 static size_t head_length;
-static int shed_seen[3];
+static int shed_seen[4];
 
 static enum httpd_head_action on_head(void *data, httpd_conn_t *conn,
                                       const struct httpd_request *head)
@@ -804,6 +804,31 @@ START_TEST(connections_past_the_cap_evict_the_oldest_silent_one)
 }
 END_TEST
 
+/* With none silent or idle, the oldest whose headers still trickle in goes. */
+START_TEST(connections_past_the_cap_evict_a_slow_head)
+{
+    struct httpd_config config = default_config();
+    config.limits.max_connections = 1;
+    start(&config, ANSWER_NOW);
+    struct strbuf got;
+    strbuf_init(&got);
+    int slow = client_connect();
+    client_send(slow, "GET / HTTP/1.1\r\nHost: x");
+    pump(slow, &got, 0, 30);
+    int next = client_connect();
+    struct pumped r = pump(slow, &got, 0, 200);
+    ck_assert_msg(r.eof || r.error, "the slow one is evicted");
+    ck_assert_int_eq(shed_seen[HTTPD_SHED_SLOW], 1);
+    client_send(next, "GET /n HTTP/1.1\r\n\r\n");
+    pump(next, &got, 1, 500);
+    ck_assert_int_eq(requests_seen, 1);
+    close(slow);
+    close(next);
+    strbuf_free(&got);
+    stop();
+}
+END_TEST
+
 /* A client that half-closes after its request still gets the answer. */
 START_TEST(half_closed_client_gets_its_answer)
 {
@@ -892,6 +917,7 @@ Suite *httpd_suite(void)
     tcase_add_test(tc, head_refused_is_answered_without_the_body);
     tcase_add_test(tc, bodies_past_the_total_are_503);
     tcase_add_test(tc, connections_past_the_cap_evict_the_oldest_silent_one);
+    tcase_add_test(tc, connections_past_the_cap_evict_a_slow_head);
     suite_add_tcase(s, tc);
     tc = tcase_create("answers");
     tcase_add_test(tc, head_gets_no_body_and_the_next_request_follows);
