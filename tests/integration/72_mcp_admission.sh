@@ -91,7 +91,7 @@ sleep 1 # the trim runs once the charges are down
 after=$(kb_of "$MCP_PID" VmRSS)
 echo "# RSS after the burst: $after kB (at rest before: $at_rest kB; trims: $(metric outbox_mcp_memory_trims_total))"
 ok "B: the memory is given back after the burst ($after kB, at rest $at_rest kB)" \
-    test "$after" -lt $((at_rest + 8 * 1024))
+    test "$after" -lt $((at_rest + 12 * 1024))
 is "$(metric outbox_mcp_memory_charged_bytes)" 0 "B: nothing is charged once every call is answered"
 stop_front_door
 is "$?" 0 "A, B: the front door stops on SIGTERM with exit 0"
@@ -101,7 +101,9 @@ RELAY_BIN=$RELAY_BIN_SAVED
 door_start --mcp-wait-ms 3000
 before=$(front_door_statements)
 lines_before=$(grep -c '"event":"mcp_refused","reason":"auth"' "$T/mcp.log")
+began=$(date +%s)
 out=$(load bad "$MCP_PORT" 100)
+took=$(($(date +%s) - began + 1)) # whole seconds, rounded up
 echo "# 100 pings, a notification and a response with a made-up token: $out"
 is "$(status_of "$out" "ping 401")" 100 "C: 100 requests with a wrong token: 401"
 is "$(status_of "$out" notification)" 401 "C: a notification with an unknown token: 401, not 202"
@@ -109,10 +111,12 @@ is "$(status_of "$out" response)" 401 "C: a JSON-RPC response with an unknown to
 sleep 1.2 # pg_stat_statements counts a statement once its backend reports; and the log's second passes
 cost=$(($(front_door_statements) - before))
 echo "# statements the front door ran for them: $cost"
-ok "C: the wrong token cost the database one statement, not one a request ($cost)" test "$cost" -le 2
+# a verdict is kept 5 s: one question per 5 s begun
+ok "C: the wrong token cost the database one statement per 5 s, not one a request ($cost in ${took} s)" \
+    test "$cost" -le $((1 + took / 5))
 lines=$(($(grep -c '"event":"mcp_refused","reason":"auth"' "$T/mcp.log") - lines_before))
 echo "# log lines for 102 refusals: $lines"
-ok "C: at most a line a second, not one a request ($lines lines)" test "$lines" -le 5
+ok "C: at most a line a second, not one a request ($lines lines in ${took} s)" test "$lines" -le "$took"
 sum_logged() {
     awk '/"event":"mcp_refused","reason":"auth"/ { n++ }
          /"event":"mcp_refusals_suppressed","reason":"auth"/ { match($0, /"count":[0-9]+/); n += substr($0, RSTART + 8, RLENGTH - 8) }
