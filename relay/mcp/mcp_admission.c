@@ -109,6 +109,9 @@ struct admission {
     size_t queued;
     size_t charged, peak, peak_since_trim;
     uv_timer_t trim_timer;
+    uv_check_t check; /* after every loop turn: statements queued meet connections freed
+                       * by a result that did not come through here (the batched look-up) */
+    int open_handles;
     uint64_t auth_questions, verdict_hits, trims;
     void (*on_closed)(void *data);
     void *closed_data;
@@ -604,6 +607,13 @@ size_t adm_client_charged(const struct adm_client *c)
     return c->charged;
 }
 
+static void on_check(uv_check_t *check)
+{
+    admission_t *a = check->data;
+    if (a->ring_head)
+        adm_pump(a);
+}
+
 admission_t *adm_new(uv_loop_t *loop, const struct adm_limits *limits, pg_conn_t **pg, int pg_count)
 {
     admission_t *a = xcalloc(1, sizeof(*a));
@@ -614,12 +624,18 @@ admission_t *adm_new(uv_loop_t *loop, const struct adm_limits *limits, pg_conn_t
     a->questions = client_new(a, "");
     uv_timer_init(loop, &a->trim_timer);
     a->trim_timer.data = a;
+    uv_check_init(loop, &a->check);
+    a->check.data = a;
+    uv_check_start(&a->check, on_check);
+    a->open_handles = 2;
     return a;
 }
 
-static void on_trim_timer_closed(uv_handle_t *handle)
+static void on_handle_closed(uv_handle_t *handle)
 {
     admission_t *a = handle->data;
+    if (--a->open_handles > 0)
+        return;
     void (*on_closed)(void *) = a->on_closed;
     void *data = a->closed_data;
     while (a->clients) {
@@ -639,5 +655,6 @@ void adm_close(admission_t *a, void (*on_closed)(void *data), void *data)
     a->on_closed = on_closed;
     a->closed_data = data;
     uv_timer_stop(&a->trim_timer);
-    uv_close((uv_handle_t *)&a->trim_timer, on_trim_timer_closed);
+    uv_close((uv_handle_t *)&a->trim_timer, on_handle_closed);
+    uv_close((uv_handle_t *)&a->check, on_handle_closed);
 }

@@ -58,7 +58,7 @@ typedef void (*adm_result_cb)(void *data, pg_conn_t *pg, PGresult *res, const ch
 
 admission_t *adm_new(uv_loop_t *loop, const struct adm_limits *limits, pg_conn_t **pg,
                      int pg_count);
-/* Closes its timer; on_closed runs from the loop, then it is freed. Queued
+/* Closes its handles; on_closed runs from the loop, then it is freed. Queued
  * statements are failed first. */
 void adm_close(admission_t *a, void (*on_closed)(void *data), void *data);
 
