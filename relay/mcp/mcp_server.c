@@ -34,9 +34,16 @@
  * address, a loopback name or one of --mcp-hosts, and when an Origin it
  * carries is a loopback one or one of --mcp-origins; else 403.
  *
+ * ADMISSION
+ * Who may use the memory, the connections and the database is decided in
+ * mcp_admission.c: the head of each request is judged (on_head) before its
+ * body is read, every statement waits its turn in its client's queue
+ * (call_query), and what a request holds is charged to its client.
+ *
  * What is logged: one line per call (mcp_call: client, tool, key, status,
- * milliseconds) and per refusal (mcp_refused: the reason); never the
- * arguments, never the token.
+ * milliseconds) and per refusal (mcp_refused: the reason; at most one a
+ * second per reason, the rest counted by mcp_refusals_suppressed); never
+ * the arguments, never the token.
  */
 #include "mcp/mcp_server.h"
 
