@@ -186,7 +186,7 @@ ok "D: agent-b was not refused: its share is its own (number $B_RANK)" grep -q '
 
 # ---------------------------------------------------------------- E. silent sockets
 OUTBOX_RELAY_MCP_MAX_CONNECTIONS=20 OUTBOX_RELAY_MCP_HEADER_TIMEOUT_MS=1000 door_start
-load silent "$MCP_PORT" 200 >"$T/silent.out" 2>&1 &
+python3 "$ITEST_ROOT/tests/mcp/admission_load.py" silent "$MCP_PORT" 200 >"$T/silent.out" 2>&1 & # (not through a function: $! is python's)
 flood=$!
 ITEST_PIDS+=("$flood")
 wait_cmd 10 grep -q '^open 200' "$T/silent.out"

@@ -13,8 +13,8 @@ sent whole before any answer is read, and what came back counted.
       notification and a JSON-RPC response): prints the statuses counted.
   admission_load.py silent PORT N [SOURCE]
       opens N connections that send nothing (from SOURCE, e.g. 127.0.0.2),
-      prints "open N" and how many the server has closed, once a second,
-      until killed.
+      prints "open N" and how many the server has closed, five times a
+      second, until killed (or for 120 s).
 """
 import json
 import os
@@ -113,7 +113,8 @@ def silent(port, n, source):
         s.setblocking(False)
         socks.append(s)
     print("open %d" % len(socks), flush=True)
-    while True:
+    until = time.time() + 120  # a safety: a scenario that forgets it does not leave it behind
+    while time.time() < until:
         closed = 0
         for s in socks:
             try:
