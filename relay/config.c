@@ -98,6 +98,23 @@ static const struct option_def options[] = {
         "another Origin gets 403)"),
     OPT("mcp-db-connections", OPT_INT, mcp_db_connections, "4", 1, 64,
         "mcp: database connections of the front door (each runs one statement at a time)"),
+    OPT("mcp-memory-bytes", OPT_INT, mcp_memory_bytes, "20971520", 1048576, 1073741824,
+        "mcp: memory that parsed requests and waiting calls of all clients may hold together "
+        "(a parsed body is charged what jansson will take for it, a waiting call its arguments); "
+        "bodies being read get a quarter of it more; past it 503 with Retry-After. Size it "
+        "from the memory limit (deploy/README.md)"),
+    OPT("mcp-client-memory-bytes", OPT_INT, mcp_client_memory_bytes, "10485760", 65536, 1073741824,
+        "mcp: the share of --mcp-memory-bytes one client (token) may hold, bodies being read "
+        "included; past it 429 with Retry-After, and a request that alone needs more gets 413"),
+    OPT("mcp-client-calls", OPT_INT, mcp_client_calls, "128", 1, 100000,
+        "mcp: requests of one client in flight at once (waiting calls included); past it 429 "
+        "with Retry-After. The database connections serve the clients in turn"),
+    OPT("mcp-max-connections", OPT_INT, mcp_max_connections, "256", 1, 100000,
+        "mcp: open connections; a new one past it evicts the oldest that has sent nothing, else "
+        "the oldest idle one, else is refused (outbox_mcp_connections_shed_total)"),
+    OPT("mcp-header-timeout-ms", OPT_INT, mcp_header_timeout_ms, "10000", 100, 600000,
+        "mcp: a new connection must send its first request's headers within this; the body "
+        "then gets 30 s, and a keep-alive connection waits 30 s for its next request"),
 };
 
 #define OPTION_COUNT (sizeof(options) / sizeof(options[0]))

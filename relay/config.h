@@ -40,6 +40,11 @@ struct config {
     char *mcp_hosts;              /* mcp: more Host names answered (comma-separated) */
     char *mcp_origins;            /* mcp: Origins allowed (comma-separated) */
     int mcp_db_connections;       /* mcp: database connections */
+    int mcp_memory_bytes;         /* mcp: parsed requests and waiting calls, all clients */
+    int mcp_client_memory_bytes;  /* mcp: the same, one client */
+    int mcp_client_calls;         /* mcp: requests of one client in flight */
+    int mcp_max_connections;      /* mcp: open connections */
+    int mcp_header_timeout_ms;    /* mcp: accept → the first request's headers */
 };
 
 enum config_result { CONFIG_OK, CONFIG_HELP, CONFIG_ERROR };

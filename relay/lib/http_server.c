@@ -100,8 +100,12 @@ struct httpd_conn {
     bool accepted; /* on_accept took it: on_close will be called */
     bool closing;
     bool reading;
-    bool driving;  /* inside conn_drive: an answer written at once must not re-enter it */
-    bool peer_eof; /* the client half-closed while its request was handled */
+    bool driving;   /* inside conn_drive: an answer written at once must not re-enter it */
+    bool peer_eof;  /* the client half-closed while its request was handled */
+    bool spoke;     /* a byte was read since the accept */
+    bool deferred;  /* on_head deferred the body: parser paused, no dispatch */
+    bool refused;   /* answered with httpd_conn_refuse: the request ends there */
+    bool head_done; /* the request being read has all its headers */
     struct httpd_write *delayed; /* an answer waiting for its delay */
     bool streaming;              /* the head of a streamed answer is out (httpd_stream_begin) */
     int stream_queued;           /* its parts the socket has not taken yet */
@@ -121,6 +125,7 @@ struct httpd_conn {
     size_t header_count, header_cap;
     bool header_in_value; /* the last header callback was a value */
     struct strbuf body;
+    size_t body_charge; /* of body's memory, counted in the server's body_bytes */
     bool keep_alive;
     bool head_request;      /* the request line said HEAD (see on_url) */
     int reject_status;      /* set by a parser callback that stopped parsing */
@@ -137,6 +142,8 @@ struct httpd {
     struct sockaddr_storage address;
     struct httpd_conn *conns; /* accepted and not closing, newest first */
     int open_conns;           /* connection objects not yet freed */
+    size_t live_conns;        /* in conns */
+    size_t body_bytes;        /* sum of body_charge: what max_total_body_bytes caps */
     bool listener_open;
     bool closing;
     void (*on_closed)(void *data);
@@ -290,6 +297,20 @@ static void on_listener_closed(uv_handle_t *handle)
 
 /* ---------------------------------------------------------------- connection lifetime */
 
+/* The body's memory goes back (a 1 MiB body must not stay with a
+ * keep-alive connection), and out of the server's count. */
+static void conn_release_body(struct httpd_conn *conn)
+{
+    conn->server->body_bytes -= conn->body_charge;
+    conn->body_charge = 0;
+    if (conn->body.cap > 4096) {
+        strbuf_free(&conn->body);
+        strbuf_init(&conn->body);
+    } else {
+        strbuf_reset(&conn->body);
+    }
+}
+
 static void on_conn_handle_closed(uv_handle_t *handle)
 {
     struct httpd_conn *conn = handle->data;
@@ -298,6 +319,7 @@ static void on_conn_handle_closed(uv_handle_t *handle)
     httpd_t *s = conn->server;
     free(conn->delayed);
     free(conn->input);
+    conn_release_body(conn);
     strbuf_free(&conn->url);
     strbuf_free(&conn->header_bytes);
     strbuf_free(&conn->body);
@@ -311,6 +333,7 @@ static void on_conn_handle_closed(uv_handle_t *handle)
 static void conn_unlink(struct httpd_conn *conn)
 {
     DLIST_REMOVE(conn->server->conns, conn);
+    conn->server->live_conns--;
 }
 
 /* Closes both handles at once; a pending write or shutdown is cancelled
@@ -344,7 +367,7 @@ static void conn_set_phase(struct httpd_conn *conn, enum httpd_phase phase, uint
 
 static bool conn_busy(const struct httpd_conn *conn)
 {
-    return conn->phase == HTTPD_HANDLING || conn->phase == HTTPD_WRITING;
+    return conn->phase == HTTPD_HANDLING || conn->phase == HTTPD_WRITING || conn->deferred;
 }
 
 static void on_shutdown_done(uv_shutdown_t *req, int status)
@@ -379,6 +402,7 @@ static void conn_answered(struct httpd_conn *conn, bool close_after)
         conn_shutdown(conn);
         return;
     }
+    conn_release_body(conn);
     conn_set_phase(conn, HTTPD_IDLE, conn->server->config.timeouts.idle_ms);
     if (!conn->driving)
         conn_drive(conn); /* a pipelined request may be waiting */
@@ -703,18 +727,15 @@ static void conn_fill_headers(struct httpd_conn *conn)
     }
 }
 
-/* Hands one complete request to the application (the parser is paused). */
-static void conn_dispatch(struct httpd_conn *conn)
+/* The request as the application sees it; false when its target is not
+ * a URL. */
+static bool conn_request_view(struct httpd_conn *conn, struct httpd_request *out)
 {
-    if (conn->parser.upgrade)
-        conn->keep_alive = false; /* we never switch protocols */
     struct http_parser_url parts;
     http_parser_url_init(&parts);
     if (conn->url.len == 0 || http_parser_parse_url(conn->url.data, conn->url.len,
-                                                    conn->parser.method == HTTP_CONNECT, &parts)) {
-        conn_reject(conn, 400, "bad request target");
-        return;
-    }
+                                                    conn->parser.method == HTTP_CONNECT, &parts))
+        return false;
     conn_fill_headers(conn);
     struct httpd_request request = {
         .method = conn->parser.method,
@@ -740,6 +761,20 @@ static void conn_dispatch(struct httpd_conn *conn)
         request.query = conn->url.data + parts.field_data[UF_QUERY].off;
         request.query_len = parts.field_data[UF_QUERY].len;
     }
+    *out = request;
+    return true;
+}
+
+/* Hands one complete request to the application (the parser is paused). */
+static void conn_dispatch(struct httpd_conn *conn)
+{
+    if (conn->parser.upgrade)
+        conn->keep_alive = false; /* we never switch protocols */
+    struct httpd_request request;
+    if (!conn_request_view(conn, &request)) {
+        conn_reject(conn, 400, "bad request target");
+        return;
+    }
     conn_set_phase(conn, HTTPD_HANDLING, 0);
     httpd_t *s = conn->server;
     s->hooks.on_request(s->hooks.data, conn, &request);
@@ -753,7 +788,7 @@ static void conn_reject(struct httpd_conn *conn, int status, const char *reason)
     conn->keep_alive = false;
     if (s->hooks.on_reject)
         s->hooks.on_reject(s->hooks.data, conn, status, reason);
-    httpd_respond_error(conn, status, NULL, reason);
+    httpd_respond_error(conn, status, status == 503 ? "Retry-After: 1\r\n" : NULL, reason);
 }
 
 /* ---------------------------------------------------------------- parser callbacks */
@@ -763,7 +798,8 @@ static int on_message_begin(http_parser *parser)
     struct httpd_conn *conn = parser->data;
     strbuf_reset(&conn->url);
     strbuf_reset(&conn->header_bytes);
-    strbuf_reset(&conn->body);
+    conn_release_body(conn);
+    conn->refused = conn->deferred = conn->head_done = false;
     conn->header_count = 0;
     conn->header_in_value = false;
     conn->keep_alive = false;
@@ -882,19 +918,27 @@ static bool conn_duplicate_header(struct httpd_conn *conn)
     return false;
 }
 
-static int on_headers_complete(http_parser *parser)
+/* The body is to be read: count it (a Content-Length at once, in full),
+ * then let a client that waits for 100 Continue send it. False: refused
+ * (reject_status 503, the server holds too many bodies). */
+static bool conn_begin_body(struct httpd_conn *conn)
 {
-    struct httpd_conn *conn = parser->data;
-    const struct httpd_limits *limits = &conn->server->config.limits;
-    conn->keep_alive = http_should_keep_alive(parser) != 0;
-    if ((parser->flags & F_CONTENTLENGTH) && parser->content_length > limits->max_body_bytes) {
-        conn->reject_status = 413; /* say so now, not after reading the body */
-        return -1;
+    httpd_t *s = conn->server;
+    http_parser *parser = &conn->parser;
+    if (parser->flags & F_CONTENTLENGTH && parser->content_length > 0) {
+        size_t want = (size_t)parser->content_length + 1;
+        size_t max = s->config.limits.max_total_body_bytes;
+        if (max && s->body_bytes + want > max) {
+            conn->reject_status = 503;
+            return false;
+        }
+        conn->body.data = xrealloc(conn->body.data, want); /* the body's exact size, once */
+        conn->body.cap = want;
+        s->body_bytes += want - conn->body_charge;
+        conn->body_charge = want;
     }
-    if (conn_duplicate_header(conn)) {
-        conn->reject_status = 400;
-        return -1;
-    }
+    if (s->config.timeouts.header_ms)
+        conn_set_phase(conn, HTTPD_READING, s->config.timeouts.idle_ms); /* the body's own time */
     for (size_t i = 0; i < conn->header_count; i++) {
         const struct header_span *span = &conn->spans[i];
         const char *name = conn->header_bytes.data + span->name_offset;
@@ -906,18 +950,60 @@ static int on_headers_complete(http_parser *parser)
             break;
         }
     }
-    return 0;
+    return true;
+}
+
+static int on_headers_complete(http_parser *parser)
+{
+    struct httpd_conn *conn = parser->data;
+    httpd_t *s = conn->server;
+    const struct httpd_limits *limits = &s->config.limits;
+    conn->keep_alive = http_should_keep_alive(parser) != 0;
+    conn->head_done = true;
+    if ((parser->flags & F_CONTENTLENGTH) && parser->content_length > limits->max_body_bytes) {
+        conn->reject_status = 413; /* say so now, not after reading the body */
+        return -1;
+    }
+    if (conn_duplicate_header(conn)) { /* before on_head: which token would it judge? */
+        conn->reject_status = 400;
+        return -1;
+    }
+    struct httpd_request head;
+    if (s->hooks.on_head && conn_request_view(conn, &head)) {
+        head.body = NULL;
+        head.body_len = parser->flags & F_CONTENTLENGTH ? (size_t)parser->content_length : 0;
+        enum httpd_head_action action = s->hooks.on_head(s->hooks.data, conn, &head);
+        if (conn->refused || conn->closing)
+            return -1; /* answered: conn_parse_step stops */
+        if (action == HTTPD_HEAD_DEFER) {
+            conn->deferred = true;
+            http_parser_pause(parser, 1); /* resumed by httpd_conn_resume */
+            return 0;
+        }
+    }
+    return conn_begin_body(conn) ? 0 : -1;
 }
 
 static int on_body(http_parser *parser, const char *at, size_t length)
 {
     struct httpd_conn *conn = parser->data;
-    size_t max = conn->server->config.limits.max_body_bytes;
+    httpd_t *s = conn->server;
+    size_t max = s->config.limits.max_body_bytes;
     if (length > max - conn->body.len) {
         conn->reject_status = 413;
         return -1;
     }
+    size_t total_max = s->config.limits.max_total_body_bytes;
+    if (total_max && conn->body.len + length + 1 > conn->body_charge &&
+        s->body_bytes - conn->body_charge + conn->body.len + length + 1 > total_max) {
+        conn->reject_status = 503; /* chunked: counted as it comes */
+        return -1;
+    }
     strbuf_append_capped(&conn->body, at, length, max);
+    if (conn->body.cap > conn->body_charge) {
+        s->body_bytes += conn->body.cap - conn->body_charge;
+        conn->body_charge = conn->body.cap;
+    }
     return 0;
 }
 
@@ -950,7 +1036,13 @@ static void conn_parse_step(struct httpd_conn *conn)
     conn->input_offset += parsed;
     conn->message_bytes += parsed;
     enum http_errno error = HTTP_PARSER_ERRNO(&conn->parser);
-    if (conn->reject_status == 413 || (max_bytes && conn->message_bytes > max_bytes)) {
+    if (conn->refused || conn->closing)
+        return; /* on_head answered */
+    if (error == HPE_PAUSED && conn->deferred)
+        return; /* on_head deferred the body */
+    if (conn->reject_status == 503) {
+        conn_reject(conn, 503, "busy: too many request bodies are being read; try again");
+    } else if (conn->reject_status == 413 || (max_bytes && conn->message_bytes > max_bytes)) {
         conn_reject(conn, 413, "request too large");
     } else if (conn->reject_status == 414) {
         conn_reject(conn, 414, "request target too long");
@@ -1044,6 +1136,7 @@ static void on_read(uv_stream_t *stream, ssize_t nread, const uv_buf_t *buf)
         return;
     }
     conn->read_ns = uv_hrtime();
+    conn->spoke = true;
     conn->input_len += (size_t)nread;
     if (conn_busy(conn)) {
         /* Pipelined bytes wait for the current answer; bound them. */
@@ -1103,6 +1196,42 @@ static struct httpd_conn *conn_new(httpd_t *s)
     return conn;
 }
 
+/*
+ * Room for one more connection under max_connections: the oldest one that
+ * has sent nothing since its accept goes first (a flood of silent sockets
+ * evicts its own oldest, never a client whose request is being answered),
+ * then the oldest idle keep-alive one, then the oldest whose headers are
+ * still trickling in (a slow-headers flood evicts its own too). None:
+ * false, the new one is refused. Either way on_shed says so.
+ */
+static bool server_make_room(httpd_t *s)
+{
+    size_t max = s->config.limits.max_connections;
+    if (max == 0 || s->live_conns < max)
+        return true;
+    struct httpd_conn *silent = NULL, *idle = NULL, *slow = NULL;
+    for (struct httpd_conn *c = s->conns; c; c = c->next) { /* newest first: keep the last */
+        if (c->phase == HTTPD_READING && !c->head_done && !c->deferred)
+            slow = c;
+        if (c->phase != HTTPD_IDLE || c->input_len > c->input_offset)
+            continue;
+        if (!c->spoke)
+            silent = c;
+        else
+            idle = c;
+    }
+    struct httpd_conn *victim = silent ? silent : (idle ? idle : slow);
+    enum httpd_shed why =
+        silent ? HTTPD_SHED_SILENT
+               : (idle ? HTTPD_SHED_IDLE : (slow ? HTTPD_SHED_SLOW : HTTPD_SHED_FULL));
+    if (s->hooks.on_shed)
+        s->hooks.on_shed(s->hooks.data, why);
+    if (victim == NULL)
+        return false;
+    conn_close(victim);
+    return true;
+}
+
 static void on_connection(uv_stream_t *listener, int status)
 {
     httpd_t *s = listener->data;
@@ -1112,15 +1241,17 @@ static void on_connection(uv_stream_t *listener, int status)
         return;
     }
     struct httpd_conn *conn = conn_new(s);
-    if (uv_accept(listener, (uv_stream_t *)&conn->tcp) != 0 ||
+    if (uv_accept(listener, (uv_stream_t *)&conn->tcp) != 0 || !server_make_room(s) ||
         (s->hooks.on_accept && !s->hooks.on_accept(s->hooks.data, conn))) {
         conn_close(conn);
         return;
     }
     conn->accepted = true;
     DLIST_PUSH_FRONT(s->conns, conn);
+    s->live_conns++;
     uv_tcp_nodelay(&conn->tcp, 1);
-    conn_set_phase(conn, HTTPD_IDLE, s->config.timeouts.idle_ms);
+    uint64_t first_ms = s->config.timeouts.header_ms;
+    conn_set_phase(conn, HTTPD_IDLE, first_ms ? first_ms : s->config.timeouts.idle_ms);
     conn_start_reading(conn);
 }
 
@@ -1201,6 +1332,45 @@ enum httpd_phase httpd_conn_phase(const httpd_conn_t *conn)
 size_t httpd_conn_buffered_bytes(const httpd_conn_t *conn)
 {
     return conn->input_len - conn->input_offset;
+}
+
+void httpd_conn_resume(httpd_conn_t *conn)
+{
+    if (!conn->deferred || conn->closing)
+        return;
+    conn->deferred = false;
+    http_parser_pause(&conn->parser, 0);
+    if (!conn_begin_body(conn)) {
+        conn_reject(conn, 503, "busy: too many request bodies are being read; try again");
+        return;
+    }
+    if (!conn->driving)
+        conn_drive(conn);
+}
+
+void httpd_conn_refuse(httpd_conn_t *conn, int status, const char *headers, const char *json)
+{
+    if (conn->closing)
+        return;
+    conn->refused = true;
+    conn->deferred = false;
+    conn->keep_alive = false; /* the body (if any) was not read: the request cannot end well */
+    httpd_respond_json(conn, status, headers, json);
+}
+
+void httpd_conn_release_body(httpd_conn_t *conn)
+{
+    conn_release_body(conn);
+}
+
+size_t httpd_body_bytes(const httpd_t *s)
+{
+    return s->body_bytes;
+}
+
+size_t httpd_conn_count(const httpd_t *s)
+{
+    return s->live_conns;
 }
 
 /* ---------------------------------------------------------------- DNS rebinding */

@@ -68,12 +68,24 @@ struct httpd_limits {
     size_t max_body_bytes;      /* a body (Content-Length at once, chunked as it comes); 413 */
     size_t max_pipelined_bytes; /* input held while a request is answered; reading pauses */
     size_t read_chunk_bytes;    /* the input buffer grows by this much (0 = 4096) */
+    /* Bodies of all connections together, being read or with the handler
+     * (until it answers or calls httpd_conn_release_body): a body that
+     * would pass it is refused with 503 and Retry-After (0 = no cap). */
+    size_t max_total_body_bytes;
+    /* Accepted connections open at once (0 = no cap). Past it a new
+     * connection evicts the oldest one that has sent nothing yet, else the
+     * oldest idle keep-alive one, else the oldest whose request's headers
+     * are still coming, else it is refused (closed at once). */
+    size_t max_connections;
 };
 
 struct httpd_timeouts {
     uint64_t idle_ms;  /* accept or last answer → a complete request (0 = none) */
     uint64_t write_ms; /* an answer written (0 = none) */
     uint64_t drain_ms; /* the lingering close (0 = close at once) */
+    /* accept → the head of the first request; the body then gets idle_ms
+     * of its own (0 = idle_ms from the accept to the complete request) */
+    uint64_t header_ms;
 };
 
 struct httpd_header {
@@ -107,6 +119,20 @@ struct httpd_response {
     uint64_t delay_ms; /* written this much later (the connection stays HANDLING) */
 };
 
+/* What on_head decides about the body of a request. */
+enum httpd_head_action {
+    HTTPD_HEAD_READ,  /* read the body, then on_request */
+    HTTPD_HEAD_DEFER, /* read nothing more until httpd_conn_resume or httpd_conn_refuse */
+};
+
+/* Why a connection was shed to stay under max_connections (on_shed). */
+enum httpd_shed {
+    HTTPD_SHED_SILENT, /* evicted: it had sent nothing since it was accepted */
+    HTTPD_SHED_IDLE,   /* evicted: an idle keep-alive connection */
+    HTTPD_SHED_SLOW,   /* evicted: its request's headers are still coming */
+    HTTPD_SHED_FULL,   /* the new connection refused: nothing could be evicted */
+};
+
 struct httpd_hooks {
     void *data;
     /* A new connection (accepted, not yet read): false closes it at once. */
@@ -114,6 +140,14 @@ struct httpd_hooks {
     /* A complete request: answer it now or later with httpd_respond*, or end
      * the connection with httpd_conn_close/reset/send_raw_and_close. */
     void (*on_request)(void *data, httpd_conn_t *conn, const struct httpd_request *request);
+    /* The head of a request (request line and headers) was read, its body
+     * not yet: head->body is NULL and head->body_len the Content-Length (0
+     * when none or chunked). Decide before the body costs memory: read it,
+     * defer it, or answer now with httpd_conn_refuse. NULL: read it. */
+    enum httpd_head_action (*on_head)(void *data, httpd_conn_t *conn,
+                                      const struct httpd_request *head);
+    /* A connection shed for max_connections (for a log and a counter). */
+    void (*on_shed)(void *data, enum httpd_shed why);
     /* The deadline set with httpd_conn_wait passed (NULL: the connection closes). */
     void (*on_wait_over)(void *data, httpd_conn_t *conn);
     /* An accepted connection is closing (any reason): forget it now. Its
@@ -198,6 +232,17 @@ bool httpd_stream_begin(httpd_conn_t *conn, int status, const char *content_type
 bool httpd_stream_write(httpd_conn_t *conn, const char *data, size_t n);
 void httpd_stream_end(httpd_conn_t *conn, const char *data, size_t n);
 bool httpd_conn_streaming(const httpd_conn_t *conn);
+/* After on_head deferred: read the body after all (it may still be
+ * refused with 503 by max_total_body_bytes), or answer without reading it
+ * (any time while reading: the connection ends after the answer). */
+void httpd_conn_resume(httpd_conn_t *conn);
+void httpd_conn_refuse(httpd_conn_t *conn, int status, const char *headers, const char *json);
+/* The handler is done with request->body (it becomes ""): its memory goes
+ * back and no longer counts in max_total_body_bytes. */
+void httpd_conn_release_body(httpd_conn_t *conn);
+/* Body bytes held now (what max_total_body_bytes caps); connections open. */
+size_t httpd_body_bytes(const httpd_t *server);
+size_t httpd_conn_count(const httpd_t *server);
 
 /* Ending a connection without an answer (fault injection, a lost reply):
  * close (a FIN; a RST if unread input is left), reset (SO_LINGER 0: a RST),

@@ -610,6 +610,14 @@ bool pg_conn_ready(const pg_conn_t *pg)
     return pg->state == PG_READY;
 }
 
+int pg_conn_queued(const pg_conn_t *pg)
+{
+    int n = 0;
+    for (const struct pg_query *q = pg->head; q; q = q->next)
+        n++;
+    return n;
+}
+
 const char *pg_conn_status_reason(const pg_conn_t *pg)
 {
     return pg->state == PG_READY ? "" : pg->reason;

@@ -47,6 +47,9 @@ pg_conn_t *pg_conn_new(uv_loop_t *loop, const char *conninfo, const struct pg_st
 void pg_conn_set_query_timeout(pg_conn_t *pg, int timeout_ms);
 void pg_conn_start(pg_conn_t *pg);
 bool pg_conn_ready(const pg_conn_t *pg);
+/* Queries queued, the one on the wire included (an owner that keeps its
+ * own queue in front, for fairness, hands one over when this is low). */
+int pg_conn_queued(const pg_conn_t *pg);
 /* Why the connection is not ready (for logs and readiness); "" when ready. */
 const char *pg_conn_status_reason(const pg_conn_t *pg);
 

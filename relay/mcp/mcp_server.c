@@ -42,9 +42,16 @@
  * address, a loopback name or one of --mcp-hosts, and when an Origin it
  * carries is a loopback one or one of --mcp-origins; else 403.
  *
+ * ADMISSION
+ * Who may use the memory, the connections and the database is decided in
+ * mcp_admission.c: the head of each request is judged (on_head) before its
+ * body is read, every statement waits its turn in its client's queue
+ * (call_query), and what a request holds is charged to its client.
+ *
  * What is logged: one line per call (mcp_call: client, tool, key, status,
- * milliseconds) and per refusal (mcp_refused: the reason); never the
- * arguments, never the token.
+ * milliseconds) and per refusal (mcp_refused: the reason; at most one a
+ * second per reason, the rest counted by mcp_refusals_suppressed); never
+ * the arguments, never the token.
  */
 #include "mcp/mcp_server.h"
 
@@ -56,6 +63,7 @@
 #include "lib/strbuf.h"
 #include "lib/xalloc.h"
 #include "mcp/json_schema.h"
+#include "mcp/mcp_admission.h"
 #include "mcp/mcp_protocol.h"
 #include "version.h"
 
@@ -86,6 +94,9 @@
     "to_char(task_created_at AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.MS\"Z\"'), "           \
     "task_ttl_ms, to_char(updated_at AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.MS\"Z\"')"
 static const struct pg_statement statements[] = {
+    /* The token alone, before a body is read (mcp_admission.c): a row
+     * names the client, none is a stranger. */
+    {"mcp_auth", "SELECT client FROM outbox.mcp_tool($1::bytea, '')"},
     {"mcp_list_tools", "SELECT client, tool, title, description, input_schema::text, destructive, "
                        "server_keys FROM outbox.mcp_list_tools($1::bytea)"},
     {"mcp_tool", "SELECT client, tool, target, input_schema::text, server_keys "
@@ -128,12 +139,30 @@ struct mcp_call {
     char token_hash[68]; /* "\x" + 64 hex digits */
     char *client, *tool, *key, *intent_key, *arguments_json, *traceparent, *run_id, *ordering_key,
         *task_id;
-    bool task;             /* legacy: params.task, answered with the task at once */
-    bool blocking;         /* tasks/result (2025-11-25): waits until the task is terminal */
-    bool sse;              /* the client accepts text/event-stream (a long wait streams) */
-    long long task_ttl_ms; /* -1: none asked */
-    uint64_t started_ns;   /* the request arrived */
-    uint64_t deadline_ms;  /* uv_now of the end of the wait */
+    bool task;              /* legacy: params.task, answered with the task at once */
+    bool blocking;          /* tasks/result (2025-11-25): waits until the task is terminal */
+    bool sse;               /* the client accepts text/event-stream (a long wait streams) */
+    long long task_ttl_ms;  /* -1: none asked */
+    uint64_t started_ns;    /* the request arrived */
+    uint64_t deadline_ms;   /* uv_now of the end of the wait */
+    struct adm_client *adm; /* whose budget it is charged to (NULL: none) */
+    size_t charged;         /* bytes charged to it now */
+    bool admitted;          /* counted in its client's requests in flight */
+    bool slim;              /* its parsed tree and body are gone (queued its enqueue) */
+};
+
+/* What the server keeps per connection (httpd_conn_data): the call being
+ * answered first (handle_mcp reads it as a struct mcp_call *), then the
+ * admission of the request being read. */
+struct mcp_slot {
+    struct mcp_call *call;
+    struct mcp_server *s;
+    httpd_conn_t *conn;
+    struct adm_waiter waiter;  /* asking the database about the token */
+    struct adm_client *client; /* the token's client, once known */
+    size_t charged;            /* the body being read, charged to client */
+    size_t body_len;           /* its Content-Length, while the verdict is awaited */
+    char token_hash[68];
 };
 
 struct tool_count {
@@ -165,8 +194,14 @@ struct mcp_server {
     /* /metrics */
     struct tool_count *counts;
     size_t count_len, count_cap;
-    uint64_t refusals[8];
+    uint64_t refusals[10];
     struct metrics_histogram call_seconds;
+
+    /* who may use memory, connections and the database (mcp_admission.c) */
+    admission_t *adm;
+    struct adm_rate refusal_log[10]; /* a line a second per reason */
+    struct adm_rate shed_log;
+    uint64_t shed[4]; /* by enum httpd_shed */
 };
 
 /* Refusals by reason, for /metrics and the log. */
@@ -179,9 +214,13 @@ enum refusal {
     REFUSED_TOOL,
     REFUSED_KEY,
     REFUSED_ARGUMENTS,
+    REFUSED_BUSY,      /* 429 or 503: a client's or the server's budget is used up */
+    REFUSED_TOO_LARGE, /* 413: more memory than a client may hold */
 };
-static const char *const refusal_names[8] = {"auth",    "host", "origin", "protocol",
-                                             "headers", "tool", "key",    "arguments"};
+#define REFUSAL_COUNT 10
+static const char *const refusal_names[REFUSAL_COUNT] = {
+    "auth", "host", "origin",    "protocol", "headers",
+    "tool", "key",  "arguments", "busy",     "too_large"};
 
 static void call_query(struct mcp_call *call, const char *statement, int n, const char *const *v);
 static void call_answer_final_lookup(struct mcp_call *call);
@@ -207,11 +246,31 @@ static void count_call(struct mcp_server *s, const char *tool, const char *statu
     c->n = 1;
 }
 
+/* Counted always; logged at most once a second per reason (a stranger's
+ * requests must not write a line each): the ones not logged are reported
+ * by mcp_refusals_suppressed lines (count), so that the log still adds up
+ * to outbox_mcp_refusals_total. */
 static void refuse_count(struct mcp_server *s, enum refusal reason, const char *detail)
 {
     s->refusals[reason]++;
+    uint64_t suppressed = 0;
+    if (!adm_rate_allow(s->adm, &s->refusal_log[reason], &suppressed))
+        return;
+    if (suppressed)
+        log_event(LOG_INFO, "mcp_refusals_suppressed", "reason", json_string(refusal_names[reason]),
+                  "count", json_integer((json_int_t)suppressed), LOG_END);
     log_event(LOG_INFO, "mcp_refused", "reason", json_string(refusal_names[reason]), "detail",
               json_string(detail ? detail : ""), LOG_END);
+}
+
+static void refusals_flush(struct mcp_server *s)
+{
+    for (int i = 0; i < REFUSAL_COUNT; i++) {
+        uint64_t n = 0;
+        if (adm_rate_flush(s->adm, &s->refusal_log[i], &n))
+            log_event(LOG_INFO, "mcp_refusals_suppressed", "reason", json_string(refusal_names[i]),
+                      "count", json_integer((json_int_t)n), LOG_END);
+    }
 }
 
 /* ---------------------------------------------------------------- calls */
@@ -232,6 +291,11 @@ static void call_free(struct mcp_call *call)
     struct mcp_server *s = call->s;
     if (call->waiting)
         DLIST_REMOVE(s->waiting, call);
+    if (call->adm) {
+        adm_uncharge(s->adm, call->adm, call->charged);
+        if (call->admitted)
+            adm_call_end(s->adm, call->adm);
+    }
     mcp_request_free(&call->req);
     free(call->client);
     free(call->tool);
@@ -345,16 +409,11 @@ static void log_call(struct mcp_call *call, const char *status)
 
 /* ---------------------------------------------------------------- database */
 
+/* For the batched look-up (one on the wire at a time, outside the fair
+ * queue): the ready connection with the least queued. */
 static pg_conn_t *next_connection(struct mcp_server *s)
 {
-    for (int i = 0; i < s->pg_count; i++) {
-        pg_conn_t *pg = s->pg[(s->pg_next + i) % s->pg_count];
-        if (pg_conn_ready(pg)) {
-            s->pg_next = (s->pg_next + i + 1) % s->pg_count;
-            return pg;
-        }
-    }
-    return NULL;
+    return adm_least_busy(s->adm);
 }
 
 static const char *value_or_null(PGresult *res, int row, int col)
@@ -878,17 +937,18 @@ static void on_call_error(struct mcp_call *call, const char *sqlstate, const cha
     }
 }
 
-static void on_query_done(void *data, PGresult *res, const char *error)
+static void on_query_done(void *data, pg_conn_t *pg, PGresult *res, const char *error)
 {
     struct mcp_call *call = data;
     call->querying = false;
+    call->pg = pg;            /* NULL: failed before it reached a connection */
     if (call->conn == NULL) { /* orphaned: the client went away */
         call_free(call);
         return;
     }
     if (error) {
-        const char *sqlstate = pg_error_sqlstate(call->pg);
-        const char *primary = *pg_error_primary(call->pg) ? pg_error_primary(call->pg) : error;
+        const char *sqlstate = pg ? pg_error_sqlstate(pg) : "";
+        const char *primary = pg && *pg_error_primary(pg) ? pg_error_primary(pg) : error;
         on_call_error(call, sqlstate, primary, error);
         return;
     }
@@ -917,13 +977,36 @@ static void on_query_done(void *data, PGresult *res, const char *error)
     }
 }
 
+/* The call's enqueue is queued with its own copy of the arguments: the
+ * parsed tree and the body are not needed any more, and a call that then
+ * waits for its outcome keeps only what the wait needs (its charge with it). */
+static void call_slim(void *data)
+{
+    struct mcp_call *call = data;
+    struct mcp_server *s = call->s;
+    if (call->slim)
+        return;
+    call->slim = true;
+    adm_request_slim(&call->req);
+    if (call->conn)
+        httpd_conn_release_body(call->conn);
+    size_t keep = 4096 + 2 * (call->arguments_json ? strlen(call->arguments_json) : 0) +
+                  (json_is_string(call->req.id) ? json_string_length(call->req.id) : 0);
+    if (call->adm && call->charged > keep) {
+        adm_uncharge(s->adm, call->adm, call->charged - keep);
+        call->charged = keep;
+    }
+}
+
+/* Every statement of a call waits its turn in the fair queue of
+ * mcp_admission.c, in its client's line. */
 static void call_query(struct mcp_call *call, const char *statement, int n, const char *const *v)
 {
-    pg_conn_t *pg = next_connection(call->s);
-    /* Set before pg_query: a send that fails there runs the callback at once. */
-    call->querying = pg != NULL;
-    call->pg = pg;
-    if (pg == NULL || !pg_query(pg, statement, n, v, on_query_done, call)) {
+    /* Set before adm_query: a send that fails there runs the callback at once. */
+    call->querying = true;
+    call->pg = NULL;
+    if (!adm_query(call->s->adm, call->adm, statement, n, v, on_query_done, call,
+                   call->step == STEP_ENQUEUE ? call_slim : NULL)) {
         call->querying = false;
         if (call->step == STEP_LOOKUP && call->deadline_ms != 0) {
             call_wait(call);
@@ -967,9 +1050,54 @@ static void write_metrics(struct mcp_server *s, struct strbuf *out)
     }
     metrics_family(out, "outbox_mcp_refusals_total", METRICS_COUNTER,
                    "Requests refused, by reason.");
-    for (int i = 0; i < 8; i++)
+    for (int i = 0; i < REFUSAL_COUNT; i++)
         metrics_sample_uint(out, "outbox_mcp_refusals_total",
                             METRICS_LABELS({"reason", refusal_names[i]}), s->refusals[i]);
+    struct adm_stats st;
+    adm_stats(s->adm, &st);
+    metrics_family(
+        out, "outbox_mcp_connections_shed_total", METRICS_COUNTER,
+        "Connections shed at --mcp-max-connections: evicted silent (nothing sent yet), idle, "
+        "or slow (headers still coming) ones, and new ones refused (full).");
+    static const char *const shed_names[4] = {"silent", "idle", "slow", "full"};
+    for (int i = 0; i < 4; i++)
+        metrics_sample_uint(out, "outbox_mcp_connections_shed_total",
+                            METRICS_LABELS({"reason", shed_names[i]}), s->shed[i]);
+    metrics_gauge(out, "outbox_mcp_connections", "Connections open.", METRICS_NO_LABELS,
+                  s->httpd ? (double)httpd_conn_count(s->httpd) : 0);
+    metrics_gauge(out, "outbox_mcp_memory_charged_bytes",
+                  "Memory charged to clients now: bodies being read, parsed requests, waiting "
+                  "calls (bounded by --mcp-memory-bytes).",
+                  METRICS_NO_LABELS, (double)st.charged);
+    metrics_gauge(out, "outbox_mcp_memory_charged_peak_bytes",
+                  "The most memory charged at once since the start.", METRICS_NO_LABELS,
+                  (double)st.peak);
+    metrics_gauge(out, "outbox_mcp_body_bytes",
+                  "Request bodies held (all connections, bounded by a quarter of "
+                  "--mcp-memory-bytes).",
+                  METRICS_NO_LABELS, s->httpd ? (double)httpd_body_bytes(s->httpd) : 0);
+    metrics_gauge(out, "outbox_mcp_db_queued",
+                  "Statements waiting in the fair queue for a database connection.",
+                  METRICS_NO_LABELS, (double)st.queued);
+    metrics_family(out, "outbox_mcp_client_requests", METRICS_GAUGE,
+                   "Requests of a client in flight (bounded by --mcp-client-calls).");
+    for (const struct adm_client *c = adm_first_client(s->adm); c; c = adm_next_client(s->adm, c))
+        metrics_sample_uint(out, "outbox_mcp_client_requests",
+                            METRICS_LABELS({"client", adm_client_name(c)}),
+                            (uint64_t)adm_client_calls(c));
+    metrics_family(out, "outbox_mcp_client_memory_bytes", METRICS_GAUGE,
+                   "Memory charged to a client (bounded by --mcp-client-memory-bytes).");
+    for (const struct adm_client *c = adm_first_client(s->adm); c; c = adm_next_client(s->adm, c))
+        metrics_sample_uint(out, "outbox_mcp_client_memory_bytes",
+                            METRICS_LABELS({"client", adm_client_name(c)}),
+                            (uint64_t)adm_client_charged(c));
+    metrics_family(out, "outbox_mcp_token_questions_total", METRICS_COUNTER,
+                   "Tokens the verdict cache did not know, asked about in the database.");
+    metrics_sample_uint(out, "outbox_mcp_token_questions_total", METRICS_NO_LABELS,
+                        st.auth_questions);
+    metrics_family(out, "outbox_mcp_memory_trims_total", METRICS_COUNTER,
+                   "Times freed memory was given back to the system after a burst.");
+    metrics_sample_uint(out, "outbox_mcp_memory_trims_total", METRICS_NO_LABELS, st.trims);
     metrics_family(out, "outbox_mcp_call_seconds", METRICS_HISTOGRAM,
                    "Time from a tools/call request to its answer.");
     metrics_histogram_render(out, "outbox_mcp_call_seconds", METRICS_NO_LABELS, &s->call_seconds);
@@ -1134,6 +1262,187 @@ static void start_task_method(struct mcp_call *call, const struct httpd_request 
     }
 }
 
+/* ---------------------------------------------------------------- admission
+ *
+ * The head of a request is judged before its body is read (http_server.c's
+ * on_head): Host and Origin, then the token's verdict (mcp_admission.c),
+ * then the body's bytes against the client's share. A token the cache does
+ * not know defers the body until the database has answered. */
+
+static const char *const retry_after = "Retry-After: 1\r\n";
+
+/* A refusal before there is a call (no request id is known yet). */
+static void slot_refuse(struct mcp_slot *slot, int status, int code, const char *headers,
+                        const char *message)
+{
+    struct mcp_error err = {0};
+    mcp_error_set(&err, code, status, "%s", message);
+    char *json = mcp_error_json(NULL, &err);
+    mcp_error_clear(&err);
+    httpd_conn_refuse(slot->conn, status, headers, json);
+    free(json);
+}
+
+static void slot_unauthorized(struct mcp_slot *slot, const char *why)
+{
+    refuse_count(slot->s, REFUSED_AUTH, why);
+    char message[200];
+    snprintf(message, sizeof(message), "Unauthorized: %s", why);
+    slot_refuse(slot, 401, MCP_INVALID_REQUEST,
+                "WWW-Authenticate: Bearer realm=\"outbox-relay-mcp\", error=\"invalid_token\"\r\n",
+                message);
+}
+
+static const char *busy_message(enum adm_refusal refusal, int *status)
+{
+    switch (refusal) {
+    case ADM_CLIENT_FULL:
+        *status = 429;
+        return "Too many requests: this client holds its share of the front door (requests in "
+               "flight or memory: --mcp-client-calls, --mcp-client-memory-bytes); try again";
+    case ADM_SERVER_FULL:
+        *status = 503;
+        return "Service unavailable: the front door holds all the memory it may "
+               "(--mcp-memory-bytes); try again";
+    default:
+        *status = 413;
+        return "Request too large: parsing it would take more memory than a client may hold "
+               "(--mcp-client-memory-bytes); send a smaller request";
+    }
+}
+
+static void slot_busy(struct mcp_slot *slot, enum adm_refusal refusal)
+{
+    int status;
+    const char *message = busy_message(refusal, &status);
+    refuse_count(slot->s, status == 413 ? REFUSED_TOO_LARGE : REFUSED_BUSY, message);
+    slot_refuse(slot, status, status == 413 ? MCP_INVALID_REQUEST : -32000,
+                status == 413 ? NULL : retry_after, message);
+}
+
+static void respond_busy(struct mcp_call *call, enum adm_refusal refusal)
+{
+    int status;
+    const char *message = busy_message(refusal, &status);
+    refuse_count(call->s, status == 413 ? REFUSED_TOO_LARGE : REFUSED_BUSY, message);
+    struct mcp_error err = {0};
+    mcp_error_set(&err, status == 413 ? MCP_INVALID_REQUEST : -32000, status, "%s", message);
+    if (status != 413)
+        httpd_conn_close_after_answer(call->conn); /* what it holds goes back too */
+    respond_text(call, status, status == 413 ? NULL : retry_after,
+                 mcp_error_json(call->req.id, &err));
+    mcp_error_clear(&err);
+}
+
+/* The body of a known client's request may be read if its bytes fit the
+ * client's share; else refused. */
+static bool slot_admit_body(struct mcp_slot *slot, struct adm_client *client, size_t len)
+{
+    enum adm_refusal refusal = adm_charge(slot->s->adm, client, len, 0, true);
+    if (refusal != ADM_OK) {
+        slot_busy(slot, refusal);
+        return false;
+    }
+    slot->client = client;
+    slot->charged = len;
+    return true;
+}
+
+static void slot_forget(struct mcp_slot *slot)
+{
+    adm_waiter_cancel(slot->s->adm, &slot->waiter);
+    if (slot->client && slot->charged)
+        adm_uncharge(slot->s->adm, slot->client, slot->charged);
+    slot->client = NULL;
+    slot->charged = 0;
+}
+
+static void on_slot_verdict(struct adm_waiter *w, enum adm_verdict verdict,
+                            struct adm_client *client)
+{
+    struct mcp_slot *slot =
+        (struct mcp_slot *)(void *)((char *)w - offsetof(struct mcp_slot, waiter));
+    if (verdict == ADM_GOOD) {
+        if (slot_admit_body(slot, client, slot->body_len))
+            httpd_conn_resume(slot->conn);
+    } else if (verdict == ADM_BAD) {
+        slot_unauthorized(slot, "unknown token");
+    } else {
+        refuse_count(slot->s, REFUSED_BUSY, "the token could not be checked");
+        slot_refuse(slot, 503, -32000, retry_after,
+                    "Service unavailable: the database could not say whether this token is "
+                    "known; try again");
+    }
+}
+
+static enum httpd_head_action on_head(void *data, httpd_conn_t *conn,
+                                      const struct httpd_request *head)
+{
+    struct mcp_server *s = data;
+    struct mcp_slot *slot = httpd_conn_data(conn);
+    slot->s = s;
+    slot->conn = conn;
+    slot_forget(slot);
+    if (head->method != HTTP_POST || head->path_len != 4 || memcmp(head->path, "/mcp", 4) != 0)
+        return HTTPD_HEAD_READ; /* answered by on_request, without a body worth counting */
+    if (s->stopping) {
+        slot_refuse(slot, 503, -32000, retry_after, "shutting down");
+        return HTTPD_HEAD_READ;
+    }
+    if (!httpd_host_allowed(head, s->cfg->mcp_hosts)) {
+        refuse_count(s, REFUSED_HOST, "Host");
+        slot_refuse(slot, 403, MCP_INVALID_REQUEST, NULL,
+                    "Forbidden: this Host is not served (--mcp-hosts)");
+        return HTTPD_HEAD_READ;
+    }
+    if (!httpd_origin_allowed(head, s->cfg->mcp_origins)) {
+        refuse_count(s, REFUSED_ORIGIN, "Origin");
+        slot_refuse(slot, 403, MCP_INVALID_REQUEST, NULL,
+                    "Forbidden: this Origin is not allowed (--mcp-origins)");
+        return HTTPD_HEAD_READ;
+    }
+    const struct httpd_header *auth = httpd_request_header(head, "Authorization");
+    if (auth == NULL || auth->value_len < 8 || strncasecmp(auth->value, "Bearer ", 7) != 0) {
+        slot_unauthorized(slot, "an Authorization: Bearer token is required");
+        return HTTPD_HEAD_READ;
+    }
+    sha256_hex_bytea(auth->value + 7, auth->value_len - 7, slot->token_hash);
+    slot->body_len = head->body_len;
+    struct adm_client *client = NULL;
+    switch (adm_verdict(s->adm, slot->token_hash, &client)) {
+    case ADM_GOOD:
+        slot_admit_body(slot, client, head->body_len);
+        return HTTPD_HEAD_READ;
+    case ADM_BAD:
+        slot_unauthorized(slot, "unknown token");
+        return HTTPD_HEAD_READ;
+    case ADM_UNKNOWN:
+        break;
+    }
+    slot->waiter.on_verdict = on_slot_verdict;
+    if (!adm_ask(s->adm, slot->token_hash, &slot->waiter)) {
+        refuse_count(s, REFUSED_BUSY, "too many unknown tokens");
+        slot_refuse(slot, 503, -32000, retry_after,
+                    "Service unavailable: the token cannot be checked now (the database is not "
+                    "reachable, or too many unknown tokens are being checked); try again");
+        return HTTPD_HEAD_READ;
+    }
+    /* Waiting for the database, unless it answered at once. */
+    return slot->waiter.entry ? HTTPD_HEAD_DEFER : HTTPD_HEAD_READ;
+}
+
+static void on_shed(void *data, enum httpd_shed why)
+{
+    struct mcp_server *s = data;
+    static const char *const names[4] = {"silent", "idle", "slow", "full"};
+    s->shed[why]++;
+    uint64_t suppressed = 0;
+    if (adm_rate_allow(s->adm, &s->shed_log, &suppressed))
+        log_event(why == HTTPD_SHED_FULL ? LOG_WARN : LOG_INFO, "mcp_connection_shed", "reason",
+                  json_string(names[why]), "connections", json_integer(s->cfg->mcp_max_connections),
+                  "suppressed", json_integer((json_int_t)suppressed), LOG_END);
+}
+
 static void handle_mcp(struct mcp_server *s, httpd_conn_t *conn,
                        const struct httpd_request *request)
 {
@@ -1165,6 +1474,29 @@ static void handle_mcp(struct mcp_server *s, httpd_conn_t *conn,
                             "delete)");
         return;
     }
+    /* on_head judged the token before the body was read */
+    struct mcp_slot *slot = httpd_conn_data(conn);
+    if (slot->client == NULL) {
+        respond_unauthorized(call, "an Authorization: Bearer token is required");
+        return;
+    }
+    call->adm = slot->client;
+    call->charged = slot->charged;
+    slot->client = NULL;
+    slot->charged = 0;
+    memcpy(call->token_hash, slot->token_hash, sizeof(call->token_hash));
+    enum adm_refusal refusal = adm_call_begin(s->adm, call->adm);
+    if (refusal != ADM_OK) {
+        respond_busy(call, refusal);
+        return;
+    }
+    call->admitted = true;
+    size_t estimate = adm_parse_estimate(request->body, request->body_len);
+    if ((refusal = adm_charge(s->adm, call->adm, estimate, call->charged, false)) != ADM_OK) {
+        respond_busy(call, refusal);
+        return;
+    }
+    call->charged += estimate;
     struct mcp_headers headers = {0};
     char *h_version = header_copy(request, "MCP-Protocol-Version");
     char *h_method = header_copy(request, "Mcp-Method");
@@ -1183,15 +1515,10 @@ static void handle_mcp(struct mcp_server *s, httpd_conn_t *conn,
         respond_error(call, &err);
         return;
     }
-    const struct httpd_header *auth = httpd_request_header(request, "Authorization");
-    if (auth == NULL || auth->value_len < 8 || strncasecmp(auth->value, "Bearer ", 7) != 0) {
-        respond_unauthorized(call, "an Authorization: Bearer token is required");
-        return;
-    }
-    sha256_hex_bytea(auth->value + 7, auth->value_len - 7, call->token_hash);
     const char *method = call->req.method;
     if (method == NULL || call->req.id == NULL) {
-        /* a notification or a client's response: accepted, nothing to say */
+        /* a notification or a client's response of a known client (a
+         * stranger's got 401 in on_head): accepted, nothing to say */
         respond_text(call, 202, NULL, NULL);
         return;
     }
@@ -1261,7 +1588,10 @@ static void on_wait_over(void *data, httpd_conn_t *conn)
 
 static void on_close(void *data, httpd_conn_t *conn)
 {
-    struct mcp_call *call = *(struct mcp_call **)httpd_conn_data(conn);
+    struct mcp_slot *slot = httpd_conn_data(conn);
+    if (slot->s)
+        slot_forget(slot);
+    struct mcp_call *call = slot->call;
     if (call == NULL)
         return;
     call->conn = NULL;
@@ -1370,7 +1700,10 @@ static void on_notify(void *data, const char *channel, const char *payload)
 
 static void on_recheck(uv_timer_t *timer)
 {
-    wake(timer->data, NULL);
+    struct mcp_server *s = timer->data;
+    adm_pump(s->adm);
+    refusals_flush(s);
+    wake(s, NULL);
 }
 
 /* ---------------------------------------------------------------- lifetime */
@@ -1393,6 +1726,26 @@ static void on_httpd_closed(void *data)
     s->open_handles--;
 }
 
+static void on_adm_closed(void *data)
+{
+    struct mcp_server *s = data;
+    s->adm = NULL;
+    s->open_handles--;
+}
+
+/* A connection became ready or was lost: the fair queue moves (or fails). */
+static void on_pg_ready(void *data)
+{
+    struct mcp_server *s = data;
+    if (s->adm && !s->closing)
+        adm_pump(s->adm);
+}
+
+static void on_pg_lost(void *data, const char *reason)
+{
+    on_pg_ready(data);
+}
+
 /* Once stopping and every call is gone (or the grace is over): close
  * everything. Calls still alive then are cut: their connections close
  * (on_close orphans them) and their queries fail (the callback frees them). */
@@ -1411,6 +1764,7 @@ static void server_close(struct mcp_server *s)
         httpd_close(s->httpd, on_httpd_closed, s);
     for (int i = 0; i < s->pg_count; i++)
         pg_conn_close(s->pg[i], on_pg_closed, s);
+    adm_close(s->adm, on_adm_closed, s); /* last: the failed queries above free their calls */
     log_event(LOG_INFO, "mcp_stopped", LOG_END);
 }
 
@@ -1467,15 +1821,28 @@ int mcp_server_run(const struct config *cfg)
                    .max_headers = 64,
                    .max_header_bytes = 8192,
                    .max_body_bytes = MCP_MAX_BODY_BYTES,
-                   .max_pipelined_bytes = 65536},
-        .timeouts = {.idle_ms = 30000, .write_ms = 10000, .drain_ms = 1000},
+                   .max_pipelined_bytes = 65536,
+                   .max_total_body_bytes = (size_t)cfg->mcp_memory_bytes / 4,
+                   .max_connections = (size_t)cfg->mcp_max_connections},
+        .timeouts = {.idle_ms = 30000,
+                     .write_ms = 10000,
+                     .drain_ms = 1000,
+                     .header_ms = (uint64_t)cfg->mcp_header_timeout_ms},
         .response_headers = "Cache-Control: no-store\r\n",
         /* one value each: a second Authorization or key is not chosen between */
         .single_headers = "Authorization, Idempotency-Key, Origin, MCP-Protocol-Version, "
                           "Mcp-Method, Mcp-Name",
-        .conn_data_size = sizeof(struct mcp_call *),
+        .conn_data_size = sizeof(struct mcp_slot),
     };
+    s->pg_count = cfg->mcp_db_connections;
+    s->pg = xcalloc((size_t)s->pg_count, sizeof(*s->pg));
+    struct adm_limits limits = {.memory_bytes = (size_t)cfg->mcp_memory_bytes,
+                                .client_memory_bytes = (size_t)cfg->mcp_client_memory_bytes,
+                                .client_calls = cfg->mcp_client_calls};
+    s->adm = adm_new(&s->loop, &limits, s->pg, s->pg_count);
     struct httpd_hooks hooks = {.data = s,
+                                .on_head = on_head,
+                                .on_shed = on_shed,
                                 .on_request = on_request,
                                 .on_wait_over = on_wait_over,
                                 .on_close = on_close,
@@ -1489,12 +1856,12 @@ int mcp_server_run(const struct config *cfg)
     uv_signal_init(&s->loop, &s->sigterm);
     uv_signal_init(&s->loop, &s->sigint);
     s->recheck.data = s->stop_timer.data = s->sigterm.data = s->sigint.data = s;
-    s->open_handles = 5;
-    s->pg_count = cfg->mcp_db_connections;
-    s->pg = xcalloc((size_t)s->pg_count, sizeof(*s->pg));
+    s->open_handles = 6; /* the admission's timer too */
     for (int i = 0; i < s->pg_count; i++) {
         struct pg_events events = {.name = i == 0 ? "mcp-listen" : "mcp",
                                    .data = s,
+                                   .on_ready = on_pg_ready,
+                                   .on_lost = on_pg_lost,
                                    .on_notify = i == 0 ? on_notify : NULL};
         s->pg[i] =
             pg_conn_new(&s->loop, cfg->db, statements, sizeof(statements) / sizeof(statements[0]),
@@ -1517,7 +1884,11 @@ int mcp_server_run(const struct config *cfg)
         size_t n = host_part(where, strlen(where));
         snprintf(s->listen_host, sizeof(s->listen_host), "%.*s", (int)n, where);
         log_event(LOG_INFO, "mcp_listening", "address", json_string(where), "port",
-                  json_integer(s->listen_port), "wait_ms", json_integer(cfg->mcp_wait_ms), LOG_END);
+                  json_integer(s->listen_port), "wait_ms", json_integer(cfg->mcp_wait_ms),
+                  "memory_bytes", json_integer(cfg->mcp_memory_bytes), "client_memory_bytes",
+                  json_integer(cfg->mcp_client_memory_bytes), "client_calls",
+                  json_integer(cfg->mcp_client_calls), "max_connections",
+                  json_integer(cfg->mcp_max_connections), LOG_END);
         for (int i = 0; i < s->pg_count; i++)
             pg_conn_start(s->pg[i]);
         uv_timer_start(&s->recheck, on_recheck, MCP_RECHECK_MS, MCP_RECHECK_MS);

@@ -15,6 +15,12 @@
 # relay and of PostgreSQL (utime + stime from /proc over the measured
 # window; PostgreSQL's is every process of its cluster), and how many calls
 # did not answer succeeded (must be 0).
+#
+# Then two floods, each on a fresh front door (defaults, a 3 s wait): 30
+# concurrent 1 MB bodies with a made-up token, and 100 concurrent calls of
+# 600 KB with the valid token to a tool whose target never answers (they
+# wait); each prints the front door's peak RSS (VmHWM) beside the bound
+# deploy/README.md states for its options, and what the calls were answered.
 
 MCP_BENCH_S=${BENCH_MCP_SECONDS:-20}
 MCP_BENCH_CONNS=${BENCH_MCP_CONNECTIONS:-64}
@@ -152,9 +158,50 @@ LUA
             postgres_cpu_s="$(awk -v a="$pg0" -v b="$pg1" 'BEGIN { printf "%.3f", b - a }')"
     fi
     [ -z "$PROFILE" ] || PGPORT=$port profile_dump postgres mcp
-    kill -TERM "$mcp_pid" "$relay_pid" 2>/dev/null
-    wait "$mcp_pid" "$relay_pid" 2>/dev/null
+    kill -TERM "$mcp_pid" 2>/dev/null
+    wait "$mcp_pid" 2>/dev/null
     forget_pid "$mcp_pid"
+    # Issue 35: the front door's peak RSS under two floods, each on a fresh
+    # front door with defaults but a 3 s wait, beside the bound deploy/README.md
+    # states (12 MiB + 1.25 x --mcp-memory-bytes + 80 KiB x --mcp-max-connections).
+    PGPORT=$port q postgres "INSERT INTO outbox.targets (name, url) VALUES ('held', 'http://127.0.0.1:9/act')" \
+        "INSERT INTO outbox.mcp_tools (tool, target, description) VALUES ('held', 'held', 'Waits')" >/dev/null
+    mcp_flood stranger "$(head -c 16 /dev/urandom | od -An -tx1 | tr -d ' \n')" refund 30 1000000 ints
+    mcp_flood waiting "$token" held 100 600000 strings
+    kill -TERM "$relay_pid" 2>/dev/null
+    wait "$relay_pid" 2>/dev/null
     forget_pid "$relay_pid"
     pgcluster_stop "$B/pgmcp"
+}
+
+# mcp_flood NAME TOKEN TOOL N BYTES SHAPE: N concurrent calls of BYTES on a
+# fresh front door (tests/mcp/admission_load.py); emits its peak RSS.
+mcp_flood() {
+    local name=$1 tok=$2 tool=$3 n=$4 bytes=$5 shape=$6 fpid fport="" i answers peak
+    "$RELAY" mcp --db "postgresql://bench_mcp@127.0.0.1:$port/postgres" --mcp-listen 127.0.0.1:0 \
+        --mcp-wait-ms 3000 ${BENCH_MCP_OPTS:-} >"$B/mcp-$name.log" 2>&1 &
+    fpid=$!
+    PIDS+=("$fpid")
+    for i in $(seq 1 100); do
+        fport=$(sed -n 's/.*"event":"mcp_listening".*"port":\([0-9]*\).*/\1/p' "$B/mcp-$name.log" | head -1)
+        [ -n "$fport" ] && curl -sf "http://127.0.0.1:$fport/readyz" -o /dev/null && break
+        sleep 0.1
+    done
+    if [ -z "$fport" ]; then
+        broken "mcp: the front door for the $name flood did not start"
+        return 1
+    fi
+    say "mcp: flood $name, $n x $bytes bytes at once"
+    answers=$(python3 "$ROOT/tests/mcp/admission_load.py" calls "$fport" "$tok" "$tool" "$n" "$bytes" \
+        "flood-$name-$RANDOM" "$shape" 2>"$B/mcp-$name.err")
+    peak=$(awk '$1 == "VmHWM:" { print $2 }' "/proc/$fpid/status")
+    local mem conns
+    mem=$(sed -n 's/.*"event":"mcp_listening".*"memory_bytes":\([0-9]*\).*/\1/p' "$B/mcp-$name.log" | head -1)
+    conns=$(sed -n 's/.*"event":"mcp_listening".*"max_connections":\([0-9]*\).*/\1/p' "$B/mcp-$name.log" | head -1)
+    emit kind=mcp_flood flood="$name" requests="$n" bytes="$bytes" peak_kb="${peak:-0}" \
+        bound_kb="$(awk -v m="${mem:-20971520}" -v c="${conns:-256}" 'BEGIN { printf "%d", 12 * 1024 + 1.25 * m / 1024 + 80 * c }')" \
+        answers="$(tr -d ' "{}' <<<"$answers")"
+    kill -TERM "$fpid" 2>/dev/null
+    wait "$fpid" 2>/dev/null
+    forget_pid "$fpid"
 }

@@ -703,6 +703,12 @@ def main():
                note="relay {:.0f} µs, PostgreSQL {:.0f} µs per call".format(
                    per(r["relay_cpu_s"]) or 0, per(r["postgres_cpu_s"]) or 0), fmt="{:.0f}")
         figure(scen, "answers not succeeded", r["other"], "calls", 0, "<=")
+    # Issue 35: the front door's peak RSS under floods, beside its bound.
+    for r in [r for r in raw if r["kind"] == "mcp_flood"]:
+        label = {"stranger": "{} x {:.0f} KB, a made-up token", "waiting": "{} x {:.0f} KB waiting calls, one client"}
+        scen = "mcp flood: " + label.get(r["flood"], "{} x {:.0f} KB").format(r["requests"], r["bytes"] / 1000)
+        figure(scen, "front door peak RSS", r["peak_kb"] / 1024.0, "MiB", r["bound_kb"] / 1024.0, "<=",
+               note="answers " + str(r["answers"]), fmt="{:.1f}")
 
     # ---------------------------------------------------------------- output
     def fmt_value(f):

@@ -28,5 +28,6 @@ Suite *admin_suite(void);
 Suite *ui_suite(void);
 Suite *json_schema_suite(void);
 Suite *mcp_protocol_suite(void);
+Suite *mcp_admission_suite(void);
 
 #endif

@@ -164,9 +164,41 @@ static void on_timeout(void *data, httpd_conn_t *conn, enum httpd_phase phase)
     timeout_phase = phase;
 }
 
+/* on_head: what the test asks of it, for POST /head-… requests only. */
+enum head_mode { HEAD_READ, HEAD_DEFER, HEAD_REFUSE };
+static enum head_mode head_mode;
+static httpd_conn_t *deferred;
+static int heads_seen;
+static size_t head_length;
+static int shed_seen[4];
+
+static enum httpd_head_action on_head(void *data, httpd_conn_t *conn,
+                                      const struct httpd_request *head)
+{
+    heads_seen++;
+    head_length = head->body_len;
+    ck_assert_ptr_null(head->body);
+    if (head_mode == HEAD_REFUSE) {
+        httpd_conn_refuse(conn, 401, NULL, "{\"error\":\"who are you\"}");
+        return HTTPD_HEAD_READ;
+    }
+    if (head_mode == HEAD_DEFER) {
+        deferred = conn;
+        return HTTPD_HEAD_DEFER;
+    }
+    return HTTPD_HEAD_READ;
+}
+
+static void on_shed(void *data, enum httpd_shed why)
+{
+    shed_seen[why]++;
+}
+
 static void on_close(void *data, httpd_conn_t *conn)
 {
     closes_seen++;
+    if (conn == deferred)
+        deferred = NULL;
     for (int i = 0; i < held_count; i++)
         if (held[i] == conn)
             held[i--] = held[--held_count];
@@ -192,8 +224,12 @@ static void start(const struct httpd_config *config, enum answer_mode how)
     ck_assert_int_eq(uv_loop_init(&loop), 0);
     uv_timer_init(&loop, &later_timer);
     mode = how;
-    requests_seen = timeouts_seen = held_count = closes_seen = 0;
+    requests_seen = timeouts_seen = held_count = closes_seen = heads_seen = 0;
+    memset(shed_seen, 0, sizeof(shed_seen));
+    deferred = NULL;
     struct httpd_hooks hooks = {
+        .on_head = on_head,
+        .on_shed = on_shed,
         .on_request = on_request,
         .on_wait_over = on_wait_over,
         .on_timeout = on_timeout,
@@ -671,6 +707,154 @@ START_TEST(idle_deadline_closes_idle_and_slow_clients)
 }
 END_TEST
 
+/* ---------------------------------------------------------------- admission */
+
+/* on_head sees the head before the body: deferred, nothing is read until
+ * it resumes; then the request comes whole. */
+START_TEST(head_deferred_then_resumed_reads_the_body)
+{
+    struct httpd_config config = default_config();
+    start(&config, ANSWER_NOW);
+    head_mode = HEAD_DEFER;
+    struct strbuf got;
+    strbuf_init(&got);
+    int fd = client_connect();
+    client_send(fd, "POST /d HTTP/1.1\r\nContent-Length: 5\r\n\r\nhello");
+    pump(fd, &got, 0, 100);
+    ck_assert_int_eq(heads_seen, 1);
+    ck_assert_uint_eq(head_length, 5);
+    ck_assert_int_eq(requests_seen, 0);
+    ck_assert_ptr_nonnull(deferred);
+    ck_assert_uint_eq(httpd_body_bytes(server), 0); /* nothing counted before it is read */
+    head_mode = HEAD_READ;
+    httpd_conn_resume(deferred);
+    pump(fd, &got, 1, 1000);
+    ck_assert_int_eq(requests_seen, 1);
+    ck_assert_str_eq(last_body, "hello");
+    ck_assert_msg(has(&got, "HTTP/1.1 200 OK\r\n"), "%s", got.data);
+    close(fd);
+    strbuf_free(&got);
+    stop();
+}
+END_TEST
+
+/* A refusal at the head: answered, the body never read, the connection ends. */
+START_TEST(head_refused_is_answered_without_the_body)
+{
+    struct httpd_config config = default_config();
+    start(&config, ANSWER_NOW);
+    head_mode = HEAD_REFUSE;
+    struct strbuf got;
+    strbuf_init(&got);
+    struct pumped r = exchange("POST / HTTP/1.1\r\nContent-Length: 1000\r\n\r\nabc", &got, 0);
+    head_mode = HEAD_READ;
+    ck_assert_msg(strncmp(got.data, "HTTP/1.1 401 Unauthorized\r\n", 27) == 0, "%s", got.data);
+    ck_assert(has(&got, "Connection: close\r\n"));
+    ck_assert(has(&got, "who are you"));
+    ck_assert(r.eof);
+    ck_assert_int_eq(requests_seen, 0);
+    strbuf_free(&got);
+    stop();
+}
+END_TEST
+
+/* Bodies of all connections together: past max_total_body_bytes, 503. */
+START_TEST(bodies_past_the_total_are_503)
+{
+    struct httpd_config config = default_config();
+    config.limits.max_total_body_bytes = 100;
+    start(&config, ANSWER_NEVER);
+    struct strbuf got, second;
+    strbuf_init(&got);
+    strbuf_init(&second);
+    int one = client_connect();
+    client_send(one, "POST / HTTP/1.1\r\nContent-Length: 60\r\n\r\n");
+    pump(one, &got, 0, 50);
+    ck_assert_uint_eq(httpd_body_bytes(server), 61); /* counted at its head */
+    struct pumped r = exchange("POST / HTTP/1.1\r\nContent-Length: 60\r\n\r\n", &second, 0);
+    ck_assert_msg(strncmp(second.data, "HTTP/1.1 503 ", 13) == 0, "%s", second.data);
+    ck_assert(has(&second, "Retry-After: 1\r\n"));
+    ck_assert(r.eof);
+    close(one);
+    pump(one, &got, 0, 50);
+    ck_assert_uint_eq(httpd_body_bytes(server), 0); /* given back with its connection */
+    strbuf_free(&got);
+    strbuf_free(&second);
+    stop();
+}
+END_TEST
+
+/* At max_connections a new connection evicts the oldest silent one; when
+ * none is silent or idle, the new one is refused. A silent connection is
+ * closed at header_ms. */
+START_TEST(connections_past_the_cap_evict_the_oldest_silent_one)
+{
+    struct httpd_config config = default_config();
+    config.limits.max_connections = 2;
+    config.timeouts.idle_ms = 10000;
+    config.timeouts.header_ms = 150;
+    start(&config, ANSWER_NEVER);
+    struct strbuf got;
+    strbuf_init(&got);
+    int first = client_connect();
+    pump(first, &got, 0, 20);
+    int second = client_connect();
+    pump(second, &got, 0, 20);
+    int third = client_connect();
+    struct pumped r = pump(first, &got, 0, 100);
+    ck_assert_msg(r.eof || r.error, "the oldest silent connection is evicted");
+    ck_assert_int_eq(shed_seen[HTTPD_SHED_SILENT], 1);
+    ck_assert_uint_eq(httpd_conn_count(server), 2);
+    /* both busy with a request the handler keeps: a fourth is refused */
+    client_send(second, "GET /a HTTP/1.1\r\n\r\n");
+    client_send(third, "GET /b HTTP/1.1\r\n\r\n");
+    pump(third, &got, 0, 50);
+    ck_assert_int_eq(requests_seen, 2);
+    int fourth = client_connect();
+    r = pump(fourth, &got, 0, 200);
+    ck_assert(r.eof || r.error);
+    ck_assert_int_eq(shed_seen[HTTPD_SHED_FULL], 1);
+    close(first);
+    close(second);
+    close(third);
+    close(fourth);
+    /* a connection that sends nothing is closed at header_ms, not idle_ms */
+    int silent = client_connect();
+    uint64_t began = uv_hrtime();
+    r = pump(silent, &got, 0, 2000);
+    ck_assert(r.eof);
+    ck_assert_uint_lt((uv_hrtime() - began) / 1000000u, 1000);
+    close(silent);
+    strbuf_free(&got);
+    stop();
+}
+END_TEST
+
+/* With none silent or idle, the oldest whose headers still trickle in goes. */
+START_TEST(connections_past_the_cap_evict_a_slow_head)
+{
+    struct httpd_config config = default_config();
+    config.limits.max_connections = 1;
+    start(&config, ANSWER_NOW);
+    struct strbuf got;
+    strbuf_init(&got);
+    int slow = client_connect();
+    client_send(slow, "GET / HTTP/1.1\r\nHost: x");
+    pump(slow, &got, 0, 30);
+    int next = client_connect();
+    struct pumped r = pump(slow, &got, 0, 200);
+    ck_assert_msg(r.eof || r.error, "the slow one is evicted");
+    ck_assert_int_eq(shed_seen[HTTPD_SHED_SLOW], 1);
+    client_send(next, "GET /n HTTP/1.1\r\n\r\n");
+    pump(next, &got, 1, 500);
+    ck_assert_int_eq(requests_seen, 1);
+    close(slow);
+    close(next);
+    strbuf_free(&got);
+    stop();
+}
+END_TEST
+
 /* A client that half-closes after its request still gets the answer. */
 START_TEST(half_closed_client_gets_its_answer)
 {
@@ -844,6 +1028,11 @@ Suite *httpd_suite(void)
     tcase_add_test(tc, malformed_request_is_400_with_its_whole_body);
     tcase_add_test(tc, pipelined_input_is_bounded);
     tcase_add_test(tc, a_single_header_sent_twice_is_400);
+    tcase_add_test(tc, head_deferred_then_resumed_reads_the_body);
+    tcase_add_test(tc, head_refused_is_answered_without_the_body);
+    tcase_add_test(tc, bodies_past_the_total_are_503);
+    tcase_add_test(tc, connections_past_the_cap_evict_the_oldest_silent_one);
+    tcase_add_test(tc, connections_past_the_cap_evict_a_slow_head);
     suite_add_tcase(s, tc);
     tc = tcase_create("answers");
     tcase_add_test(tc, head_gets_no_body_and_the_next_request_follows);
