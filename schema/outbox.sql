@@ -1,5 +1,5 @@
 -- schema/outbox.sql — the net schema of outbox-relay: what a database looks
--- like after every migration up to and including 0036_mcp_second_round.sql.
+-- like after every migration up to and including 0037_mcp_targets.sql.
 --
 -- Read it to learn the data model; build databases with migrations/
 -- (`outbox-relay migrate`), which also records what is applied. The file is
@@ -130,6 +130,10 @@ CREATE TABLE outbox.targets (
     client_cert_file text,
     client_key_file text,
     http_version text DEFAULT '1.1'::text NOT NULL,
+    protocol text DEFAULT 'http'::text NOT NULL,
+    mcp_version text DEFAULT 'auto'::text NOT NULL,
+    auth_secret text,
+    CONSTRAINT targets_auth_secret_check CHECK ((auth_secret ~ '^OUTBOX_SECRET_[A-Za-z0-9_]{1,113}$'::text)),
     CONSTRAINT targets_backoff_base_ms_check CHECK (((backoff_base_ms >= 1) AND (backoff_base_ms <= 3600000))),
     CONSTRAINT targets_backoff_cap_ms_check CHECK (((backoff_cap_ms >= 1) AND (backoff_cap_ms <= 86400000))),
     CONSTRAINT targets_ca_file_path CHECK (((ca_file ~ '^/[^[:cntrl:]]*$'::text) AND (octet_length(ca_file) <= 4095))),
@@ -148,9 +152,12 @@ CREATE TABLE outbox.targets (
     CONSTRAINT targets_max_attempts_check CHECK (((max_attempts >= 1) AND (max_attempts <= 1000))),
     CONSTRAINT targets_max_in_flight_check CHECK (((max_in_flight >= 1) AND (max_in_flight <= 100000))),
     CONSTRAINT targets_max_payload_bytes_check CHECK (((max_payload_bytes >= 2) AND (max_payload_bytes <= 67108864))),
+    CONSTRAINT targets_mcp_is_post CHECK (((protocol = 'http'::text) OR (method = 'POST'::text))),
+    CONSTRAINT targets_mcp_version_check CHECK ((mcp_version = ANY (ARRAY['auto'::text, '2026-07-28'::text, '2025-11-25'::text]))),
     CONSTRAINT targets_method_check CHECK ((method = ANY (ARRAY['POST'::text, 'PUT'::text, 'PATCH'::text, 'DELETE'::text]))),
     CONSTRAINT targets_name_check CHECK ((name ~ '^[A-Za-z0-9][A-Za-z0-9_.:-]{0,62}$'::text)),
     CONSTRAINT targets_on_mismatch_check CHECK ((on_mismatch = ANY (ARRAY['reject'::text, 'keep_original'::text]))),
+    CONSTRAINT targets_protocol_check CHECK ((protocol = ANY (ARRAY['http'::text, 'mcp'::text]))),
     CONSTRAINT targets_rate_limit_per_s_check CHECK (((rate_limit_per_s > (0)::double precision) AND (rate_limit_per_s <= (1000000)::double precision))),
     CONSTRAINT targets_reconcile_delay_ms_check CHECK ((reconcile_delay_ms >= 0)),
     CONSTRAINT targets_retain_for_check CHECK ((retain_for >= '00:00:01'::interval)),
@@ -194,6 +201,12 @@ COMMENT ON COLUMN outbox.targets.client_cert_file IS 'Absolute path, on the rela
 COMMENT ON COLUMN outbox.targets.client_key_file IS 'Absolute path, on the relay''s host, of the unencrypted PEM private key of client_cert_file, readable by the relay''s user only. NULL = none. Never the key itself.';
 
 COMMENT ON COLUMN outbox.targets.http_version IS 'HTTP the relay speaks to the target: ''1.1''; ''2'' (h2 offered by ALPN over TLS, HTTP/1.1 if the target refuses it; http:// URLs stay on 1.1). ''2'' only with a key_header. Requests to an h2 target share at most 4 connections.';
+
+COMMENT ON COLUMN outbox.targets.protocol IS '''http'' (a webhook) or ''mcp'' (url is a Streamable HTTP MCP endpoint; an intent''s payload is {"tool": NAME, "arguments": {...}}, delivered as tools/call) (0037).';
+
+COMMENT ON COLUMN outbox.targets.mcp_version IS 'For an mcp target: ''auto'' (server/discover, else initialize), ''2026-07-28'' (stateless) or ''2025-11-25'' (initialize, a session) (0037).';
+
+COMMENT ON COLUMN outbox.targets.auth_secret IS 'For an mcp target: the name of an OUTBOX_SECRET_... variable of the relay''s environment holding the upstream''s bearer token (never the token) (0037).';
 
 ALTER TABLE ONLY outbox.targets
     ADD CONSTRAINT targets_pkey PRIMARY KEY (name);
@@ -491,10 +504,14 @@ CREATE TABLE outbox.mcp_tools (
     enabled boolean DEFAULT true NOT NULL,
     created_at timestamp with time zone DEFAULT now() NOT NULL,
     updated_at timestamp with time zone DEFAULT now() NOT NULL,
-    CONSTRAINT mcp_tools_tool_check CHECK ((tool ~ '^[A-Za-z0-9_.-]{1,128}$'::text))
+    upstream_tool text,
+    CONSTRAINT mcp_tools_tool_check CHECK ((tool ~ '^[A-Za-z0-9_.-]{1,128}$'::text)),
+    CONSTRAINT mcp_tools_upstream_tool_check CHECK ((upstream_tool ~ '^[^[:cntrl:]]{1,128}$'::text))
 );
 
 COMMENT ON TABLE outbox.mcp_tools IS 'Targets exposed as MCP tools (outbox-relay mcp): name, description, the JSON Schema of the arguments (a documented subset).';
+
+COMMENT ON COLUMN outbox.mcp_tools.upstream_tool IS 'For a tool whose target is an mcp target: the upstream''s name of the tool; NULL = this tool''s name (0037).';
 
 ALTER TABLE ONLY outbox.mcp_tools
     ADD CONSTRAINT mcp_tools_pkey PRIMARY KEY (tool);
@@ -1316,6 +1333,7 @@ BEGIN
       FROM outbox.targets t
      WHERE t.name = p_target AND t.enabled AND jsonb_typeof(p_payload) = 'object'
        AND octet_length(payload_text) <= t.max_payload_bytes AND NOT too_deep
+       AND (t.protocol = 'http' OR outbox.mcp_payload_ok(p_payload))   -- 0037
     ON CONFLICT (key) DO NOTHING
     RETURNING i.id, i.state, i.fingerprint,
               i.state = 'pending' AND i.next_attempt_at <= now()
@@ -1365,6 +1383,15 @@ BEGIN
         RAISE EXCEPTION 'outbox.enqueue: payload for key % is nested deeper than 100 levels', quote_literal(p_key)
             USING ERRCODE = 'OR010',
                   HINT = 'At most 100 objects and arrays may enclose one another in a payload.';
+    END IF;
+
+    -- 0037: an mcp target's payload is a tools/call.
+    IF tgt.protocol = 'mcp' AND NOT outbox.mcp_payload_ok(p_payload) THEN
+        RAISE EXCEPTION 'outbox.enqueue: target % speaks MCP: the payload must be {"tool": NAME, "arguments": {...}} and nothing else',
+                        quote_literal(p_target)
+            USING ERRCODE = 'OR027',
+                  DETAIL = 'An intent for an mcp target is delivered as that server''s tools/call: "tool" names the upstream tool (a string of 1 to 128 characters), "arguments" is its arguments object.',
+                  HINT = 'Send e.g. {"tool": "create_ticket", "arguments": {"title": "..."}}.';
     END IF;
 
     IF cardinality(tgt.volatile_paths) = 0
@@ -1770,6 +1797,10 @@ BEGIN
         RAISE EXCEPTION 'outbox.mcp_call: no tool % for client %', quote_literal(p_tool), quote_literal(c.name)
             USING ERRCODE = 'OR023';
     END IF;
+    -- 0037: an mcp target is called with the upstream tool's name and the arguments.
+    IF (SELECT t.protocol FROM outbox.targets t WHERE t.name = m.target) = 'mcp' THEN
+        args := jsonb_build_object('tool', coalesce(m.upstream_tool, m.tool), 'arguments', args);
+    END IF;
     IF p_key IS NULL OR p_key = '' THEN
         RAISE EXCEPTION 'outbox.mcp_call: no idempotency key' USING ERRCODE = 'OR004';
     END IF;
@@ -2016,6 +2047,17 @@ BEGIN
     END LOOP;
 END
 $$;
+
+CREATE FUNCTION outbox.mcp_payload_ok(p_payload jsonb) RETURNS boolean
+    LANGUAGE sql IMMUTABLE
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $_$
+    SELECT jsonb_typeof(p_payload) = 'object'
+           AND (SELECT array_agg(k ORDER BY k) FROM jsonb_object_keys(p_payload) k) = '{arguments,tool}'
+           AND jsonb_typeof(p_payload -> 'tool') = 'string'
+           AND p_payload ->> 'tool' ~ '^[^[:cntrl:]]{1,128}$'
+           AND jsonb_typeof(p_payload -> 'arguments') = 'object'
+$_$;
 
 CREATE FUNCTION outbox.mcp_schema_problem(p_schema jsonb, p_path text DEFAULT ''::text) RETURNS text
     LANGUAGE plpgsql IMMUTABLE
@@ -4112,6 +4154,8 @@ GRANT ALL ON FUNCTION outbox.mcp_outcomes(p_intent_keys text[]) TO outbox_mcp;
 REVOKE ALL ON FUNCTION outbox.mcp_outcomes(p_token_hashes bytea[], p_intent_keys text[]) FROM PUBLIC;
 GRANT ALL ON FUNCTION outbox.mcp_outcomes(p_token_hashes bytea[], p_intent_keys text[]) TO outbox_mcp;
 
+REVOKE ALL ON FUNCTION outbox.mcp_payload_ok(p_payload jsonb) FROM PUBLIC;
+
 REVOKE ALL ON FUNCTION outbox.mcp_schema_problem(p_schema jsonb, p_path text) FROM PUBLIC;
 GRANT ALL ON FUNCTION outbox.mcp_schema_problem(p_schema jsonb, p_path text) TO outbox_admin;
 
@@ -4358,6 +4402,8 @@ COMMENT ON FUNCTION outbox.mcp_client(p_name text, p_token text, p_tools text[])
 COMMENT ON FUNCTION outbox.mcp_outcomes(p_intent_keys text[]) IS 'Retired in 0036 (it read any client''s outcome without a token): answers no row; kept for the 0.1.0 front door, dropped in the next release.';
 
 COMMENT ON FUNCTION outbox.mcp_outcomes(p_token_hashes bytea[], p_intent_keys text[]) IS 'The MCP front door''s batched look-up: the answer for each (token hash, intent key) whose key is that client''s (0036).';
+
+COMMENT ON FUNCTION outbox.mcp_payload_ok(p_payload jsonb) IS 'Whether a payload is {"tool": NAME, "arguments": {...}} and nothing else: what an mcp target takes (0037).';
 
 COMMENT ON FUNCTION outbox.mcp_schema_problem(p_schema jsonb, p_path text) IS 'NULL when the JSON Schema uses only the supported subset, else what is wrong and where.';
 

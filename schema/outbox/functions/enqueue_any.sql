@@ -68,6 +68,7 @@ BEGIN
       FROM outbox.targets t
      WHERE t.name = p_target AND t.enabled AND jsonb_typeof(p_payload) = 'object'
        AND octet_length(payload_text) <= t.max_payload_bytes AND NOT too_deep
+       AND (t.protocol = 'http' OR outbox.mcp_payload_ok(p_payload))   -- 0037
     ON CONFLICT (key) DO NOTHING
     RETURNING i.id, i.state, i.fingerprint,
               i.state = 'pending' AND i.next_attempt_at <= now()
@@ -117,6 +118,15 @@ BEGIN
         RAISE EXCEPTION 'outbox.enqueue: payload for key % is nested deeper than 100 levels', quote_literal(p_key)
             USING ERRCODE = 'OR010',
                   HINT = 'At most 100 objects and arrays may enclose one another in a payload.';
+    END IF;
+
+    -- 0037: an mcp target's payload is a tools/call.
+    IF tgt.protocol = 'mcp' AND NOT outbox.mcp_payload_ok(p_payload) THEN
+        RAISE EXCEPTION 'outbox.enqueue: target % speaks MCP: the payload must be {"tool": NAME, "arguments": {...}} and nothing else',
+                        quote_literal(p_target)
+            USING ERRCODE = 'OR027',
+                  DETAIL = 'An intent for an mcp target is delivered as that server''s tools/call: "tool" names the upstream tool (a string of 1 to 128 characters), "arguments" is its arguments object.',
+                  HINT = 'Send e.g. {"tool": "create_ticket", "arguments": {"title": "..."}}.';
     END IF;
 
     IF cardinality(tgt.volatile_paths) = 0

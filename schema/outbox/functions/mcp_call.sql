@@ -29,6 +29,10 @@ BEGIN
         RAISE EXCEPTION 'outbox.mcp_call: no tool % for client %', quote_literal(p_tool), quote_literal(c.name)
             USING ERRCODE = 'OR023';
     END IF;
+    -- 0037: an mcp target is called with the upstream tool's name and the arguments.
+    IF (SELECT t.protocol FROM outbox.targets t WHERE t.name = m.target) = 'mcp' THEN
+        args := jsonb_build_object('tool', coalesce(m.upstream_tool, m.tool), 'arguments', args);
+    END IF;
     IF p_key IS NULL OR p_key = '' THEN
         RAISE EXCEPTION 'outbox.mcp_call: no idempotency key' USING ERRCODE = 'OR004';
     END IF;

@@ -30,6 +30,10 @@ CREATE TABLE outbox.targets (
     client_cert_file text,
     client_key_file text,
     http_version text DEFAULT '1.1'::text NOT NULL,
+    protocol text DEFAULT 'http'::text NOT NULL,
+    mcp_version text DEFAULT 'auto'::text NOT NULL,
+    auth_secret text,
+    CONSTRAINT targets_auth_secret_check CHECK ((auth_secret ~ '^OUTBOX_SECRET_[A-Za-z0-9_]{1,113}$'::text)),
     CONSTRAINT targets_backoff_base_ms_check CHECK (((backoff_base_ms >= 1) AND (backoff_base_ms <= 3600000))),
     CONSTRAINT targets_backoff_cap_ms_check CHECK (((backoff_cap_ms >= 1) AND (backoff_cap_ms <= 86400000))),
     CONSTRAINT targets_ca_file_path CHECK (((ca_file ~ '^/[^[:cntrl:]]*$'::text) AND (octet_length(ca_file) <= 4095))),
@@ -48,9 +52,12 @@ CREATE TABLE outbox.targets (
     CONSTRAINT targets_max_attempts_check CHECK (((max_attempts >= 1) AND (max_attempts <= 1000))),
     CONSTRAINT targets_max_in_flight_check CHECK (((max_in_flight >= 1) AND (max_in_flight <= 100000))),
     CONSTRAINT targets_max_payload_bytes_check CHECK (((max_payload_bytes >= 2) AND (max_payload_bytes <= 67108864))),
+    CONSTRAINT targets_mcp_is_post CHECK (((protocol = 'http'::text) OR (method = 'POST'::text))),
+    CONSTRAINT targets_mcp_version_check CHECK ((mcp_version = ANY (ARRAY['auto'::text, '2026-07-28'::text, '2025-11-25'::text]))),
     CONSTRAINT targets_method_check CHECK ((method = ANY (ARRAY['POST'::text, 'PUT'::text, 'PATCH'::text, 'DELETE'::text]))),
     CONSTRAINT targets_name_check CHECK ((name ~ '^[A-Za-z0-9][A-Za-z0-9_.:-]{0,62}$'::text)),
     CONSTRAINT targets_on_mismatch_check CHECK ((on_mismatch = ANY (ARRAY['reject'::text, 'keep_original'::text]))),
+    CONSTRAINT targets_protocol_check CHECK ((protocol = ANY (ARRAY['http'::text, 'mcp'::text]))),
     CONSTRAINT targets_rate_limit_per_s_check CHECK (((rate_limit_per_s > (0)::double precision) AND (rate_limit_per_s <= (1000000)::double precision))),
     CONSTRAINT targets_reconcile_delay_ms_check CHECK ((reconcile_delay_ms >= 0)),
     CONSTRAINT targets_retain_for_check CHECK ((retain_for >= '00:00:01'::interval)),
@@ -94,6 +101,12 @@ COMMENT ON COLUMN outbox.targets.client_cert_file IS 'Absolute path, on the rela
 COMMENT ON COLUMN outbox.targets.client_key_file IS 'Absolute path, on the relay''s host, of the unencrypted PEM private key of client_cert_file, readable by the relay''s user only. NULL = none. Never the key itself.';
 
 COMMENT ON COLUMN outbox.targets.http_version IS 'HTTP the relay speaks to the target: ''1.1''; ''2'' (h2 offered by ALPN over TLS, HTTP/1.1 if the target refuses it; http:// URLs stay on 1.1). ''2'' only with a key_header. Requests to an h2 target share at most 4 connections.';
+
+COMMENT ON COLUMN outbox.targets.protocol IS '''http'' (a webhook) or ''mcp'' (url is a Streamable HTTP MCP endpoint; an intent''s payload is {"tool": NAME, "arguments": {...}}, delivered as tools/call) (0037).';
+
+COMMENT ON COLUMN outbox.targets.mcp_version IS 'For an mcp target: ''auto'' (server/discover, else initialize), ''2026-07-28'' (stateless) or ''2025-11-25'' (initialize, a session) (0037).';
+
+COMMENT ON COLUMN outbox.targets.auth_secret IS 'For an mcp target: the name of an OUTBOX_SECRET_... variable of the relay''s environment holding the upstream''s bearer token (never the token) (0037).';
 
 ALTER TABLE ONLY outbox.targets
     ADD CONSTRAINT targets_pkey PRIMARY KEY (name);
