@@ -163,6 +163,27 @@ static size_t on_header(char *data, size_t size, size_t nmemb, void *userp)
             *--end = '\0';
         d->retry_after_ms = outcome_parse_retry_after(value, wall_clock_ms());
     }
+    static const char session[] = "mcp-session-id:";
+    if (d->kind == DELIVERY_MCP_SETUP && n > sizeof(session) - 1 && n < 512 &&
+        strncasecmp(data, session, sizeof(session) - 1) == 0) {
+        const char *v = data + sizeof(session) - 1;
+        size_t len = n - (sizeof(session) - 1);
+        while (len && (*v == ' ' || *v == '\t'))
+            v++, len--;
+        while (len && (v[len - 1] == '\r' || v[len - 1] == '\n' || v[len - 1] == ' '))
+            len--;
+        /* visible ASCII only (the spec's rule): it goes back in a header */
+        bool visible = len > 0;
+        for (size_t i = 0; i < len && visible; i++)
+            visible = v[i] > 0x20 && v[i] < 0x7f;
+        free(d->mcp_session_id);
+        d->mcp_session_id = NULL;
+        if (visible) {
+            d->mcp_session_id = xmalloc(len + 1);
+            memcpy(d->mcp_session_id, v, len);
+            d->mcp_session_id[len] = '\0';
+        }
+    }
     return n;
 }
 
@@ -365,13 +386,17 @@ struct delivery *delivery_new(struct target *target, const struct claimed_row *r
         return NULL;
     }
     d->probe = row->probe;
-    d->headers = target_request_headers(target, row->key, d->payload, d->payload_len, now_s);
+    d->mcp = target->mcp;
+    if (!d->mcp)
+        d->headers = target_request_headers(target, row->key, d->payload, d->payload_len, now_s);
     d->key_sent = target->key_header != NULL; /* the header above carries it */
     CURL *e = d->easy;
     curl_easy_setopt(e, CURLOPT_URL, target->url);
     set_common_options(d, target, target->url);
-    curl_easy_setopt(e, CURLOPT_POSTFIELDS, d->payload);
-    curl_easy_setopt(e, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)d->payload_len);
+    if (!d->mcp) { /* an MCP call's body and headers: delivery_mcp_prepare */
+        curl_easy_setopt(e, CURLOPT_POSTFIELDS, d->payload);
+        curl_easy_setopt(e, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)d->payload_len);
+    }
     if (strcmp(target->method, "POST") != 0)
         curl_easy_setopt(e, CURLOPT_CUSTOMREQUEST, target->method);
     curl_easy_setopt(e, CURLOPT_HEADERFUNCTION, on_header);
@@ -386,6 +411,178 @@ struct delivery *delivery_new(struct target *target, const struct claimed_row *r
         delivery_set_trace(d, row->traceparent);
     d->started_ns = uv_hrtime();
     return d;
+}
+
+/* ---------------------------------------------------------------- MCP targets */
+
+/* The headers every request to an MCP target has: its key header, JSON,
+ * the two answers it may give, its bearer token, its static headers. */
+static struct curl_slist *mcp_headers(const struct target *t, const char *key)
+{
+    struct curl_slist *h = NULL;
+    if (t->key_header && key && *key) {
+        char line[1024];
+        snprintf(line, sizeof(line), "%s: %s", t->key_header, key);
+        h = curl_slist_append(h, line);
+    }
+    h = curl_slist_append(h, "Content-Type: application/json");
+    h = curl_slist_append(h, "Accept: application/json, text/event-stream");
+    if (t->auth_header)
+        h = curl_slist_append(h, t->auth_header);
+    for (char **s = t->static_headers; s && *s; s++)
+        h = curl_slist_append(h, *s);
+    if (h == NULL)
+        abort();
+    return h;
+}
+
+static struct curl_slist *add_header(struct curl_slist *h, const char *name, const char *value)
+{
+    size_t len = strlen(name) + strlen(value) + 3;
+    char *line = xmalloc(len);
+    snprintf(line, len, "%s: %s", name, value);
+    h = curl_slist_append(h, line);
+    free(line);
+    if (h == NULL)
+        abort();
+    return h;
+}
+
+struct delivery *delivery_new_mcp_setup(struct target *target, enum upstream_step step,
+                                        size_t body_limit)
+{
+    char *body = upstream_setup_body(step);
+    struct delivery *d =
+        delivery_alloc(DELIVERY_MCP_SETUP, target, 0, "", body, 0, false, 0, body_limit);
+    free(body);
+    if (d->easy == NULL) {
+        delivery_free(d);
+        return NULL;
+    }
+    d->mcp_step = step;
+    d->headers = mcp_headers(target, NULL);
+    const struct upstream_session *s = &target->upstream;
+    if (step == UPSTREAM_DISCOVER) {
+        d->headers = add_header(d->headers, "MCP-Protocol-Version", UPSTREAM_MODERN_VERSION);
+        d->headers = add_header(d->headers, "Mcp-Method", "server/discover");
+    } else if (step == UPSTREAM_INITIALIZED) {
+        d->headers = add_header(d->headers, "MCP-Protocol-Version",
+                                s->version ? s->version : UPSTREAM_LEGACY_VERSION);
+        if (s->session_id)
+            d->headers = add_header(d->headers, "Mcp-Session-Id", s->session_id);
+    }
+    CURL *e = d->easy;
+    curl_easy_setopt(e, CURLOPT_URL, target->url);
+    set_common_options(d, target, target->url);
+    curl_easy_setopt(e, CURLOPT_POSTFIELDS, d->payload);
+    curl_easy_setopt(e, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)d->payload_len);
+    curl_easy_setopt(e, CURLOPT_HEADERFUNCTION, on_header);
+    curl_easy_setopt(e, CURLOPT_HEADERDATA, d);
+    d->started_ns = uv_hrtime();
+    return d;
+}
+
+bool delivery_mcp_prepare(struct delivery *d)
+{
+    const struct target *t = d->target;
+    const struct upstream_session *s = &t->upstream;
+    char *tool = NULL;
+    char *body = upstream_call_body(s->era, d->payload, d->key, (long long)d->intent_id, &tool);
+    if (body == NULL) {
+        free(d->mcp_refused);
+        d->mcp_refused = xstrdup("the payload is not a tools/call ({\"tool\": NAME, "
+                                 "\"arguments\": {...}}): not sent to the MCP target");
+        return false;
+    }
+    free(d->payload);
+    d->payload = body;
+    d->payload_len = strlen(body);
+    struct curl_slist *h = mcp_headers(t, d->key);
+    if (s->era == UPSTREAM_ERA_MODERN) {
+        char *name = upstream_header_value(tool);
+        h = add_header(h, "MCP-Protocol-Version", UPSTREAM_MODERN_VERSION);
+        h = add_header(h, "Mcp-Method", "tools/call");
+        h = add_header(h, "Mcp-Name", name);
+        free(name);
+    } else {
+        h = add_header(h, "MCP-Protocol-Version",
+                       s->version ? s->version : UPSTREAM_LEGACY_VERSION);
+        if (s->session_id) {
+            h = add_header(h, "Mcp-Session-Id", s->session_id);
+            d->mcp_session_sent = xstrdup(s->session_id);
+        }
+    }
+    free(tool);
+    /* the trace header delivery_set_trace added, kept */
+    for (struct curl_slist *old = d->headers; old; old = old->next)
+        if (strncasecmp(old->data, "traceparent:", 12) == 0)
+            h = curl_slist_append(h, old->data);
+    curl_slist_free_all(d->headers);
+    d->headers = h;
+    d->key_sent = t->key_header != NULL;
+    curl_easy_setopt(d->easy, CURLOPT_HTTPHEADER, d->headers);
+    curl_easy_setopt(d->easy, CURLOPT_POSTFIELDS, d->payload);
+    curl_easy_setopt(d->easy, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)d->payload_len);
+    d->started_ns = uv_hrtime();
+    return true;
+}
+
+/* What the answer of an MCP call said: the facts for outcome_classify_mcp,
+ * the error text, and the result as the body to save. */
+static void mcp_report(struct delivery *d, struct delivery_report *report)
+{
+    report->facts.mcp = true;
+    if (d->mcp_refused) {
+        report->facts.mcp_refused = true;
+        report->facts.transport = TRANSPORT_COMPLETE;
+        report->sent = 0;
+        snprintf(report->error, sizeof(report->error), "%s", d->mcp_refused);
+        return;
+    }
+    if (report->facts.transport != TRANSPORT_COMPLETE)
+        return;
+    long s = report->http_status;
+    if (s == 404 && d->mcp_session_sent) {
+        report->facts.mcp_session_lost = true;
+        struct upstream_session *us = &d->target->upstream;
+        if (us->session_id && !strcmp(us->session_id, d->mcp_session_sent))
+            upstream_reset(us);
+        snprintf(report->error, sizeof(report->error),
+                 "HTTP 404: the MCP session ended (not executed); initialized again");
+        return;
+    }
+    if (s < 200 || s > 299)
+        return;
+    struct upstream_answer a;
+    upstream_read_answer(d->content_type, d->body.data, d->body.len, (long long)d->intent_id, &a);
+    report->facts.mcp_answer = a.kind;
+    report->facts.rpc_code = a.code;
+    switch (a.kind) {
+    case MCP_ANSWER_RESULT:
+        report->error[0] = '\0';
+        break;
+    case MCP_ANSWER_TOOL_ERROR:
+        snprintf(report->error, sizeof(report->error), "the tool said: %s",
+                 a.text ? a.text : "(no text)");
+        break;
+    case MCP_ANSWER_RPC_ERROR:
+        snprintf(report->error, sizeof(report->error), "JSON-RPC error %ld: %s%s", a.code,
+                 a.text ? a.text : "",
+                 outcome_rpc_code_not_executed(a.code) ? " (not executed)" : "");
+        break;
+    case MCP_ANSWER_NONE:
+        snprintf(report->error, sizeof(report->error),
+                 "HTTP %ld but the answer ended without the call's response%s", s,
+                 a.server_requests ? " (the server asked something on the stream: not answered)"
+                                   : "");
+        break;
+    }
+    if (a.result) { /* the whole result is what is saved */
+        strbuf_free(&d->body);
+        strbuf_init(&d->body);
+        strbuf_append_capped(&d->body, a.result, strlen(a.result), d->body_limit);
+    }
+    upstream_answer_free(&a);
 }
 
 /* ---------------------------------------------------------------- trace context */
@@ -513,10 +710,22 @@ void delivery_report(struct delivery *d, CURLcode result, bool aborted,
     }
     report->facts.honours_keys = d->target->key_header != NULL;
     report->facts.http_status = report->http_status;
+    if (d->mcp || d->kind == DELIVERY_MCP_SETUP) {
+        char *type = NULL;
+        curl_easy_getinfo(d->easy, CURLINFO_CONTENT_TYPE, &type);
+        free(d->content_type);
+        d->content_type = type ? xstrdup(type) : NULL;
+    }
     if (!aborted && result == CURLE_OK) {
         report->facts.transport = TRANSPORT_COMPLETE;
         if (report->http_status >= 400 || report->http_status < 200)
             snprintf(report->error, sizeof(report->error), "HTTP %ld", report->http_status);
+        if (d->mcp)
+            mcp_report(d, report);
+        return;
+    }
+    if (d->mcp && d->mcp_refused && !aborted) {
+        mcp_report(d, report);
         return;
     }
     report->facts.transport = report->sent ? TRANSPORT_FAILED_AFTER_SEND : TRANSPORT_FAILED_UNSENT;
@@ -539,6 +748,10 @@ void delivery_free(struct delivery *d)
         easy_give_back(d->easy);
     curl_slist_free_all(d->headers);
     strbuf_free(&d->body);
+    free(d->mcp_session_id);
+    free(d->mcp_session_sent);
+    free(d->mcp_refused);
+    free(d->content_type);
     free(d->key);
     free(d->payload);
     free(d);

@@ -15,11 +15,13 @@
 #include "outcome.h"
 #include "sql.h"
 #include "lib/strbuf.h"
+#include "mcp_upstream.h"
 #include "targets.h"
 
 enum delivery_kind {
-    DELIVERY_SEND,        /* the intent itself, to the target's URL */
-    DELIVERY_STATUS_CHECK /* GET the target's status URL for the key (reconciliation) */
+    DELIVERY_SEND,         /* the intent itself, to the target's URL */
+    DELIVERY_STATUS_CHECK, /* GET the target's status URL for the key (reconciliation) */
+    DELIVERY_MCP_SETUP     /* a step of an MCP target's session setup (mcp_upstream.c) */
 };
 
 struct delivery {
@@ -47,6 +49,16 @@ struct delivery {
     uint64_t leased_ns; /* when the statement that leased the row was sent; 0: not known */
     char error[CURL_ERROR_SIZE];
 
+    /* An MCP target's call or session setup (mcp_upstream.h): */
+    bool mcp;                    /* a tools/call to an 'mcp' target */
+    bool mcp_waiting;            /* in its session's waiting list */
+    enum upstream_step mcp_step; /* DELIVERY_MCP_SETUP's step */
+    char *mcp_session_id;        /* the Mcp-Session-Id header of the answer */
+    char *mcp_session_sent;      /* the session id this call carried; NULL: none */
+    char *mcp_refused;           /* why the call was never sent: initialize refused */
+    char *content_type;          /* of the answer (delivery_report) */
+    struct delivery *mcp_next;   /* the session's waiting list */
+
     void *owner;                  /* the relay */
     struct delivery *prev, *next; /* the relay's in-flight list */
 };
@@ -72,6 +84,16 @@ void delivery_new_span_id(char out[17]);
  * set up. */
 struct delivery *delivery_new(struct target *target, const struct claimed_row *row,
                               size_t body_limit, int64_t now_s);
+/* A step of an MCP target's session setup (mcp_upstream.c): POST its body
+ * to the target's URL. NULL on failure to set up. */
+struct delivery *delivery_new_mcp_setup(struct target *target, enum upstream_step step,
+                                        size_t body_limit);
+/* Builds a call to an MCP target (delivery_new left its body unset) for
+ * its session as it is now: the tools/call body of the era, the transport's
+ * headers, the session id. False when the payload is not a tools/call (a
+ * target changed to 'mcp' after the intent was enqueued): then mcp_refused
+ * says so. */
+bool delivery_mcp_prepare(struct delivery *d);
 /* The one wall clock of relay/: ms since the epoch (CLOCK_REALTIME). The
  * database's first_attempt_ms, key ages and Retry-After dates compare with
  * it; loop time (uv_now) is for timers only. */

@@ -20,6 +20,16 @@
  * target (relay/flow.c).
  * 3xx is ambiguous: we do not follow redirects, and a 303 after a POST
  * usually means the work was done.
+ * An MCP target (outcome_classify_mcp; docs/design.md, "The gateway's
+ * reach (fourth round)"): the HTTP answer is only the envelope. A 2xx
+ * carries the JSON-RPC answer: a result says the tool ran (isError: it ran
+ * and said no: failed, never re-sent); an error that the JSON-RPC spec
+ * defines as refusing the request before it ran (-32700, -32600, -32601,
+ * -32602) is a permanent failure; any other error (-32603 "internal error"
+ * included: it may come after the tool acted) and a 2xx whose stream ends
+ * without our answer are ambiguous. A 404 to a request that carried a
+ * session id is the session's end, not the call's: retried after a new
+ * initialize.
  * Reconciliation answers: 200 executed → succeeded; 404 not executed →
  * pending again with the doubt cleared (failed if no attempt is left, as
  * then every attempt is known not to have executed); anything else → ask
@@ -35,6 +45,8 @@
 
 enum attempt_class outcome_classify(const struct attempt_facts *facts)
 {
+    if (facts->mcp)
+        return outcome_classify_mcp(facts);
     switch (facts->transport) {
     case TRANSPORT_FAILED_UNSENT:
         return CLASS_NOT_SENT;
@@ -55,6 +67,38 @@ enum attempt_class outcome_classify(const struct attempt_facts *facts)
     if (s >= 400 && s <= 499)
         return CLASS_PERMANENT_FAILURE;
     return CLASS_AMBIGUOUS; /* 5xx, 3xx, 1xx, anything else */
+}
+
+bool outcome_rpc_code_not_executed(long code)
+{
+    return code == -32700 || code == -32600 || code == -32601 || code == -32602;
+}
+
+enum attempt_class outcome_classify_mcp(const struct attempt_facts *facts)
+{
+    if (facts->mcp_refused)
+        return CLASS_PERMANENT_FAILURE;
+    if (facts->transport != TRANSPORT_COMPLETE)
+        return facts->transport == TRANSPORT_FAILED_UNSENT ? CLASS_NOT_SENT : CLASS_AMBIGUOUS;
+    long s = facts->http_status;
+    if (s == 404 && facts->mcp_session_lost)
+        return CLASS_RETRY_LATER;
+    if (s >= 200 && s <= 299) {
+        switch (facts->mcp_answer) {
+        case MCP_ANSWER_RESULT:
+            return CLASS_SUCCEEDED;
+        case MCP_ANSWER_TOOL_ERROR:
+            return CLASS_PERMANENT_FAILURE;
+        case MCP_ANSWER_RPC_ERROR:
+            return outcome_rpc_code_not_executed(facts->rpc_code) ? CLASS_PERMANENT_FAILURE
+                                                                  : CLASS_AMBIGUOUS;
+        case MCP_ANSWER_NONE:
+            return CLASS_AMBIGUOUS;
+        }
+    }
+    struct attempt_facts http = *facts;
+    http.mcp = false;
+    return outcome_classify(&http);
 }
 
 enum attempt_class outcome_classify_status_check(const struct attempt_facts *facts)

@@ -40,10 +40,25 @@ enum transport_end {
     TRANSPORT_FAILED_AFTER_SEND /* failed (timeout, reset, empty or garbled reply) after sending */
 };
 
+/* What an MCP target's answer to tools/call was (relay/mcp_upstream.c
+ * reads it from the JSON or the event stream of a 2xx answer). */
+enum mcp_answer_kind {
+    MCP_ANSWER_NONE,       /* no JSON-RPC response with the call's id (a broken stream, garbage) */
+    MCP_ANSWER_RESULT,     /* a result, isError false: the tool ran and succeeded */
+    MCP_ANSWER_TOOL_ERROR, /* a result, isError true: the tool ran and said no */
+    MCP_ANSWER_RPC_ERROR,  /* a JSON-RPC error (rpc_code) */
+};
+
 struct attempt_facts {
     enum transport_end transport;
     long http_status;  /* when transport == TRANSPORT_COMPLETE */
     bool honours_keys; /* the target has a key header */
+    /* An MCP target (targets.protocol 'mcp'): */
+    bool mcp;
+    enum mcp_answer_kind mcp_answer; /* of a 2xx answer */
+    long rpc_code;                   /* MCP_ANSWER_RPC_ERROR's code */
+    bool mcp_session_lost;           /* 404 to a request that carried a session id */
+    bool mcp_refused;                /* the session's initialize was refused: the call never went */
 };
 
 struct retry_policy {
@@ -71,6 +86,22 @@ struct decision {
 };
 
 enum attempt_class outcome_classify(const struct attempt_facts *facts);
+
+/* What one tools/call to an MCP target means (docs/design.md, "The
+ * gateway's reach"): outcome_classify calls it when facts->mcp.
+ *   result, isError false          → succeeded (the whole result saved)
+ *   result, isError true           → permanent failure (the tool said no)
+ *   -32700 -32600 -32601 -32602,   → permanent failure (not executed)
+ *   a refused initialize
+ *   404 to a session id            → retry later (the session is gone: not
+ *                                    executed; initialized again)
+ *   -32603, any other JSON-RPC error, a 2xx without the call's answer
+ *   (broken stream)                → ambiguous
+ *   any other HTTP status, a transport failure: the HTTP rules. */
+enum attempt_class outcome_classify_mcp(const struct attempt_facts *facts);
+/* The JSON-RPC codes that say the request was not executed: parse error,
+ * invalid request, method not found, invalid params. */
+bool outcome_rpc_code_not_executed(long code);
 
 /* What a status URL answer means (200 executed, 404 not executed, else inconclusive). */
 enum attempt_class outcome_classify_status_check(const struct attempt_facts *facts);

@@ -53,6 +53,7 @@
 #include "lib/dlist.h"
 #include "flow.h"
 #include "lib/log.h"
+#include "lib/xalloc.h"
 #include "outcome.h"
 #include "sql.h"
 
@@ -78,6 +79,7 @@ static void relay_buffer_outcome(struct relay *r, struct target *t,
 static void relay_flush(struct relay *r);
 static void relay_send_releases(struct relay *r);
 static void relay_check_shutdown(struct relay *r);
+static void relay_setup_done(struct relay *r, struct delivery *setup, CURLcode result);
 
 /* ---------------------------------------------------------------- helpers */
 
@@ -345,6 +347,7 @@ static void relay_buffer_outcome(struct relay *r, struct target *t, const struct
 
 static void relay_detach(struct relay *r, struct delivery *d)
 {
+    upstream_forget(&d->target->upstream, d); /* a call that waited for its session */
     DLIST_REMOVE(r->deliveries, d);
     d->target->in_flight--;
     r->in_flight--;
@@ -447,10 +450,93 @@ static void relay_conclude(struct relay *r, struct delivery *d, CURLcode result,
     delivery_free(d);
 }
 
+/* ---------------------------------------------------------------- MCP targets */
+
+static http_client_t *relay_multi_of(struct relay *r, const struct delivery *d)
+{
+    return d->multiplexed ? r->http2 : r->http;
+}
+
+/* A call goes on the multi; one to an MCP target first waits for its
+ * session (mcp_upstream.c), whose setup requests go on the same multi. */
+static void relay_dispatch(struct relay *r, struct delivery *d)
+{
+    if (d->kind == DELIVERY_SEND && d->mcp) {
+        struct upstream_session *s = &d->target->upstream;
+        struct delivery *setup = NULL;
+        bool setup_failed = false;
+        if (!upstream_take(s, d, &setup, &setup_failed)) {
+            if (setup_failed) {
+                relay_conclude(r, d, CURLE_FAILED_INIT, false);
+            } else if (setup) {
+                setup->owner = r;
+                if (!http_client_add(relay_multi_of(r, setup), setup->easy, setup))
+                    relay_setup_done(r, setup, CURLE_FAILED_INIT);
+            }
+            return; /* it waits in the session's list */
+        }
+        if (!delivery_mcp_prepare(d)) {
+            relay_conclude(r, d, CURLE_OK, false); /* mcp_refused says why */
+            return;
+        }
+    }
+    if (!http_client_add(relay_multi_of(r, d), d->easy, d))
+        relay_conclude(r, d, CURLE_FAILED_INIT, false);
+}
+
+/* A setup request of an MCP target's session ended: the next step, or the
+ * waiting calls go (ready), go back unsent, or fail (initialize refused). */
+static void relay_setup_done(struct relay *r, struct delivery *setup, CURLcode result)
+{
+    struct target *t = setup->target;
+    struct upstream_session *s = &t->upstream;
+    struct delivery *next = NULL;
+    char why[CURL_ERROR_SIZE];
+    why[0] = '\0';
+    enum upstream_verdict v = upstream_setup_done(s, setup, result, &next, why, sizeof(why));
+    if (v == UPSTREAM_NEXT) {
+        next->owner = r;
+        if (!http_client_add(relay_multi_of(r, next), next->easy, next))
+            relay_setup_done(r, next, CURLE_FAILED_INIT);
+        return;
+    }
+    log_event(v == UPSTREAM_READY_V ? LOG_INFO : LOG_WARN, "mcp_session", "target",
+              json_string(t->name), "era",
+              json_string(s->era == UPSTREAM_ERA_MODERN   ? UPSTREAM_MODERN_VERSION
+                          : s->era == UPSTREAM_ERA_LEGACY ? (s->version ? s->version : "")
+                                                          : "unknown"),
+              "session", json_boolean(s->session_id != NULL), "error",
+              *why ? json_string(why) : json_null(), LOG_END);
+    struct delivery *list = upstream_take_waiting(s);
+    while (list) {
+        struct delivery *d = list;
+        list = d->mcp_next;
+        d->mcp_next = NULL;
+        if (v == UPSTREAM_READY_V) {
+            relay_dispatch(r, d);
+        } else {
+            if (v == UPSTREAM_REFUSED)
+                d->mcp_refused = xstrdup(why);
+            else
+                snprintf(d->error, sizeof(d->error), "%s", why);
+            relay_conclude(r, d, v == UPSTREAM_REFUSED ? CURLE_OK : CURLE_COULDNT_CONNECT, false);
+        }
+    }
+    relay_flush(r);
+    if (relay_stopping(r))
+        relay_check_shutdown(r);
+    else
+        relay_maybe_claim(r);
+}
+
 static void on_delivery_done(CURL *easy, CURLcode result, void *data)
 {
     struct delivery *d = data;
     struct relay *r = d->owner;
+    if (d->kind == DELIVERY_MCP_SETUP) {
+        relay_setup_done(r, d, result);
+        return;
+    }
     relay_conclude(r, d, result, false);
     relay_flush(r);
     if (relay_stopping(r))
@@ -483,8 +569,7 @@ static void relay_start_delivery(struct relay *r, struct target *t, const struct
     r->in_flight++;
     if (r->in_flight > r->in_flight_peak)
         r->in_flight_peak = r->in_flight;
-    if (!http_client_add(d->multiplexed ? r->http2 : r->http, d->easy, d))
-        relay_conclude(r, d, CURLE_FAILED_INIT, false);
+    relay_dispatch(r, d);
 }
 
 /* ---------------------------------------------------------------- record */
@@ -887,6 +972,16 @@ static void relay_abort_deliveries(struct relay *r)
         struct delivery *d = r->deliveries;
         http_client_remove(d->multiplexed ? r->http2 : r->http, d->easy);
         relay_conclude(r, d, CURLE_ABORTED_BY_CALLBACK, true);
+    }
+    /* MCP sessions being set up: their calls went back above */
+    for (size_t i = 0; i < r->targets.count; i++) {
+        struct upstream_session *s = &r->targets.items[i]->upstream;
+        if (s->setup) {
+            http_client_remove(relay_multi_of(r, s->setup), s->setup->easy);
+            delivery_free(s->setup);
+            s->setup = NULL;
+            s->state = UPSTREAM_NONE;
+        }
     }
     relay_flush(r);
     relay_send_releases(r);

@@ -47,6 +47,12 @@ static char *dup_or_null(PGresult *res, int row, int col)
     return PQgetisnull(res, row, col) ? NULL : xstrdup(PQgetvalue(res, row, col));
 }
 
+/* A column of the row, "" when NULL or not in the result. */
+static const char *text_at(PGresult *res, int row, int col)
+{
+    return col < PQnfields(res) && !PQgetisnull(res, row, col) ? PQgetvalue(res, row, col) : "";
+}
+
 enum target_http target_http_parse(const char *text)
 {
     if (text != NULL && strcmp(text, "2") == 0)
@@ -64,6 +70,12 @@ static void target_clear(struct target *t)
     free(t->ca_file);
     free(t->client_cert_file);
     free(t->client_key_file);
+    free(t->auth_secret);
+    if (t->auth_header) {
+        memset(t->auth_header, 0, strlen(t->auth_header));
+        free(t->auth_header);
+    }
+    t->auth_secret = t->auth_header = NULL;
     free_strings(t->static_headers);
     for (size_t i = 0; i < t->secret_count; i++) {
         memset(t->secrets[i].bytes, 0, t->secrets[i].len);
@@ -244,6 +256,33 @@ static void load_secrets(struct target *t)
                   "reason", json_string("at most 8 secrets are used, the first ones"), LOG_END);
 }
 
+/* The bearer token of an mcp target (auth_secret): read from the
+ * variable it names, OUTBOX_SECRET_ names only (the rule of secret_env);
+ * its value is never logged, only the variable's name. */
+static void load_auth(struct target *t)
+{
+    if (t->auth_secret == NULL)
+        return;
+    if (!target_secret_env_allowed(t->auth_secret)) {
+        log_event(LOG_WARN, "target_auth_refused", "target", json_string(t->name), "auth_secret",
+                  json_string(t->auth_secret), "reason",
+                  json_string("only variables named " TARGET_SECRET_ENV_PREFIX "... may be read"),
+                  LOG_END);
+        return;
+    }
+    const char *value = getenv(t->auth_secret);
+    size_t n = value ? strcspn(value, SECRET_SPACE) : 0;
+    if (value == NULL || n == 0 || value[n + strspn(value + n, SECRET_SPACE)] != '\0') {
+        log_event(LOG_WARN, "target_auth_missing", "target", json_string(t->name), "auth_secret",
+                  json_string(t->auth_secret), "reason",
+                  json_string("the variable must hold one token, no white space inside"), LOG_END);
+        return;
+    }
+    size_t len = sizeof("Authorization: Bearer ") + n;
+    t->auth_header = xmalloc(len);
+    snprintf(t->auth_header, len, "Authorization: Bearer %.*s", (int)n, value);
+}
+
 struct target *targets_find(const struct target_set *set, const char *name)
 {
     for (size_t i = 0; i < set->count; i++)
@@ -276,6 +315,12 @@ void targets_load(struct target_set *set, PGresult *res)
             set->items[set->count++] = t;
         }
         size_t secrets_before = t->secret_count;
+        /* The session is kept across reloads while the url and version are the same. */
+        bool same_upstream = t->url && !strcmp(t->url, PQgetvalue(res, r, 1)) &&
+                             t->mcp_pref == upstream_pref_parse(text_at(res, r, 25)) &&
+                             t->mcp == !strcmp(text_at(res, r, 24), "mcp");
+        if (!same_upstream)
+            upstream_reset(&t->upstream);
         target_clear(t);
         t->url = dup_or_null(res, r, 1);
         t->method = dup_or_null(res, r, 2);
@@ -300,6 +345,10 @@ void targets_load(struct target_set *set, PGresult *res)
         t->client_cert_file = dup_or_null(res, r, 21);
         t->client_key_file = dup_or_null(res, r, 22);
         t->http = target_http_parse(PQgetisnull(res, r, 23) ? NULL : PQgetvalue(res, r, 23));
+        t->mcp = !strcmp(text_at(res, r, 24), "mcp");
+        t->mcp_pref = upstream_pref_parse(text_at(res, r, 25));
+        t->auth_secret = *text_at(res, r, 26) ? xstrdup(text_at(res, r, 26)) : NULL;
+        load_auth(t);
         if ((t->client_cert_file == NULL) != (t->client_key_file == NULL)) {
             /* The table refuses this (targets_client_cert_and_key); a
              * certificate without its key cannot be presented anyway. */
@@ -320,6 +369,7 @@ void targets_load(struct target_set *set, PGresult *res)
 void targets_free(struct target_set *set)
 {
     for (size_t i = 0; i < set->count; i++) {
+        upstream_session_free(&set->items[i]->upstream);
         target_clear(set->items[i]);
         free(set->items[i]->name);
         free(set->items[i]);

@@ -14,6 +14,7 @@
 #include <stdint.h>
 
 #include "flow.h"
+#include "mcp_upstream.h"
 #include "outcome.h"
 #include "lib/strbuf.h"
 
@@ -55,9 +56,14 @@ struct target {
     /* TLS files on the relay's host, paths only, read by libcurl when
      * it connects: never their contents here, in the database or in logs. */
     char *ca_file; /* PEM CAs that verify the target; NULL: --ca-file or the system store */
-    char *client_cert_file; /* PEM client certificate (chain); NULL: none */
-    char *client_key_file;  /* its PEM private key; set exactly when client_cert_file is */
-    enum target_http http;  /* deliver.c maps it to libcurl's HTTP version */
+    char *client_cert_file;      /* PEM client certificate (chain); NULL: none */
+    char *client_key_file;       /* its PEM private key; set exactly when client_cert_file is */
+    enum target_http http;       /* deliver.c maps it to libcurl's HTTP version */
+    bool mcp;                    /* protocol 'mcp': an intent is a tools/call (mcp_upstream.c) */
+    enum upstream_pref mcp_pref; /* mcp_version */
+    char *auth_secret;           /* the variable's name, never its value */
+    char *auth_header;           /* "Authorization: Bearer <token>"; NULL: none. Never logged */
+    struct upstream_session upstream;                 /* this relay's session with it */
     struct target_secret secrets[TARGET_MAX_SECRETS]; /* in the variable's order */
     size_t secret_count;                              /* 0: requests are not signed */
     bool enabled;

@@ -13,6 +13,7 @@
 int main(void)
 {
     SRunner *runner = srunner_create(outcome_suite());
+    srunner_add_suite(runner, mcp_upstream_suite());
     srunner_add_suite(runner, strbuf_suite());
     srunner_add_suite(runner, config_suite());
     srunner_add_suite(runner, targets_suite());

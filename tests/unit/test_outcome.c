@@ -836,6 +836,88 @@ START_TEST(probe_failure_spares_the_intent)
 }
 END_TEST
 
+/* ---------------------------------------------------------------- MCP targets */
+
+static struct attempt_facts mcp_facts(long http, enum mcp_answer_kind kind, long code)
+{
+    struct attempt_facts f = {.transport = TRANSPORT_COMPLETE,
+                              .http_status = http,
+                              .mcp = true,
+                              .mcp_answer = kind,
+                              .rpc_code = code};
+    return f;
+}
+
+/* docs/design.md, "The gateway's reach (fourth round)": the table, row by row. */
+START_TEST(classify_mcp_table)
+{
+    struct attempt_facts f = mcp_facts(200, MCP_ANSWER_RESULT, 0);
+    ck_assert_int_eq(outcome_classify(&f), CLASS_SUCCEEDED);
+    f = mcp_facts(200, MCP_ANSWER_TOOL_ERROR, 0);
+    ck_assert_int_eq(outcome_classify(&f), CLASS_PERMANENT_FAILURE);
+    long not_executed[] = {-32700, -32600, -32601, -32602};
+    for (size_t i = 0; i < 4; i++) {
+        f = mcp_facts(200, MCP_ANSWER_RPC_ERROR, not_executed[i]);
+        ck_assert_int_eq(outcome_classify(&f), CLASS_PERMANENT_FAILURE);
+        ck_assert(outcome_rpc_code_not_executed(not_executed[i]));
+    }
+    long maybe[] = {-32603, -32000, -32001, 1, 0};
+    for (size_t i = 0; i < 5; i++) {
+        f = mcp_facts(200, MCP_ANSWER_RPC_ERROR, maybe[i]);
+        ck_assert_int_eq(outcome_classify(&f), CLASS_AMBIGUOUS);
+        ck_assert(!outcome_rpc_code_not_executed(maybe[i]));
+    }
+    /* a 2xx whose stream ended without the call's answer */
+    f = mcp_facts(200, MCP_ANSWER_NONE, 0);
+    ck_assert_int_eq(outcome_classify(&f), CLASS_AMBIGUOUS);
+    f = mcp_facts(202, MCP_ANSWER_NONE, 0);
+    ck_assert_int_eq(outcome_classify(&f), CLASS_AMBIGUOUS);
+    /* a refused initialize: the call never went */
+    f = mcp_facts(0, MCP_ANSWER_NONE, 0);
+    f.mcp_refused = true;
+    ck_assert_int_eq(outcome_classify(&f), CLASS_PERMANENT_FAILURE);
+    /* the session is gone: not executed, sent again after a new initialize */
+    f = mcp_facts(404, MCP_ANSWER_NONE, 0);
+    f.mcp_session_lost = true;
+    ck_assert_int_eq(outcome_classify(&f), CLASS_RETRY_LATER);
+    /* without a session id a 404 is the HTTP rule's (the endpoint is wrong) */
+    f.mcp_session_lost = false;
+    ck_assert_int_eq(outcome_classify(&f), CLASS_PERMANENT_FAILURE);
+    /* transport: as for HTTP */
+    f = mcp_facts(0, MCP_ANSWER_NONE, 0);
+    f.transport = TRANSPORT_FAILED_UNSENT;
+    ck_assert_int_eq(outcome_classify(&f), CLASS_NOT_SENT);
+    f.transport = TRANSPORT_FAILED_AFTER_SEND;
+    ck_assert_int_eq(outcome_classify(&f), CLASS_AMBIGUOUS);
+    /* other statuses: the HTTP rules (a result in a 500 is not believed) */
+    f = mcp_facts(500, MCP_ANSWER_RESULT, 0);
+    ck_assert_int_eq(outcome_classify(&f), CLASS_AMBIGUOUS);
+    f = mcp_facts(429, MCP_ANSWER_NONE, 0);
+    ck_assert_int_eq(outcome_classify(&f), CLASS_RETRY_LATER);
+    f = mcp_facts(401, MCP_ANSWER_NONE, 0);
+    ck_assert_int_eq(outcome_classify(&f), CLASS_PERMANENT_FAILURE);
+}
+END_TEST
+
+/* What follows: an ambiguous MCP call is re-sent only with a key header. */
+START_TEST(classify_mcp_ambiguous_follows_the_key_rule)
+{
+    struct attempt_facts f = mcp_facts(200, MCP_ANSWER_RPC_ERROR, -32603);
+    struct intent_progress pr = {
+        .attempt = 1, .first_attempt_ms = T0, .now_ms = T0 + 1000, .retry_after_ms = -1};
+    struct retry_policy keyed = keyed_policy(), keyless = keyless_policy();
+    struct decision d = outcome_decide(outcome_classify(&f), &keyed, &pr, 0.5);
+    ck_assert_int_eq(d.next_state, STATE_PENDING);
+    ck_assert(d.ambiguous);
+    d = outcome_decide(outcome_classify(&f), &keyless, &pr, 0.5);
+    ck_assert_int_eq(d.next_state, STATE_UNKNOWN);
+    /* a tool that said no is failed at once, never re-sent */
+    f = mcp_facts(200, MCP_ANSWER_TOOL_ERROR, 0);
+    d = outcome_decide(outcome_classify(&f), &keyed, &pr, 0.5);
+    ck_assert_int_eq(d.next_state, STATE_FAILED);
+}
+END_TEST
+
 Suite *outcome_suite(void)
 {
     Suite *s = suite_create("outcome");
@@ -845,6 +927,8 @@ Suite *outcome_suite(void)
     tcase_add_test(tc, classify_transport_after_send_is_ambiguous);
     tcase_add_loop_test(tc, classify_status_table, 0, STATUS_ROWS);
     tcase_add_test(tc, classify_every_status);
+    tcase_add_test(tc, classify_mcp_table);
+    tcase_add_test(tc, classify_mcp_ambiguous_follows_the_key_rule);
     suite_add_tcase(s, tc);
 
     tc = tcase_create("decide");

@@ -11,6 +11,7 @@
 #include <check.h>
 
 Suite *outcome_suite(void);
+Suite *mcp_upstream_suite(void);
 Suite *strbuf_suite(void);
 Suite *config_suite(void);
 Suite *targets_suite(void);

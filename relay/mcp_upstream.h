@@ -1,0 +1,116 @@
+/*
+ * mcp_upstream.h — the relay as an MCP client: an intent for an 'mcp'
+ * target (outbox.targets.protocol) goes out as that server's tools/call.
+ *
+ * Two parts. Pure ones (unit tested, tests/unit/test_mcp_upstream.c): the
+ * bodies of tools/call, server/discover, initialize and
+ * notifications/initialized in either era, and reading an answer (JSON or
+ * an event stream) into what outcome_classify_mcp needs. And the session of
+ * a target (struct upstream_session, one per target and relay): which era
+ * the upstream speaks, its Mcp-Session-Id, and the calls waiting while the
+ * session is being set up. Setting up is requests of their own on the
+ * relay's libcurl multi (DELIVERY_MCP_SETUP); a call waits for them in the
+ * session's list, never on the loop.
+ */
+#ifndef OUTBOX_MCP_UPSTREAM_H
+#define OUTBOX_MCP_UPSTREAM_H
+
+#include <curl/curl.h>
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "outcome.h"
+
+#define UPSTREAM_MODERN_VERSION "2026-07-28"
+#define UPSTREAM_LEGACY_VERSION "2025-11-25"
+#define UPSTREAM_META_VERSION "io.modelcontextprotocol/protocolVersion"
+#define UPSTREAM_META_CAPABILITIES "io.modelcontextprotocol/clientCapabilities"
+#define UPSTREAM_META_CLIENT_INFO "io.modelcontextprotocol/clientInfo"
+#define UPSTREAM_META_KEY "outbox-relay/idempotency-key"
+/* The JSON-RPC id of a session's setup requests; a call's id is its intent's (>= 1). */
+#define UPSTREAM_SETUP_ID 0
+
+struct delivery;
+
+/* targets.mcp_version */
+enum upstream_pref { UPSTREAM_AUTO, UPSTREAM_PREF_MODERN, UPSTREAM_PREF_LEGACY };
+enum upstream_pref upstream_pref_parse(const char *text);
+
+enum upstream_era { UPSTREAM_ERA_UNKNOWN, UPSTREAM_ERA_MODERN, UPSTREAM_ERA_LEGACY };
+enum upstream_state { UPSTREAM_NONE, UPSTREAM_SETTING_UP, UPSTREAM_READY };
+enum upstream_step { UPSTREAM_DISCOVER, UPSTREAM_INITIALIZE, UPSTREAM_INITIALIZED };
+
+struct upstream_session {
+    enum upstream_state state;
+    enum upstream_era era;
+    char *session_id;                        /* legacy: the server's Mcp-Session-Id; NULL: none */
+    char *version;                           /* legacy: the version initialize agreed on */
+    struct delivery *waiting, *waiting_tail; /* calls waiting for the setup (mcp_next) */
+    struct delivery *setup;                  /* the setup request in flight, or NULL */
+};
+
+/* ------------------------------------------------------------------ pure */
+
+struct upstream_answer {
+    enum mcp_answer_kind kind;
+    long code;           /* MCP_ANSWER_RPC_ERROR */
+    char *text;          /* the result's text blocks, or the error's message; NULL: none */
+    char *result;        /* the result as compact JSON; NULL: none */
+    int server_requests; /* requests of the server seen on the stream (not answered) */
+};
+
+/* The body of tools/call for payload ({"tool": NAME, "arguments": {...}},
+ * as enqueue checked): params.name, params.arguments, and params._meta with
+ * the key (and, modern, the protocol version, client capabilities and
+ * info). *tool_out gets the tool's name (caller frees). NULL when the
+ * payload is not of that shape. */
+char *upstream_call_body(enum upstream_era era, const char *payload, const char *key, long long id,
+                         char **tool_out);
+/* The body of a setup request (id UPSTREAM_SETUP_ID; the notification has none). */
+char *upstream_setup_body(enum upstream_step step);
+/* A header value as the 2026 transport wants it: the text if it is
+ * printable ASCII, else "=?base64?<base64 of its UTF-8>?=". Caller frees. */
+char *upstream_header_value(const char *text);
+/* Reads the JSON-RPC response with this id from an answer: one JSON
+ * message (or a batch) for application/json, the data of each event for
+ * text/event-stream (notifications are skipped, requests of the server
+ * counted). */
+void upstream_read_answer(const char *content_type, const char *body, size_t len, long long id,
+                          struct upstream_answer *a);
+void upstream_answer_free(struct upstream_answer *a);
+/* server/discover's result lists 2026-07-28 among supportedVersions. */
+bool upstream_discover_says_modern(const struct upstream_answer *a);
+/* initialize's result's protocolVersion (caller frees), or NULL. */
+char *upstream_initialize_version(const struct upstream_answer *a);
+
+/* ------------------------------------------------------------------ session */
+
+/* A call to t's session: true when it may go now (the session is ready;
+ * delivery_mcp_prepare then builds it); false when it waits in the list,
+ * and then *setup is a setup request the caller puts on the multi (NULL
+ * when one is already in flight, or none could be made: then the call is
+ * not queued and *setup_failed is set). */
+bool upstream_take(struct upstream_session *s, struct delivery *d, struct delivery **setup,
+                   bool *setup_failed);
+/* Takes a waiting call out of the list (it ended without being sent). */
+void upstream_forget(struct upstream_session *s, struct delivery *d);
+
+enum upstream_verdict {
+    UPSTREAM_NEXT,    /* *next: the next setup request, to be put on the multi */
+    UPSTREAM_READY_V, /* the session is ready: send the waiting calls */
+    UPSTREAM_UNSENT,  /* the setup failed before an answer: the calls go back, not sent */
+    UPSTREAM_REFUSED, /* the upstream refused initialize: the calls are not executed */
+};
+/* After a setup request ended (result, as libcurl said): the next step.
+ * why gets the error of UPSTREAM_UNSENT or UPSTREAM_REFUSED. The setup
+ * delivery is freed here. */
+enum upstream_verdict upstream_setup_done(struct upstream_session *s, struct delivery *setup,
+                                          CURLcode result, struct delivery **next, char *why,
+                                          size_t why_size);
+/* Takes the waiting calls (a list through mcp_next) out of the session. */
+struct delivery *upstream_take_waiting(struct upstream_session *s);
+/* Forgets the session (a 404 to its id, a changed url or version). */
+void upstream_reset(struct upstream_session *s);
+void upstream_session_free(struct upstream_session *s);
+
+#endif

@@ -1,0 +1,224 @@
+/*
+ * test_mcp_upstream.c — relay/mcp_upstream.h's pure parts: the bodies of
+ * tools/call and of a session's setup in either era, the Mcp-Name header
+ * value, and reading an answer (JSON, a batch, an event stream with
+ * notifications and a request of the server before the response).
+ */
+#include "unit.h"
+
+#include "mcp_upstream.h"
+
+#include <jansson.h>
+#include <stdlib.h>
+#include <string.h>
+
+static json_t *parse(const char *text)
+{
+    json_t *j = json_loads(text, 0, NULL);
+    ck_assert_ptr_nonnull(j);
+    return j;
+}
+
+START_TEST(call_body_legacy)
+{
+    char *tool = NULL;
+    char *body = upstream_call_body(
+        UPSTREAM_ERA_LEGACY, "{\"tool\": \"create\", \"arguments\": {\"a\": 1}}", "k-1", 42, &tool);
+    ck_assert_str_eq(tool, "create");
+    json_t *j = parse(body);
+    ck_assert_str_eq(json_string_value(json_object_get(j, "method")), "tools/call");
+    ck_assert_int_eq(json_integer_value(json_object_get(j, "id")), 42);
+    json_t *params = json_object_get(j, "params");
+    ck_assert_str_eq(json_string_value(json_object_get(params, "name")), "create");
+    ck_assert_int_eq(json_integer_value(json_object_get(json_object_get(params, "arguments"), "a")),
+                     1);
+    json_t *meta = json_object_get(params, "_meta");
+    ck_assert_str_eq(json_string_value(json_object_get(meta, UPSTREAM_META_KEY)), "k-1");
+    ck_assert_ptr_null(json_object_get(meta, UPSTREAM_META_VERSION)); /* no envelope in 2025 */
+    json_decref(j);
+    free(body);
+    free(tool);
+}
+END_TEST
+
+START_TEST(call_body_modern_has_the_envelope)
+{
+    char *tool = NULL;
+    char *body = upstream_call_body(UPSTREAM_ERA_MODERN, "{\"tool\": \"t\", \"arguments\": {}}",
+                                    "k", 7, &tool);
+    json_t *j = parse(body);
+    json_t *meta = json_object_get(json_object_get(j, "params"), "_meta");
+    ck_assert_str_eq(json_string_value(json_object_get(meta, UPSTREAM_META_VERSION)),
+                     UPSTREAM_MODERN_VERSION);
+    ck_assert(json_is_object(json_object_get(meta, UPSTREAM_META_CAPABILITIES)));
+    ck_assert(json_is_object(json_object_get(meta, UPSTREAM_META_CLIENT_INFO)));
+    ck_assert_str_eq(json_string_value(json_object_get(meta, UPSTREAM_META_KEY)), "k");
+    json_decref(j);
+    free(body);
+    free(tool);
+}
+END_TEST
+
+START_TEST(call_body_refuses_other_payloads)
+{
+    char *tool = (char *)"x";
+    ck_assert_ptr_null(upstream_call_body(UPSTREAM_ERA_LEGACY, "{\"a\": 1}", "k", 1, &tool));
+    ck_assert_ptr_null(tool);
+    ck_assert_ptr_null(
+        upstream_call_body(UPSTREAM_ERA_LEGACY, "{\"tool\": 1, \"arguments\": {}}", "k", 1, &tool));
+    ck_assert_ptr_null(upstream_call_body(UPSTREAM_ERA_LEGACY, "not json", "k", 1, &tool));
+}
+END_TEST
+
+START_TEST(setup_bodies)
+{
+    char *b = upstream_setup_body(UPSTREAM_DISCOVER);
+    json_t *j = parse(b);
+    ck_assert_str_eq(json_string_value(json_object_get(j, "method")), "server/discover");
+    ck_assert_str_eq(
+        json_string_value(json_object_get(json_object_get(json_object_get(j, "params"), "_meta"),
+                                          UPSTREAM_META_VERSION)),
+        UPSTREAM_MODERN_VERSION);
+    json_decref(j);
+    free(b);
+    b = upstream_setup_body(UPSTREAM_INITIALIZE);
+    j = parse(b);
+    ck_assert_str_eq(json_string_value(json_object_get(j, "method")), "initialize");
+    ck_assert_str_eq(
+        json_string_value(json_object_get(json_object_get(j, "params"), "protocolVersion")),
+        UPSTREAM_LEGACY_VERSION);
+    json_decref(j);
+    free(b);
+    b = upstream_setup_body(UPSTREAM_INITIALIZED);
+    j = parse(b);
+    ck_assert_str_eq(json_string_value(json_object_get(j, "method")), "notifications/initialized");
+    ck_assert_ptr_null(json_object_get(j, "id")); /* a notification */
+    json_decref(j);
+    free(b);
+}
+END_TEST
+
+START_TEST(header_value_base64_when_not_plain)
+{
+    char *v = upstream_header_value("create_ticket");
+    ck_assert_str_eq(v, "create_ticket");
+    free(v);
+    v = upstream_header_value("caf\xc3\xa9");
+    ck_assert_str_eq(v, "=?base64?Y2Fmw6k=?=");
+    free(v);
+}
+END_TEST
+
+START_TEST(read_json_result)
+{
+    const char *body = "{\"jsonrpc\":\"2.0\",\"id\":5,\"result\":{\"content\":[{\"type\":\"text\","
+                       "\"text\":\"done\"}],\"structuredContent\":{\"n\":1},\"isError\":false}}";
+    struct upstream_answer a;
+    upstream_read_answer("application/json", body, strlen(body), 5, &a);
+    ck_assert_int_eq(a.kind, MCP_ANSWER_RESULT);
+    ck_assert_str_eq(a.text, "done");
+    json_t *r = parse(a.result);
+    ck_assert_int_eq(
+        json_integer_value(json_object_get(json_object_get(r, "structuredContent"), "n")), 1);
+    json_decref(r);
+    upstream_answer_free(&a);
+    /* another id is not our answer */
+    upstream_read_answer("application/json", body, strlen(body), 6, &a);
+    ck_assert_int_eq(a.kind, MCP_ANSWER_NONE);
+    upstream_answer_free(&a);
+}
+END_TEST
+
+START_TEST(read_tool_error_and_rpc_error)
+{
+    const char *body = "{\"jsonrpc\":\"2.0\",\"id\":5,\"result\":{\"content\":[{\"type\":\"text\","
+                       "\"text\":\"no such account\"}],\"isError\":true}}";
+    struct upstream_answer a;
+    upstream_read_answer("application/json; charset=utf-8", body, strlen(body), 5, &a);
+    ck_assert_int_eq(a.kind, MCP_ANSWER_TOOL_ERROR);
+    ck_assert_str_eq(a.text, "no such account");
+    upstream_answer_free(&a);
+    body = "[{\"jsonrpc\":\"2.0\",\"id\":4,\"result\":{}},"
+           "{\"jsonrpc\":\"2.0\",\"id\":5,\"error\":{\"code\":-32602,\"message\":\"bad args\"}}]";
+    upstream_read_answer("application/json", body, strlen(body), 5, &a);
+    ck_assert_int_eq(a.kind, MCP_ANSWER_RPC_ERROR);
+    ck_assert_int_eq(a.code, -32602);
+    ck_assert_str_eq(a.text, "bad args");
+    upstream_answer_free(&a);
+}
+END_TEST
+
+START_TEST(read_event_stream)
+{
+    const char *body =
+        "event: message\r\n"
+        "data: {\"jsonrpc\":\"2.0\",\"method\":\"notifications/progress\",\"params\":{}}\r\n"
+        "\r\n"
+        ": a comment\n"
+        "id: 2\n"
+        "data: {\"jsonrpc\":\"2.0\",\"id\":\"s1\",\"method\":\"sampling/createMessage\"}\n"
+        "\n"
+        "data: {\"jsonrpc\":\"2.0\",\"id\":9,\n"
+        "data: \"result\":{\"content\":[],\"isError\":false}}\n"
+        "\n";
+    struct upstream_answer a;
+    upstream_read_answer("text/event-stream", body, strlen(body), 9, &a);
+    ck_assert_int_eq(a.kind, MCP_ANSWER_RESULT);
+    ck_assert_int_eq(a.server_requests, 1);
+    upstream_answer_free(&a);
+    /* a stream cut before the response: no answer */
+    size_t cut = strstr(body, "data: {\"jsonrpc\":\"2.0\",\"id\":9") - body;
+    upstream_read_answer("text/event-stream", body, cut, 9, &a);
+    ck_assert_int_eq(a.kind, MCP_ANSWER_NONE);
+    upstream_answer_free(&a);
+    /* a last event without its blank line still counts */
+    const char *tail = "data: {\"jsonrpc\":\"2.0\",\"id\":3,\"result\":{\"content\":[]}}";
+    upstream_read_answer("text/event-stream", tail, strlen(tail), 3, &a);
+    ck_assert_int_eq(a.kind, MCP_ANSWER_RESULT);
+    upstream_answer_free(&a);
+}
+END_TEST
+
+START_TEST(discover_and_initialize_answers)
+{
+    const char *body = "{\"jsonrpc\":\"2.0\",\"id\":0,\"result\":{\"supportedVersions\":"
+                       "[\"2026-07-28\",\"2025-11-25\"]}}";
+    struct upstream_answer a;
+    upstream_read_answer("application/json", body, strlen(body), UPSTREAM_SETUP_ID, &a);
+    ck_assert(upstream_discover_says_modern(&a));
+    upstream_answer_free(&a);
+    body = "{\"jsonrpc\":\"2.0\",\"id\":0,\"error\":{\"code\":-32601,\"message\":\"nope\"}}";
+    upstream_read_answer("application/json", body, strlen(body), UPSTREAM_SETUP_ID, &a);
+    ck_assert(!upstream_discover_says_modern(&a));
+    upstream_answer_free(&a);
+    body = "event: message\ndata: {\"jsonrpc\":\"2.0\",\"id\":0,\"result\":{\"protocolVersion\":"
+           "\"2025-06-18\",\"capabilities\":{}}}\n\n";
+    upstream_read_answer("text/event-stream", body, strlen(body), UPSTREAM_SETUP_ID, &a);
+    char *v = upstream_initialize_version(&a);
+    ck_assert_str_eq(v, "2025-06-18");
+    free(v);
+    upstream_answer_free(&a);
+    ck_assert_int_eq(upstream_pref_parse("auto"), UPSTREAM_AUTO);
+    ck_assert_int_eq(upstream_pref_parse("2026-07-28"), UPSTREAM_PREF_MODERN);
+    ck_assert_int_eq(upstream_pref_parse("2025-11-25"), UPSTREAM_PREF_LEGACY);
+}
+END_TEST
+
+Suite *mcp_upstream_suite(void)
+{
+    Suite *s = suite_create("mcp_upstream");
+    TCase *tc = tcase_create("bodies");
+    tcase_add_test(tc, call_body_legacy);
+    tcase_add_test(tc, call_body_modern_has_the_envelope);
+    tcase_add_test(tc, call_body_refuses_other_payloads);
+    tcase_add_test(tc, setup_bodies);
+    tcase_add_test(tc, header_value_base64_when_not_plain);
+    suite_add_tcase(s, tc);
+    tc = tcase_create("answers");
+    tcase_add_test(tc, read_json_result);
+    tcase_add_test(tc, read_tool_error_and_rpc_error);
+    tcase_add_test(tc, read_event_stream);
+    tcase_add_test(tc, discover_and_initialize_answers);
+    suite_add_tcase(s, tc);
+    return s;
+}
