@@ -460,6 +460,38 @@ static json_t *text_content(const char *message, json_t *value)
     return content;
 }
 
+/* A saved response that is an MCP tools/call result (what the relay saves
+ * for an 'mcp' target, relay/mcp_upstream.c): an object with a "content"
+ * array of typed blocks and no member a CallToolResult does not have.
+ * Returns it parsed (the caller decrefs), else NULL. */
+json_t *mcp_upstream_result(const char *body)
+{
+    if (body == NULL || *body != '{')
+        return NULL;
+    json_t *r = json_loads(body, 0, NULL);
+    json_t *content = json_object_get(r, "content");
+    bool ok = json_is_array(content);
+    const char *name;
+    json_t *v;
+    json_object_foreach(r, name, v)
+    {
+        if (strcmp(name, "content") && strcmp(name, "structuredContent") &&
+            strcmp(name, "isError") && strcmp(name, "_meta"))
+            ok = false;
+    }
+    size_t i;
+    json_array_foreach(content, i, v)
+    {
+        if (!json_is_string(json_object_get(v, "type")))
+            ok = false;
+    }
+    if (!ok) {
+        json_decref(r);
+        return NULL;
+    }
+    return r;
+}
+
 json_t *mcp_call_result(const struct mcp_answer *a)
 {
     json_t *sc =
@@ -467,15 +499,27 @@ json_t *mcp_call_result(const struct mcp_answer *a)
                   a->target ? a->target : "", "message", a->message ? a->message : "");
     json_object_set_new(sc, "response_status",
                         a->response_status ? json_integer(a->response_status) : json_null());
-    json_object_set_new(sc, "response", response_value(a->response_body));
+    /* An MCP upstream's result: its structuredContent is the response, its
+     * content blocks follow the status block (the tool's own words). */
+    json_t *upstream = mcp_upstream_result(a->response_body);
+    if (upstream) {
+        json_t *structured = json_object_get(upstream, "structuredContent");
+        json_object_set(sc, "response", structured ? structured : json_null());
+    } else {
+        json_object_set_new(sc, "response", response_value(a->response_body));
+    }
     json_object_set_new(sc, "attempts", a->attempts >= 0 ? json_integer(a->attempts) : json_null());
     if (!strcmp(a->status, "key_conflict"))
         json_object_set_new(sc, "fields", text_array(a->conflict_fields));
     bool is_error = !strcmp(a->status, "failed") || !strcmp(a->status, "cancelled") ||
                     !strcmp(a->status, "key_conflict");
-    json_t *result =
-        json_pack("{s:o,s:O,s:b}", "content", text_content(a->message ? a->message : "", sc),
-                  "structuredContent", sc, "isError", is_error);
+    json_t *content = text_content(a->message ? a->message : "", sc);
+    if (upstream) {
+        json_array_extend(content, json_object_get(upstream, "content"));
+        json_decref(upstream);
+    }
+    json_t *result = json_pack("{s:o,s:O,s:b}", "content", content, "structuredContent", sc,
+                               "isError", is_error);
     json_decref(sc);
     return result;
 }

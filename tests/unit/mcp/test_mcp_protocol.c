@@ -70,12 +70,58 @@ START_TEST(readable_ids_are_kept)
 }
 END_TEST
 
+/* An MCP upstream's result (issue 36, item 4): the status block first, then
+ * the upstream's content blocks; its structuredContent is the response; the
+ * envelope is the same. A webhook's JSON is the response as before. */
+START_TEST(upstream_result_in_the_answer)
+{
+    struct mcp_answer a = {
+        .key = "k1",
+        .target = "up",
+        .status = "succeeded",
+        .message = "succeeded",
+        .response_status = 200,
+        .response_body = "{\"content\":[{\"type\":\"text\",\"text\":\"ticket T-7 opened\"}],"
+                         "\"structuredContent\":{\"ticket\":\"T-7\"},\"isError\":false}",
+        .attempts = 1,
+        .task_ttl_ms = -1,
+    };
+    json_t *r = mcp_call_result(&a);
+    json_t *content = json_object_get(r, "content");
+    ck_assert_int_eq(json_array_size(content), 2);
+    ck_assert_str_eq(json_string_value(json_object_get(json_array_get(content, 1), "text")),
+                     "ticket T-7 opened");
+    ck_assert(strncmp(json_string_value(json_object_get(json_array_get(content, 0), "text")),
+                      "succeeded\n", 10) == 0);
+    json_t *sc = json_object_get(r, "structuredContent");
+    ck_assert_str_eq(json_string_value(json_object_get(json_object_get(sc, "response"), "ticket")),
+                     "T-7");
+    ck_assert_str_eq(json_string_value(json_object_get(sc, "status")), "succeeded");
+    ck_assert_str_eq(json_string_value(json_object_get(sc, "key")), "k1");
+    ck_assert_int_eq(json_integer_value(json_object_get(sc, "attempts")), 1);
+    ck_assert(json_is_false(json_object_get(r, "isError")));
+    json_decref(r);
+
+    /* a webhook's answer: one block, the body as the response */
+    a.response_body = "{\"content\":\"not blocks\",\"id\":3}";
+    r = mcp_call_result(&a);
+    ck_assert_int_eq(json_array_size(json_object_get(r, "content")), 1);
+    sc = json_object_get(r, "structuredContent");
+    ck_assert_int_eq(json_integer_value(json_object_get(json_object_get(sc, "response"), "id")), 3);
+    json_decref(r);
+    ck_assert_ptr_null(mcp_upstream_result("{\"content\":[],\"extra\":1}"));
+    ck_assert_ptr_null(mcp_upstream_result("[1]"));
+    ck_assert_ptr_null(mcp_upstream_result(NULL));
+}
+END_TEST
+
 Suite *mcp_protocol_suite(void)
 {
     Suite *s = suite_create("mcp_protocol");
     TCase *tc = tcase_create("errors");
     tcase_add_test(tc, unreadable_ids_are_null);
     tcase_add_test(tc, readable_ids_are_kept);
+    tcase_add_test(tc, upstream_result_in_the_answer);
     suite_add_tcase(s, tc);
     return s;
 }
