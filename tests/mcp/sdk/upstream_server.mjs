@@ -1,0 +1,147 @@
+// An upstream MCP server written with the official TypeScript SDK's McpServer
+// (1.32, the 2025-11-25 era), for tests/integration/74_mcp_upstream.sh: the
+// relay delivers intents for an 'mcp' target to it as tools/call.
+//
+//   MODE=stateless   a new server and transport per request, JSON answers
+//   MODE=stateful    sessions (Mcp-Session-Id), JSON answers
+//   MODE=sse         sessions, answers as text/event-stream (a progress
+//                    notification before the result)
+//   MODE=drop        stateless; create_ticket acts, then the connection is
+//                    destroyed before the answer (the lost answer)
+//   DEDUPE=1         the key in _meta["outbox-relay/idempotency-key"] is
+//                    honoured: a key seen before gets its first result, no
+//                    second effect (then MODE=drop drops the first answer only)
+//   EFFECTS=FILE     each effect appends "effect <tool> <key>" to FILE, each call
+//                    of create_ticket received "call create_ticket <key>"
+//   TOKEN=T          requests must carry "Authorization: Bearer T"
+// Prints "listening <port>" once it listens on 127.0.0.1 (PORT, or any).
+import http from "node:http";
+import fs from "node:fs";
+import { randomUUID } from "node:crypto";
+import { McpServer } from "@modelcontextprotocol/sdk/server/mcp.js";
+import { StreamableHTTPServerTransport } from "@modelcontextprotocol/sdk/server/streamableHttp.js";
+import { z } from "zod";
+
+const MODE = process.env.MODE || "stateless";
+const DEDUPE = process.env.DEDUPE === "1";
+const EFFECTS = process.env.EFFECTS || "/dev/null";
+const TOKEN = process.env.TOKEN || "";
+const KEY_META = "outbox-relay/idempotency-key";
+
+const seen = new Map(); // key -> the first result (DEDUPE)
+let tickets = 0;
+
+function effect(tool, key) {
+    fs.appendFileSync(EFFECTS, `effect ${tool} ${key}\n`);
+}
+
+// One McpServer; req is the HTTP request being answered (drop mode cuts it).
+function makeServer(current) {
+    const server = new McpServer({ name: `upstream-${MODE}`, version: "1.0.0" });
+    server.registerTool(
+        "create_ticket",
+        {
+            description: "Open a ticket (an effect per call, or per key with DEDUPE=1).",
+            inputSchema: { title: z.string() },
+        },
+        async ({ title }, extra) => {
+            const key = extra._meta?.[KEY_META] ?? "(no key)";
+            fs.appendFileSync(EFFECTS, `call create_ticket ${key}\n`); // every call received
+            if (DEDUPE && seen.has(key)) return seen.get(key);
+            if (MODE === "sse")
+                await extra.sendNotification({
+                    method: "notifications/progress",
+                    params: { progressToken: "p", progress: 1, total: 2 },
+                });
+            effect("create_ticket", key);
+            tickets += 1;
+            const id = `T-${tickets}`;
+            const result = {
+                content: [{ type: "text", text: `ticket ${id} opened: ${title}` }],
+                structuredContent: { ticket: id, title },
+            };
+            if (DEDUPE) seen.set(key, result);
+            if (MODE === "drop" && !current.dropped) {
+                current.dropped = true;
+                current.req.socket.destroy(); // acted; the answer is lost
+            }
+            return result;
+        },
+    );
+    server.registerTool(
+        "close_account",
+        { description: "Always refuses: the account is closed.", inputSchema: { account: z.number() } },
+        async ({ account }, extra) => {
+            effect("close_account", extra._meta?.[KEY_META] ?? "(no key)");
+            return { content: [{ type: "text", text: `account ${account} is already closed` }], isError: true };
+        },
+    );
+    return server;
+}
+
+const sessions = new Map(); // session id -> transport
+const dropState = { dropped: false, req: null };
+
+async function readBody(req) {
+    const chunks = [];
+    for await (const c of req) chunks.push(c);
+    const text = Buffer.concat(chunks).toString("utf8");
+    return text ? JSON.parse(text) : undefined;
+}
+
+const httpServer = http.createServer(async (req, res) => {
+    try {
+        if (TOKEN && req.headers.authorization !== `Bearer ${TOKEN}`) {
+            res.writeHead(401, { "content-type": "application/json" }).end('{"error":"unauthorized"}');
+            return;
+        }
+        const body = req.method === "POST" ? await readBody(req) : undefined;
+        if (MODE === "stateless" || MODE === "drop") {
+            dropState.req = req;
+            const server = makeServer(dropState);
+            const transport = new StreamableHTTPServerTransport({
+                sessionIdGenerator: undefined,
+                enableJsonResponse: true,
+            });
+            res.on("close", () => {
+                transport.close();
+                server.close();
+            });
+            await server.connect(transport);
+            await transport.handleRequest(req, res, body);
+            return;
+        }
+        const sid = req.headers["mcp-session-id"];
+        let transport = sid ? sessions.get(sid) : undefined;
+        if (!transport) {
+            if (sid) {
+                res.writeHead(404, { "content-type": "application/json" }).end(
+                    '{"jsonrpc":"2.0","error":{"code":-32001,"message":"Session not found"},"id":null}',
+                );
+                return;
+            }
+            transport = new StreamableHTTPServerTransport({
+                sessionIdGenerator: () => randomUUID(),
+                enableJsonResponse: MODE !== "sse",
+                onsessioninitialized: (id) => {
+                    sessions.set(id, transport);
+                    fs.appendFileSync(EFFECTS, `session ${id}\n`);
+                },
+            });
+            await makeServer(dropState).connect(transport);
+        }
+        await transport.handleRequest(req, res, body);
+    } catch (e) {
+        if (!res.headersSent) res.writeHead(500).end(String(e));
+    }
+});
+
+// Forget every session (the test's "server restarted"): a call with an old id gets 404.
+process.on("SIGUSR1", () => {
+    sessions.clear();
+    fs.appendFileSync(EFFECTS, "sessions forgotten\n");
+});
+
+httpServer.listen(Number(process.env.PORT || 0), "127.0.0.1", () => {
+    console.log(`listening ${httpServer.address().port}`);
+});
