@@ -9,9 +9,11 @@
 -- targets.auth_secret: the name of an OUTBOX_SECRET_... variable of the
 -- relay's environment holding a bearer token for the upstream (the rule of
 -- secret_env: the token is never in the database, never logged).
--- targets.status_tool is NOT added here: reconciliation through an upstream
--- tool did not fit this round (an ambiguous call to an MCP target without
--- key_header becomes "outcome unknown: needs a person").
+-- targets.status_tool: for an mcp target, the upstream tool the relay asks
+-- about an unknown intent, as a status URL is asked: it takes {"key": KEY}
+-- and answers structuredContent {"executed": true|false} (anything else:
+-- ask again later). claim_unknown, next_due_ms and needs_person take it as
+-- they take a status URL.
 --
 -- An intent for an 'mcp' target has the payload {"tool": NAME, "arguments":
 -- {...}} and nothing else: outbox.enqueue refuses anything else with
@@ -31,13 +33,19 @@ ALTER TABLE outbox.targets
         CONSTRAINT targets_mcp_version_check CHECK (mcp_version IN ('auto', '2026-07-28', '2025-11-25')),
     ADD COLUMN auth_secret text
         CONSTRAINT targets_auth_secret_check CHECK (auth_secret ~ '^OUTBOX_SECRET_[A-Za-z0-9_]{1,113}$'),
-    ADD CONSTRAINT targets_mcp_is_post CHECK (protocol = 'http' OR method = 'POST');
+    ADD COLUMN status_tool text
+        CONSTRAINT targets_status_tool_check CHECK (status_tool ~ '^[^[:cntrl:]]{1,128}$'),
+    ADD CONSTRAINT targets_mcp_is_post CHECK (protocol = 'http' OR method = 'POST'),
+    ADD CONSTRAINT targets_status_tool_mcp CHECK (status_tool IS NULL OR protocol = 'mcp');
 COMMENT ON COLUMN outbox.targets.protocol IS
     '''http'' (a webhook) or ''mcp'' (url is a Streamable HTTP MCP endpoint; an intent''s payload is {"tool": NAME, "arguments": {...}}, delivered as tools/call) (0037).';
 COMMENT ON COLUMN outbox.targets.mcp_version IS
     'For an mcp target: ''auto'' (server/discover, else initialize), ''2026-07-28'' (stateless) or ''2025-11-25'' (initialize, a session) (0037).';
 COMMENT ON COLUMN outbox.targets.auth_secret IS
     'For an mcp target: the name of an OUTBOX_SECRET_... variable of the relay''s environment holding the upstream''s bearer token (never the token) (0037).';
+
+COMMENT ON COLUMN outbox.targets.status_tool IS
+    'For an mcp target: the upstream tool asked about an unknown intent ({"key": KEY} → structuredContent {"executed": true|false}), as a status URL is (0037).';
 
 ALTER TABLE outbox.mcp_tools
     ADD COLUMN upstream_tool text
@@ -433,5 +441,120 @@ BEGIN
         RETURN a;
     END IF;
     RETURN outbox.mcp_answer_of(c.name, p_key, p_tool, r.inserted, p_task);
+END
+$$;
+
+-- claim_unknown, next_due_ms, needs_person as before, and: a status_tool is asked as a status URL is.
+
+CREATE OR REPLACE FUNCTION outbox.claim_unknown(p_relay text, p_limit integer, p_lease_ms integer) RETURNS TABLE(id bigint, key text, target text, attempt integer, first_attempt_ms bigint)
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+BEGIN
+    RETURN QUERY
+    WITH due AS (
+        SELECT i.id
+          FROM outbox.intents i
+          JOIN outbox.targets t ON t.name = i.target
+         WHERE i.state = 'unknown' AND i.next_attempt_at <= now()
+           AND (t.status_url IS NOT NULL OR t.status_tool IS NOT NULL) AND t.enabled   -- 0037
+           AND (i.lease_expires_at IS NULL OR i.lease_expires_at < now())
+         ORDER BY i.next_attempt_at
+         LIMIT p_limit
+           FOR UPDATE OF i SKIP LOCKED
+    )
+    UPDATE outbox.intents i
+       SET lease_owner = p_relay,
+           lease_expires_at = now() + p_lease_ms * interval '1 millisecond',
+           updated_at = now()
+      FROM due
+     WHERE i.id = due.id
+    RETURNING i.id, i.key, i.target, i.attempts,
+              (extract(epoch FROM i.first_attempt_at) * 1000)::bigint;
+END
+$$;
+
+CREATE OR REPLACE FUNCTION outbox.next_due_ms(p_targets text[]) RETURNS bigint
+    LANGUAGE plpgsql STABLE SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    SET plan_cache_mode TO 'force_generic_plan'
+    AS $$
+DECLARE
+    due_ms bigint;
+    name   text;
+BEGIN
+    due_ms := (SELECT CASE WHEN due IS NOT NULL
+                   THEN greatest(0, (extract(epoch FROM (due - now())) * 1000)::bigint) END
+      FROM (SELECT least(
+                (SELECT min(greatest(d.due, outbox.target_gate(s, t.rate_limit_per_s)))
+                   FROM unnest(p_targets) AS u(name)
+                   JOIN outbox.targets t ON t.name = u.name AND t.enabled
+                   LEFT JOIN outbox.target_state s ON s.target = u.name
+                  CROSS JOIN LATERAL (SELECT min(i.next_attempt_at) AS due FROM outbox.intents i
+                                       WHERE i.state = 'pending' AND i.target = u.name
+                                         AND i.next_attempt_at < 'infinity') d   -- 0013: held rows are not due
+                  WHERE d.due IS NOT NULL),   -- a gate alone (a pause that ended) is nothing due
+                (SELECT min(lease_expires_at) FROM outbox.intents WHERE state = 'in_flight'),
+                (SELECT min(greatest(i.next_attempt_at, coalesce(i.lease_expires_at, i.next_attempt_at)))
+                   FROM outbox.intents i JOIN outbox.targets t ON t.name = i.target
+                  WHERE i.state = 'unknown' AND (t.status_url IS NOT NULL OR t.status_tool IS NOT NULL) AND t.enabled)) AS due) AS next);   -- 0037
+    IF due_ms = 0 THEN
+        RETURN 0;
+    END IF;
+    -- An enqueue holds the shared form of its target's lock until its
+    -- transaction ends (outbox.enqueue); the exclusive form is free only
+    -- when none does. Taken at session level so that it is released at once.
+    FOR name IN
+        SELECT t.name FROM unnest(p_targets) AS u(name)
+          JOIN outbox.targets t ON t.name = u.name AND t.enabled
+          LEFT JOIN outbox.target_state s ON s.target = u.name
+         WHERE s.target IS NULL OR coalesce(outbox.target_gate(s, t.rate_limit_per_s) <= now(), true)
+    LOOP
+        IF pg_try_advisory_lock(1330774017, hashtext(name)) THEN
+            PERFORM pg_advisory_unlock(1330774017, hashtext(name));
+        ELSE
+            RETURN 0;
+        END IF;
+    END LOOP;
+    RETURN due_ms;
+END
+$$;
+
+CREATE OR REPLACE FUNCTION outbox.needs_person(p_intent bigint, p_target text, p_first_attempt_at timestamp with time zone) RETURNS text
+    LANGUAGE plpgsql STABLE
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+DECLARE
+    t outbox.targets;
+    unkeyed text;   -- 0025
+BEGIN
+    SELECT * INTO t FROM outbox.targets WHERE name = p_target;
+    IF NOT FOUND THEN
+        RETURN NULL;
+    END IF;
+    IF t.status_url IS NOT NULL OR t.status_tool IS NOT NULL THEN   -- 0037: or its status tool
+        IF t.enabled THEN
+            RETURN NULL;   -- the relay asks the status URL (or tool)
+        END IF;
+        RETURN 'needs a person — the target is disabled, so its status URL is not asked: enable it, or resolve the key';
+    END IF;
+    IF t.key_header IS NULL THEN
+        RETURN 'needs a person — no status URL, no key';
+    END IF;
+    unkeyed := outbox.unkeyed_attempt(p_intent);   -- 0025
+    IF unkeyed = 'without' THEN
+        RETURN 'needs a person — no status URL, and an attempt that may have executed went without the key';
+    ELSIF unkeyed = 'not recorded' THEN
+        RETURN 'needs a person — no status URL, and whether an attempt that may have executed carried the key was not recorded';
+    END IF;
+    IF p_first_attempt_at IS NULL THEN
+        RETURN 'needs a person — no status URL, and no first attempt is recorded to tell whether the target still remembers the key';
+    END IF;
+    IF now() - p_first_attempt_at >= t.key_ttl THEN
+        RETURN format('needs a person — no status URL, and the key is past the target''s key_ttl (%s): the target may have forgotten it',
+                      t.key_ttl);
+    END IF;
+    RETURN format('needs a person — no status URL; the target remembers the key until %s, so a retry with it is safe until then (outbox-relay retry KEY)',
+                  outbox.utc_text(p_first_attempt_at + t.key_ttl));
 END
 $$;

@@ -5,17 +5,21 @@
 --              an mcp target is POSTed to; mcp_tools.upstream_tool
 --   enqueue    an mcp target takes {"tool": NAME, "arguments": {...}} and refuses anything
 --              else with OR027 and a message that says the shape; an http target is as before
+--   status     an unknown intent of an mcp target with a status_tool is claimed for
+--              reconciliation and needs no person; without one it needs a person
 --   front door mcp_call wraps an agent's arguments in that shape for an mcp target (the
 --              upstream's name of the tool when it has one), and a replay matches it
 BEGIN;
-SELECT plan(22);
+SELECT plan(26);
 
 -- columns
 SELECT has_column('outbox', 'targets', 'protocol', 'targets.protocol');
 SELECT col_default_is('outbox', 'targets', 'protocol', 'http', 'protocol defaults to http');
 SELECT col_default_is('outbox', 'targets', 'mcp_version', 'auto', 'mcp_version defaults to auto');
 SELECT has_column('outbox', 'targets', 'auth_secret', 'targets.auth_secret');
-SELECT hasnt_column('outbox', 'targets', 'status_tool', 'no status_tool this round (not stubbed)');
+SELECT has_column('outbox', 'targets', 'status_tool', 'targets.status_tool');
+SELECT throws_ok($$INSERT INTO outbox.targets (name, url, status_tool) VALUES ('x', 'http://x.test/', 'status')$$,
+                 '23514', NULL, 'a status_tool is for an mcp target only');
 SELECT has_column('outbox', 'mcp_tools', 'upstream_tool', 'mcp_tools.upstream_tool');
 SELECT throws_ok($$INSERT INTO outbox.targets (name, url, protocol) VALUES ('x', 'http://x.test/', 'grpc')$$,
                  '23514', NULL, 'a protocol other than http or mcp is refused');
@@ -48,6 +52,21 @@ SELECT throws_ok($$SELECT outbox.enqueue('k6', 'up', '{"tool": "", "arguments": 
                  'an empty tool name is refused');
 SELECT lives_ok($$SELECT outbox.enqueue('k7', 'hook', '{"title": "a"}')$$, 'an http target takes any object, as before');
 SELECT is((SELECT count(*)::int FROM outbox.intents WHERE key IN ('k1', 'k7')), 2, 'the two accepted intents are there');
+
+-- status_tool
+INSERT INTO outbox.targets (name, url, protocol, key_header, status_tool) VALUES
+    ('up-asked', 'http://asked.test/mcp', 'mcp', NULL, 'ticket_status'),
+    ('up-unasked', 'http://unasked.test/mcp', 'mcp', NULL, NULL);
+SELECT outbox.enqueue('u1', 'up-asked', '{"tool": "t", "arguments": {}}') \g /dev/null
+SELECT outbox.enqueue('u2', 'up-unasked', '{"tool": "t", "arguments": {}}') \g /dev/null
+UPDATE outbox.intents SET state = 'unknown', ambiguous = true, attempts = 1, first_attempt_at = now(),
+       next_attempt_at = now() - interval '1 second' WHERE key IN ('u1', 'u2');
+SELECT is((SELECT array_agg(key ORDER BY key) FROM outbox.claim_unknown('r1', 10, 30000)), ARRAY['u1'],
+          'an unknown intent is claimed for reconciliation when its mcp target has a status_tool (and only then)');
+SELECT is((SELECT outbox.needs_person(id, target, first_attempt_at) FROM outbox.intents WHERE key = 'u1'), NULL,
+          'it needs no person: the relay asks the tool');
+SELECT is((SELECT outbox.needs_person(id, target, first_attempt_at) FROM outbox.intents WHERE key = 'u2'),
+          'needs a person — no status URL, no key', 'without a status_tool (and no key header) a person settles it');
 
 -- front door
 INSERT INTO outbox.mcp_tools (tool, target, description, upstream_tool) VALUES

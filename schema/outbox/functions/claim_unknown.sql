@@ -9,7 +9,7 @@ BEGIN
           FROM outbox.intents i
           JOIN outbox.targets t ON t.name = i.target
          WHERE i.state = 'unknown' AND i.next_attempt_at <= now()
-           AND t.status_url IS NOT NULL AND t.enabled
+           AND (t.status_url IS NOT NULL OR t.status_tool IS NOT NULL) AND t.enabled   -- 0037
            AND (i.lease_expires_at IS NULL OR i.lease_expires_at < now())
          ORDER BY i.next_attempt_at
          LIMIT p_limit

@@ -10,9 +10,9 @@ BEGIN
     IF NOT FOUND THEN
         RETURN NULL;
     END IF;
-    IF t.status_url IS NOT NULL THEN
+    IF t.status_url IS NOT NULL OR t.status_tool IS NOT NULL THEN   -- 0037: or its status tool
         IF t.enabled THEN
-            RETURN NULL;   -- the relay asks the status URL
+            RETURN NULL;   -- the relay asks the status URL (or tool)
         END IF;
         RETURN 'needs a person — the target is disabled, so its status URL is not asked: enable it, or resolve the key';
     END IF;

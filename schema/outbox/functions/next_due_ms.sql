@@ -21,7 +21,7 @@ BEGIN
                 (SELECT min(lease_expires_at) FROM outbox.intents WHERE state = 'in_flight'),
                 (SELECT min(greatest(i.next_attempt_at, coalesce(i.lease_expires_at, i.next_attempt_at)))
                    FROM outbox.intents i JOIN outbox.targets t ON t.name = i.target
-                  WHERE i.state = 'unknown' AND t.status_url IS NOT NULL AND t.enabled)) AS due) AS next);
+                  WHERE i.state = 'unknown' AND (t.status_url IS NOT NULL OR t.status_tool IS NOT NULL) AND t.enabled)) AS due) AS next);   -- 0037
     IF due_ms = 0 THEN
         RETURN 0;
     END IF;

@@ -33,6 +33,7 @@ CREATE TABLE outbox.targets (
     protocol text DEFAULT 'http'::text NOT NULL,
     mcp_version text DEFAULT 'auto'::text NOT NULL,
     auth_secret text,
+    status_tool text,
     CONSTRAINT targets_auth_secret_check CHECK ((auth_secret ~ '^OUTBOX_SECRET_[A-Za-z0-9_]{1,113}$'::text)),
     CONSTRAINT targets_backoff_base_ms_check CHECK (((backoff_base_ms >= 1) AND (backoff_base_ms <= 3600000))),
     CONSTRAINT targets_backoff_cap_ms_check CHECK (((backoff_cap_ms >= 1) AND (backoff_cap_ms <= 86400000))),
@@ -63,6 +64,8 @@ CREATE TABLE outbox.targets (
     CONSTRAINT targets_retain_for_check CHECK ((retain_for >= '00:00:01'::interval)),
     CONSTRAINT targets_retry_for_check CHECK ((retry_for > '00:00:00'::interval)),
     CONSTRAINT targets_secret_env_check CHECK ((secret_env ~ '^[A-Za-z_][A-Za-z0-9_]{0,127}$'::text)),
+    CONSTRAINT targets_status_tool_check CHECK ((status_tool ~ '^[^[:cntrl:]]{1,128}$'::text)),
+    CONSTRAINT targets_status_tool_mcp CHECK (((status_tool IS NULL) OR (protocol = 'mcp'::text))),
     CONSTRAINT targets_status_url_check CHECK ((status_url ~ '^https?://[^[:space:]]*\{key\}[^[:space:]]*$'::text)),
     CONSTRAINT targets_timeout_ms_check CHECK (((timeout_ms >= 1) AND (timeout_ms <= 600000))),
     CONSTRAINT targets_url_check CHECK ((url ~ '^https?://[^[:space:]]+$'::text))
@@ -107,6 +110,8 @@ COMMENT ON COLUMN outbox.targets.protocol IS '''http'' (a webhook) or ''mcp'' (u
 COMMENT ON COLUMN outbox.targets.mcp_version IS 'For an mcp target: ''auto'' (server/discover, else initialize), ''2026-07-28'' (stateless) or ''2025-11-25'' (initialize, a session) (0037).';
 
 COMMENT ON COLUMN outbox.targets.auth_secret IS 'For an mcp target: the name of an OUTBOX_SECRET_... variable of the relay''s environment holding the upstream''s bearer token (never the token) (0037).';
+
+COMMENT ON COLUMN outbox.targets.status_tool IS 'For an mcp target: the upstream tool asked about an unknown intent ({"key": KEY} → structuredContent {"executed": true|false}), as a status URL is (0037).';
 
 ALTER TABLE ONLY outbox.targets
     ADD CONSTRAINT targets_pkey PRIMARY KEY (name);
