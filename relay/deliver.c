@@ -64,6 +64,7 @@
 #include "version.h"
 #include "lib/xalloc.h"
 
+#include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -487,7 +488,8 @@ bool delivery_mcp_prepare(struct delivery *d)
     const struct target *t = d->target;
     const struct upstream_session *s = &t->upstream;
     char *tool = NULL;
-    char *body = upstream_call_body(s->era, d->payload, d->key, (long long)d->intent_id, &tool);
+    const char *key = d->mcp_status ? NULL : d->key; /* a status call is not the action */
+    char *body = upstream_call_body(s->era, d->payload, key, (long long)d->intent_id, &tool);
     if (body == NULL) {
         free(d->mcp_refused);
         d->mcp_refused = xstrdup("the payload is not a tools/call ({\"tool\": NAME, "
@@ -497,7 +499,7 @@ bool delivery_mcp_prepare(struct delivery *d)
     free(d->payload);
     d->payload = body;
     d->payload_len = strlen(body);
-    struct curl_slist *h = mcp_headers(t, d->key);
+    struct curl_slist *h = mcp_headers(t, key);
     if (s->era == UPSTREAM_ERA_MODERN) {
         char *name = upstream_header_value(tool);
         h = add_header(h, "MCP-Protocol-Version", UPSTREAM_MODERN_VERSION);
@@ -519,7 +521,7 @@ bool delivery_mcp_prepare(struct delivery *d)
             h = curl_slist_append(h, old->data);
     curl_slist_free_all(d->headers);
     d->headers = h;
-    d->key_sent = t->key_header != NULL;
+    d->key_sent = key != NULL && t->key_header != NULL;
     curl_easy_setopt(d->easy, CURLOPT_HTTPHEADER, d->headers);
     curl_easy_setopt(d->easy, CURLOPT_POSTFIELDS, d->payload);
     curl_easy_setopt(d->easy, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)d->payload_len);
@@ -557,6 +559,7 @@ static void mcp_report(struct delivery *d, struct delivery_report *report)
     upstream_read_answer(d->content_type, d->body.data, d->body.len, (long long)d->intent_id, &a);
     report->facts.mcp_answer = a.kind;
     report->facts.rpc_code = a.code;
+    report->facts.mcp_executed = a.executed;
     switch (a.kind) {
     case MCP_ANSWER_RESULT:
         report->error[0] = '\0';
@@ -661,6 +664,27 @@ struct delivery *delivery_new_status_check(struct target *target, const struct c
                                            size_t body_limit)
 {
     const char *key = row->key;
+    if (target->mcp && target->status_tool) {
+        /* the status tool, with {"key": KEY}; the call is built by delivery_mcp_prepare */
+        json_t *p =
+            json_pack("{s:s,s:{s:s}}", "tool", target->status_tool, "arguments", "key", key);
+        char *payload = json_dumps(p, JSON_COMPACT);
+        json_decref(p);
+        struct delivery *d = delivery_alloc(DELIVERY_STATUS_CHECK, target, row->id, key, payload,
+                                            row->attempt, true, row->first_attempt_ms, body_limit);
+        free(payload);
+        if (d->easy == NULL) {
+            delivery_free(d);
+            return NULL;
+        }
+        d->mcp = d->mcp_status = true;
+        curl_easy_setopt(d->easy, CURLOPT_URL, target->url);
+        set_common_options(d, target, target->url);
+        curl_easy_setopt(d->easy, CURLOPT_HEADERFUNCTION, on_header);
+        curl_easy_setopt(d->easy, CURLOPT_HEADERDATA, d);
+        d->started_ns = uv_hrtime();
+        return d;
+    }
     struct delivery *d = delivery_alloc(DELIVERY_STATUS_CHECK, target, row->id, key, "",
                                         row->attempt, true, row->first_attempt_ms, body_limit);
     char *url = status_url_for_key(target->status_url, key);

@@ -51,6 +51,7 @@ struct delivery {
 
     /* An MCP target's call or session setup (mcp_upstream.h): */
     bool mcp;                    /* a tools/call to an 'mcp' target */
+    bool mcp_status;             /* ... of its status_tool (no key sent) */
     bool mcp_waiting;            /* in its session's waiting list */
     enum upstream_step mcp_step; /* DELIVERY_MCP_SETUP's step */
     char *mcp_session_id;        /* the Mcp-Session-Id header of the answer */

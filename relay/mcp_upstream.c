@@ -80,7 +80,8 @@ char *upstream_call_body(enum upstream_era era, const char *payload, const char 
         return NULL;
     }
     json_t *meta = era == UPSTREAM_ERA_MODERN ? modern_meta() : json_object();
-    json_object_set_new(meta, UPSTREAM_META_KEY, json_string(key));
+    if (key)
+        json_object_set_new(meta, UPSTREAM_META_KEY, json_string(key));
     json_t *body =
         json_pack("{s:s,s:I,s:s,s:{s:O,s:O,s:o}}", "jsonrpc", "2.0", "id", (json_int_t)id, "method",
                   "tools/call", "params", "name", tool, "arguments", arguments, "_meta", meta);
@@ -169,6 +170,9 @@ static bool take_message(json_t *msg, long long id, struct upstream_answer *a)
                                                                    : MCP_ANSWER_RESULT;
         a->result = json_dumps(result, JSON_COMPACT);
         a->text = result_text(result);
+        json_t *executed =
+            json_object_get(json_object_get(result, "structuredContent"), "executed");
+        a->executed = json_is_boolean(executed) ? json_is_true(executed) : -1;
         return true;
     }
     if (json_is_object(error)) {
@@ -206,6 +210,7 @@ void upstream_read_answer(const char *content_type, const char *body, size_t len
 {
     memset(a, 0, sizeof(*a));
     a->kind = MCP_ANSWER_NONE;
+    a->executed = -1;
     if (body == NULL)
         return;
     if (content_type == NULL || strncasecmp(content_type, "text/event-stream", 17) != 0) {

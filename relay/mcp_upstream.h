@@ -57,13 +57,14 @@ struct upstream_answer {
     char *text;          /* the result's text blocks, or the error's message; NULL: none */
     char *result;        /* the result as compact JSON; NULL: none */
     int server_requests; /* requests of the server seen on the stream (not answered) */
+    int executed;        /* a result's structuredContent.executed: 1, 0, -1 not a boolean */
 };
 
 /* The body of tools/call for payload ({"tool": NAME, "arguments": {...}},
  * as enqueue checked): params.name, params.arguments, and params._meta with
- * the key (and, modern, the protocol version, client capabilities and
- * info). *tool_out gets the tool's name (caller frees). NULL when the
- * payload is not of that shape. */
+ * the key (none when key is NULL: a status tool's call) (and, modern, the protocol version, client
+ * capabilities and info). *tool_out gets the tool's name (caller frees). NULL when the payload is
+ * not of that shape. */
 char *upstream_call_body(enum upstream_era era, const char *payload, const char *key, long long id,
                          char **tool_out);
 /* The body of a setup request (id UPSTREAM_SETUP_ID; the notification has none). */

@@ -105,6 +105,12 @@ enum attempt_class outcome_classify_status_check(const struct attempt_facts *fac
 {
     if (facts->transport != TRANSPORT_COMPLETE)
         return CLASS_RECONCILE_INCONCLUSIVE;
+    if (facts->mcp) {
+        if (facts->http_status < 200 || facts->http_status > 299 ||
+            facts->mcp_answer != MCP_ANSWER_RESULT || facts->mcp_executed < 0)
+            return CLASS_RECONCILE_INCONCLUSIVE;
+        return facts->mcp_executed ? CLASS_RECONCILED_EXECUTED : CLASS_RECONCILED_NOT_EXECUTED;
+    }
     if (facts->http_status == 200)
         return CLASS_RECONCILED_EXECUTED;
     if (facts->http_status == 404)

@@ -59,6 +59,7 @@ struct attempt_facts {
     long rpc_code;                   /* MCP_ANSWER_RPC_ERROR's code */
     bool mcp_session_lost;           /* 404 to a request that carried a session id */
     bool mcp_refused;                /* the session's initialize was refused: the call never went */
+    int mcp_executed; /* a status tool's structuredContent.executed: 1, 0, -1 neither */
 };
 
 struct retry_policy {
@@ -103,7 +104,9 @@ enum attempt_class outcome_classify_mcp(const struct attempt_facts *facts);
  * invalid request, method not found, invalid params. */
 bool outcome_rpc_code_not_executed(long code);
 
-/* What a status URL answer means (200 executed, 404 not executed, else inconclusive). */
+/* What a status URL answer means (200 executed, 404 not executed, else
+ * inconclusive); for an MCP target's status tool (facts->mcp): a result
+ * whose structuredContent says executed true or false, else inconclusive. */
 enum attempt_class outcome_classify_status_check(const struct attempt_facts *facts);
 
 /* What follows an attempt of this class. random_unit is in [0, 1): the full

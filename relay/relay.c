@@ -461,7 +461,7 @@ static http_client_t *relay_multi_of(struct relay *r, const struct delivery *d)
  * session (mcp_upstream.c), whose setup requests go on the same multi. */
 static void relay_dispatch(struct relay *r, struct delivery *d)
 {
-    if (d->kind == DELIVERY_SEND && d->mcp) {
+    if (d->mcp) { /* a call, or a status tool's call */
         struct upstream_session *s = &d->target->upstream;
         struct delivery *setup = NULL;
         bool setup_failed = false;
@@ -844,7 +844,7 @@ static void on_unknown_claimed(void *data, PGresult *res, const char *error)
     for (int i = 0; i < PQntuples(res); i++) {
         struct claimed_row row = sql_unknown_row(res, i);
         struct target *t = targets_find(&r->targets, row.target);
-        if (t == NULL || t->status_url == NULL)
+        if (t == NULL || (t->status_url == NULL && t->status_tool == NULL))
             continue; /* the lease lapses; asked again later */
         relay_start_delivery(r, t, &row, 0);
     }

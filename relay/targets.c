@@ -71,6 +71,8 @@ static void target_clear(struct target *t)
     free(t->client_cert_file);
     free(t->client_key_file);
     free(t->auth_secret);
+    free(t->status_tool);
+    t->status_tool = NULL;
     if (t->auth_header) {
         memset(t->auth_header, 0, strlen(t->auth_header));
         free(t->auth_header);
@@ -294,7 +296,8 @@ struct target *targets_find(const struct target_set *set, const char *name)
 bool targets_any_status_url(const struct target_set *set)
 {
     for (size_t i = 0; i < set->count; i++)
-        if (set->items[i]->present && set->items[i]->status_url != NULL)
+        if (set->items[i]->present &&
+            (set->items[i]->status_url != NULL || set->items[i]->status_tool != NULL))
             return true;
     return false;
 }
@@ -349,6 +352,7 @@ void targets_load(struct target_set *set, PGresult *res)
         t->mcp_pref = upstream_pref_parse(text_at(res, r, 25));
         t->auth_secret = *text_at(res, r, 26) ? xstrdup(text_at(res, r, 26)) : NULL;
         load_auth(t);
+        t->status_tool = t->mcp && *text_at(res, r, 27) ? xstrdup(text_at(res, r, 27)) : NULL;
         if ((t->client_cert_file == NULL) != (t->client_key_file == NULL)) {
             /* The table refuses this (targets_client_cert_and_key); a
              * certificate without its key cannot be presented anyway. */

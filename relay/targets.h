@@ -62,6 +62,7 @@ struct target {
     bool mcp;                    /* protocol 'mcp': an intent is a tools/call (mcp_upstream.c) */
     enum upstream_pref mcp_pref; /* mcp_version */
     char *auth_secret;           /* the variable's name, never its value */
+    char *status_tool;           /* the upstream tool asked about unknown intents; NULL: none */
     char *auth_header;           /* "Authorization: Bearer <token>"; NULL: none. Never logged */
     struct upstream_session upstream;                 /* this relay's session with it */
     struct target_secret secrets[TARGET_MAX_SECRETS]; /* in the variable's order */
@@ -89,7 +90,8 @@ struct target_set {
  * (and their in-flight counts) of targets that still exist. */
 void targets_load(struct target_set *set, PGresult *res);
 struct target *targets_find(const struct target_set *set, const char *name);
-/* Whether a target of the table has a status URL (reconciliation asks it). */
+/* Whether a target of the table has a status URL or an MCP status tool
+ * (reconciliation asks it). */
 bool targets_any_status_url(const struct target_set *set);
 void targets_free(struct target_set *set);
 

@@ -11,8 +11,10 @@
 #     one effect;
 #   - answering as an event stream (a progress notification first);
 #   - acting, then dropping the connection before the answer: without a key
-#     header → unknown, sent once; with the key honoured in _meta → re-sent,
-#     the upstream answers its first result, one effect;
+#     header → unknown, sent once (a person settles it, or, with
+#     targets.status_tool, the upstream's status tool says it executed:
+#     succeeded); with the key honoured in _meta → re-sent, the upstream
+#     answers its first result, one effect;
 #   - our own front door as the upstream (2026-07-28, found by
 #     server/discover): the key in _meta is the front door's key, one effect
 #     at the webhook behind it;
@@ -68,6 +70,8 @@ target_add up-session "http://127.0.0.1:$UP_PORT_session/mcp" key_header=NULL \
     "mcp_version='2025-11-25'" "auth_secret='OUTBOX_SECRET_UP'" "${common[@]}"
 target_add up-sse "http://127.0.0.1:$UP_PORT_sse/mcp" key_header=NULL "${common[@]}"
 target_add up-drop "http://127.0.0.1:$UP_PORT_drop/mcp" key_header=NULL "${common[@]}"
+target_add up-dropstatus "http://127.0.0.1:$UP_PORT_drop/mcp" key_header=NULL "status_tool='ticket_status'" \
+    reconcile_delay_ms=300 "${common[@]}"
 target_add up-dropkeyed "http://127.0.0.1:$UP_PORT_dropkeyed/mcp" "key_header='Idempotency-Key'" "${common[@]}"
 export OUTBOX_SECRET_UP="$UP_TOKEN"
 relay_start a --poll-interval-ms 200
@@ -130,7 +134,7 @@ is "$(state_of d-1)" "unknown 1" "acted, answer lost, no key header: unknown aft
 is "$(sql "SELECT ambiguous FROM outbox.intents WHERE key = 'd-1'")" t "flagged ambiguous"
 is "$(sql "SELECT outbox.needs_person(i.id, i.target, i.first_attempt_at) IS NOT NULL FROM outbox.intents i WHERE key = 'd-1'")" \
     t "a person must settle it (no status URL or tool to ask)"
-is "$(effects drop)" 1 "one effect at that upstream"
+is "$(effects drop '^effect create_ticket d-1$')" 1 "one effect at that upstream"
 is "$(sql "SELECT state FROM outbox.intents WHERE key = 'k-1'")" succeeded \
     "with the key honoured in _meta: succeeded"
 # Sent again by the relay (attempt 2) or, on a reused connection, by libcurl
@@ -139,6 +143,15 @@ is "$(effects dropkeyed 'call create_ticket k-1')" 2 "the upstream got the call 
 is "$(effects dropkeyed)" 1 "one effect for the key"
 is "$(sql "SELECT response_body::jsonb -> 'structuredContent' ->> 'ticket' FROM outbox.intents WHERE key = 'k-1'")" \
     T-1 "the saved result is the first one's"
+
+# ---- the lost answer, reconciled through the upstream's status tool -----------------------------
+ticket st-1 up-dropstatus "lost, asked"
+wait_state st-1 succeeded
+is "$(state_of st-1)" "succeeded 1" "acted, answer lost, no key header, a status_tool: reconciled succeeded, never re-sent"
+is "$(effects drop '^asked st-1$')" 1 "the status tool was asked about the key (once)"
+is "$(effects drop '^effect create_ticket st-1$')" 1 "one effect"
+is "$(sql "SELECT string_agg(class::text, ',' ORDER BY a.at, a.id) FROM outbox.attempts a JOIN outbox.intents i ON i.id = a.intent_id
+            WHERE i.key = 'st-1'")" "ambiguous,reconciled_executed" "its history: ambiguous, then reconciled_executed"
 
 # ---- the agent's path, and our own front door as the upstream -------------------------------------
 receiver_start r --dedupe
@@ -165,9 +178,9 @@ target_add frontdoor "http://127.0.0.1:$MCP_PORT/mcp" "key_header='Idempotency-K
     "auth_secret='OUTBOX_SECRET_FD'" "${common[@]}"
 kill -TERM "$RELAY_PID_a"
 wait "$RELAY_PID_a"
-export OUTBOX_SECRET_FD="$RELAY_TOKEN"
+export OUTBOX_SECRET_FD="$RELAY_TOKEN" OUTBOX_SECRET_UP="$UP_TOKEN"
 relay_start a --poll-interval-ms 200
-unset OUTBOX_SECRET_FD
+unset OUTBOX_SECRET_FD OUTBOX_SECRET_UP
 sql "SELECT outbox.enqueue('f-1', 'frontdoor', '{\"tool\": \"refund\", \"arguments\": {\"n\": 1}}')" >/dev/null
 wait_state f-1 succeeded
 is "$(state_of f-1)" "succeeded 1" "our own front door as an MCP upstream: the call succeeded"

@@ -117,6 +117,7 @@ START_TEST(read_json_result)
     upstream_read_answer("application/json", body, strlen(body), 5, &a);
     ck_assert_int_eq(a.kind, MCP_ANSWER_RESULT);
     ck_assert_str_eq(a.text, "done");
+    ck_assert_int_eq(a.executed, -1); /* no structuredContent.executed */
     json_t *r = parse(a.result);
     ck_assert_int_eq(
         json_integer_value(json_object_get(json_object_get(r, "structuredContent"), "n")), 1);
@@ -197,6 +198,11 @@ START_TEST(discover_and_initialize_answers)
     char *v = upstream_initialize_version(&a);
     ck_assert_str_eq(v, "2025-06-18");
     free(v);
+    upstream_answer_free(&a);
+    body = "{\"jsonrpc\":\"2.0\",\"id\":8,\"result\":{\"content\":[],\"structuredContent\":"
+           "{\"executed\":false}}}";
+    upstream_read_answer("application/json", body, strlen(body), 8, &a);
+    ck_assert_int_eq(a.executed, 0); /* a status tool's answer */
     upstream_answer_free(&a);
     ck_assert_int_eq(upstream_pref_parse("auto"), UPSTREAM_AUTO);
     ck_assert_int_eq(upstream_pref_parse("2026-07-28"), UPSTREAM_PREF_MODERN);

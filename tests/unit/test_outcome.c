@@ -918,6 +918,30 @@ START_TEST(classify_mcp_ambiguous_follows_the_key_rule)
 }
 END_TEST
 
+/* An MCP target's status tool: structuredContent.executed decides. */
+START_TEST(classify_mcp_status_tool)
+{
+    struct attempt_facts f = mcp_facts(200, MCP_ANSWER_RESULT, 0);
+    f.mcp_executed = 1;
+    ck_assert_int_eq(outcome_classify_status_check(&f), CLASS_RECONCILED_EXECUTED);
+    f.mcp_executed = 0;
+    ck_assert_int_eq(outcome_classify_status_check(&f), CLASS_RECONCILED_NOT_EXECUTED);
+    f.mcp_executed = -1; /* no boolean: ask again */
+    ck_assert_int_eq(outcome_classify_status_check(&f), CLASS_RECONCILE_INCONCLUSIVE);
+    f = mcp_facts(200, MCP_ANSWER_TOOL_ERROR, 0);
+    f.mcp_executed = 0; /* a status tool that failed says nothing */
+    ck_assert_int_eq(outcome_classify_status_check(&f), CLASS_RECONCILE_INCONCLUSIVE);
+    f = mcp_facts(200, MCP_ANSWER_RPC_ERROR, -32601);
+    ck_assert_int_eq(outcome_classify_status_check(&f), CLASS_RECONCILE_INCONCLUSIVE);
+    f = mcp_facts(404, MCP_ANSWER_RESULT, 0);
+    f.mcp_executed = 0; /* the HTTP status is the envelope's: a 404 is not "not executed" here */
+    ck_assert_int_eq(outcome_classify_status_check(&f), CLASS_RECONCILE_INCONCLUSIVE);
+    f = mcp_facts(0, MCP_ANSWER_NONE, 0);
+    f.transport = TRANSPORT_FAILED_AFTER_SEND;
+    ck_assert_int_eq(outcome_classify_status_check(&f), CLASS_RECONCILE_INCONCLUSIVE);
+}
+END_TEST
+
 Suite *outcome_suite(void)
 {
     Suite *s = suite_create("outcome");
@@ -929,6 +953,7 @@ Suite *outcome_suite(void)
     tcase_add_test(tc, classify_every_status);
     tcase_add_test(tc, classify_mcp_table);
     tcase_add_test(tc, classify_mcp_ambiguous_follows_the_key_rule);
+    tcase_add_test(tc, classify_mcp_status_tool);
     suite_add_tcase(s, tc);
 
     tc = tcase_create("decide");

@@ -7,7 +7,8 @@
 //   MODE=sse         sessions, answers as text/event-stream (a progress
 //                    notification before the result)
 //   MODE=drop        stateless; create_ticket acts, then the connection is
-//                    destroyed before the answer (the lost answer)
+//                    destroyed before the answer, once per key (the lost answer)
+//   ticket_status    the status tool: {"key"} → structuredContent {"executed"}
 //   DEDUPE=1         the key in _meta["outbox-relay/idempotency-key"] is
 //                    honoured: a key seen before gets its first result, no
 //                    second effect (then MODE=drop drops the first answer only)
@@ -29,6 +30,8 @@ const TOKEN = process.env.TOKEN || "";
 const KEY_META = "outbox-relay/idempotency-key";
 
 const seen = new Map(); // key -> the first result (DEDUPE)
+const effected = new Set(); // keys that acted (ticket_status)
+const dropped = new Set(); // keys whose first answer was dropped (MODE=drop)
 let tickets = 0;
 
 function effect(tool, key) {
@@ -54,6 +57,7 @@ function makeServer(current) {
                     params: { progressToken: "p", progress: 1, total: 2 },
                 });
             effect("create_ticket", key);
+            effected.add(key);
             tickets += 1;
             const id = `T-${tickets}`;
             const result = {
@@ -61,11 +65,21 @@ function makeServer(current) {
                 structuredContent: { ticket: id, title },
             };
             if (DEDUPE) seen.set(key, result);
-            if (MODE === "drop" && !current.dropped) {
-                current.dropped = true;
-                current.req.socket.destroy(); // acted; the answer is lost
+            if (MODE === "drop" && !dropped.has(key)) {
+                dropped.add(key);
+                current.req.socket.destroy(); // acted; the answer to the key's first call is lost
             }
             return result;
+        },
+    );
+    // The status tool of targets.status_tool: did a call with this key act?
+    server.registerTool(
+        "ticket_status",
+        { description: "Whether a create_ticket call with this key acted.", inputSchema: { key: z.string() } },
+        async ({ key }) => {
+            fs.appendFileSync(EFFECTS, `asked ${key}\n`);
+            const executed = effected.has(key);
+            return { content: [{ type: "text", text: String(executed) }], structuredContent: { executed } };
         },
     );
     server.registerTool(
@@ -80,7 +94,7 @@ function makeServer(current) {
 }
 
 const sessions = new Map(); // session id -> transport
-const dropState = { dropped: false, req: null };
+const dropState = { req: null };
 
 async function readBody(req) {
     const chunks = [];
