@@ -471,7 +471,7 @@ END_TEST
 /* ---------------------------------------------------------------- targets_load */
 
 /* A PGresult shaped like STMT_TARGETS, built client-side (no server). */
-#define TARGET_COLUMNS 24
+#define TARGET_COLUMNS 28
 
 struct target_row {
     const char *v[TARGET_COLUMNS]; /* NULL = SQL NULL */
@@ -492,6 +492,8 @@ static struct target_row default_row(const char *name)
         "closed",   "f",
         NULL,       NULL,
         NULL,       "1.1",
+        "http",     "auto",
+        NULL,       NULL,
     }};
     return r;
 }
@@ -523,6 +525,10 @@ static PGresult *targets_result(const struct target_row *rows, int count)
         "client_cert_file",
         "client_key_file",
         "http_version",
+        "protocol",
+        "mcp_version",
+        "auth_secret",
+        "status_tool",
     };
     const char *cells[8 * TARGET_COLUMNS];
     ck_assert_int_le(count, 8);
@@ -547,6 +553,41 @@ static struct target_set load_targets(const struct target_row *rows, int count)
     PQclear(res);
     return set;
 }
+
+/* An MCP target (0037): protocol, era, the bearer token read from the
+ * variable auth_secret names (OUTBOX_SECRET_ only), the status tool. */
+START_TEST(load_mcp_columns)
+{
+    quiet_logs();
+    setenv("OUTBOX_SECRET_UNIT_UP", "tok-123", 1);
+    setenv("UNIT_NOT_A_SECRET", "db-password", 1);
+    struct target_row rows[3] = {default_row("up"), default_row("refused"), default_row("hook")};
+    rows[0].v[24] = "mcp";
+    rows[0].v[25] = "2025-11-25";
+    rows[0].v[26] = "OUTBOX_SECRET_UNIT_UP";
+    rows[0].v[27] = "ticket_status";
+    rows[1].v[24] = "mcp";
+    rows[1].v[26] = "UNIT_NOT_A_SECRET";
+    rows[2].v[27] = "ignored"; /* an http target has no status tool */
+    struct target_set set = load_targets(rows, 3);
+    struct target *up = targets_find(&set, "up");
+    ck_assert(up->mcp);
+    ck_assert_int_eq(up->mcp_pref, UPSTREAM_PREF_LEGACY);
+    ck_assert_str_eq(up->auth_header, "Authorization: Bearer tok-123");
+    ck_assert_str_eq(up->status_tool, "ticket_status");
+    struct target *refused = targets_find(&set, "refused");
+    ck_assert(refused->mcp);
+    ck_assert_int_eq(refused->mcp_pref, UPSTREAM_AUTO);
+    ck_assert_ptr_null(refused->auth_header); /* not an OUTBOX_SECRET_ variable: never read */
+    struct target *hook = targets_find(&set, "hook");
+    ck_assert(!hook->mcp);
+    ck_assert_ptr_null(hook->status_tool);
+    ck_assert(targets_any_status_url(&set)); /* the status tool counts */
+    targets_free(&set);
+    unsetenv("OUTBOX_SECRET_UNIT_UP");
+    unsetenv("UNIT_NOT_A_SECRET");
+}
+END_TEST
 
 START_TEST(load_reads_every_column)
 {
@@ -1078,6 +1119,7 @@ Suite *targets_suite(void)
     tc = tcase_create("targets_load");
     tcase_add_checked_fixture(tc, quiet_logs, NULL);
     tcase_add_test(tc, load_reads_every_column);
+    tcase_add_test(tc, load_mcp_columns);
     tcase_add_test(tc, load_null_key_header);
     tcase_add_test(tc, load_drops_unsafe_static_headers);
     tcase_add_test(tc, load_secret_env_prefix_only);
