@@ -462,34 +462,27 @@ static json_t *text_content(const char *message, json_t *value)
 
 /* A saved response that is an MCP tools/call result (what the relay saves
  * for an 'mcp' target, relay/mcp_upstream.c): an object with a "content"
- * array of typed blocks and no member a CallToolResult does not have.
- * Returns it parsed (the caller decrefs), else NULL. */
-json_t *mcp_upstream_result(const char *body)
+ * array of typed blocks and no member a CallToolResult does not have. */
+bool mcp_is_upstream_result(const json_t *r)
 {
-    if (body == NULL || *body != '{')
-        return NULL;
-    json_t *r = json_loads(body, 0, NULL);
     json_t *content = json_object_get(r, "content");
-    bool ok = json_is_array(content);
+    if (!json_is_object(r) || !json_is_array(content))
+        return false;
     const char *name;
     json_t *v;
-    json_object_foreach(r, name, v)
+    json_object_foreach((json_t *)r, name, v)
     {
         if (strcmp(name, "content") && strcmp(name, "structuredContent") &&
             strcmp(name, "isError") && strcmp(name, "_meta"))
-            ok = false;
+            return false;
     }
     size_t i;
     json_array_foreach(content, i, v)
     {
         if (!json_is_string(json_object_get(v, "type")))
-            ok = false;
+            return false;
     }
-    if (!ok) {
-        json_decref(r);
-        return NULL;
-    }
-    return r;
+    return true;
 }
 
 json_t *mcp_call_result(const struct mcp_answer *a)
@@ -501,12 +494,13 @@ json_t *mcp_call_result(const struct mcp_answer *a)
                         a->response_status ? json_integer(a->response_status) : json_null());
     /* An MCP upstream's result: its structuredContent is the response, its
      * content blocks follow the status block (the tool's own words). */
-    json_t *upstream = mcp_upstream_result(a->response_body);
+    json_t *response = response_value(a->response_body);
+    bool upstream = mcp_is_upstream_result(response);
     if (upstream) {
-        json_t *structured = json_object_get(upstream, "structuredContent");
+        json_t *structured = json_object_get(response, "structuredContent");
         json_object_set(sc, "response", structured ? structured : json_null());
     } else {
-        json_object_set_new(sc, "response", response_value(a->response_body));
+        json_object_set(sc, "response", response);
     }
     json_object_set_new(sc, "attempts", a->attempts >= 0 ? json_integer(a->attempts) : json_null());
     if (!strcmp(a->status, "key_conflict"))
@@ -514,10 +508,9 @@ json_t *mcp_call_result(const struct mcp_answer *a)
     bool is_error = !strcmp(a->status, "failed") || !strcmp(a->status, "cancelled") ||
                     !strcmp(a->status, "key_conflict");
     json_t *content = text_content(a->message ? a->message : "", sc);
-    if (upstream) {
-        json_array_extend(content, json_object_get(upstream, "content"));
-        json_decref(upstream);
-    }
+    if (upstream)
+        json_array_extend(content, json_object_get(response, "content"));
+    json_decref(response);
     json_t *result = json_pack("{s:o,s:O,s:b}", "content", content, "structuredContent", sc,
                                "isError", is_error);
     json_decref(sc);

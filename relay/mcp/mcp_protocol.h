@@ -123,11 +123,11 @@ json_t *mcp_tool_json(const struct mcp_request *req, const char *name, const cha
  * response_status, response, attempts, message}; a text block that starts
  * with the message (written for the model), then a line break and the same
  * JSON; isError for failed, cancelled and key_conflict. */
-/* A saved response that is an MCP tools/call result (what the relay saves
- * for an 'mcp' target): parsed, else NULL. mcp_call_result then puts its
- * content blocks after the status block and its structuredContent in
+/* Whether a saved response (parsed) is an MCP tools/call result (what the
+ * relay saves for an 'mcp' target): mcp_call_result then puts its content
+ * blocks after the status block and its structuredContent in
  * structuredContent.response. */
-json_t *mcp_upstream_result(const char *body);
+bool mcp_is_upstream_result(const json_t *response);
 json_t *mcp_call_result(const struct mcp_answer *answer);
 /* A CallToolResult with isError that names what is wrong (the model reads it). */
 json_t *mcp_tool_error_result(const char *status, const char *key, const char *message,

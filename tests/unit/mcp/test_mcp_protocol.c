@@ -109,9 +109,16 @@ START_TEST(upstream_result_in_the_answer)
     sc = json_object_get(r, "structuredContent");
     ck_assert_int_eq(json_integer_value(json_object_get(json_object_get(sc, "response"), "id")), 3);
     json_decref(r);
-    ck_assert_ptr_null(mcp_upstream_result("{\"content\":[],\"extra\":1}"));
-    ck_assert_ptr_null(mcp_upstream_result("[1]"));
-    ck_assert_ptr_null(mcp_upstream_result(NULL));
+    json_t *v = json_loads("{\"content\":[],\"extra\":1}", 0, NULL);
+    ck_assert(!mcp_is_upstream_result(v)); /* a member a result does not have */
+    json_decref(v);
+    v = json_loads("{\"content\":[{\"text\":\"no type\"}]}", 0, NULL);
+    ck_assert(!mcp_is_upstream_result(v));
+    json_decref(v);
+    v = json_loads("[1]", 0, NULL);
+    ck_assert(!mcp_is_upstream_result(v));
+    json_decref(v);
+    ck_assert(!mcp_is_upstream_result(NULL));
 }
 END_TEST
 
