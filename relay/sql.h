@@ -66,7 +66,12 @@ static const struct pg_statement relay_statements[] = {
      " enabled, (extract(epoch FROM retry_for) * 1000)::bigint, rate_limit_per_s,"
      " circuit_failure_threshold, coalesce(s.circuit, 'closed'),"
      " coalesce(s.paused_until > now(), false), t.ca_file, t.client_cert_file, t.client_key_file,"
-     " t.http_version, t.protocol, t.mcp_version, t.auth_secret, t.status_tool"
+     /* 0037's columns through to_jsonb: this relay still reads a schema
+      * before 0037 (every target then http; tests/integration/66 runs it
+      * at 0031) */
+     " t.http_version, coalesce(to_jsonb(t) ->> 'protocol', 'http'),"
+     " coalesce(to_jsonb(t) ->> 'mcp_version', 'auto'), to_jsonb(t) ->> 'auth_secret',"
+     " to_jsonb(t) ->> 'status_tool'"
      " FROM outbox.targets t LEFT JOIN outbox.target_state s ON s.target = t.name "
      "ORDER BY t.name"},
 };
