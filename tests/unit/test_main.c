@@ -28,6 +28,8 @@ int main(void)
     srunner_add_suite(runner, admin_suite());
     srunner_add_suite(runner, ui_suite());
     srunner_add_suite(runner, json_schema_suite());
+    srunner_add_suite(runner, json_text_suite());
+    srunner_add_suite(runner, mcp_arguments_suite());
     srunner_run_all(runner, CK_NORMAL);
     int failed = srunner_ntests_failed(runner);
     srunner_free(runner);

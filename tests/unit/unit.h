@@ -27,5 +27,7 @@ Suite *httpd_suite(void);
 Suite *admin_suite(void);
 Suite *ui_suite(void);
 Suite *json_schema_suite(void);
+Suite *json_text_suite(void);
+Suite *mcp_arguments_suite(void);
 
 #endif
