@@ -22,8 +22,10 @@
  *     uniqueItems index is freed on its one exit;
  *   - every message is valid UTF-8 and fits its buffer: paths and quoted
  *     texts are cut, and a cut never leaves half a character;
- *   - numbers compare by value, never by jansson type: 1 == 1.0, and an
- *     integer is compared with a real exactly, not through a double.
+ *   - numbers compare by their exact decimal value, never by jansson type
+ *     nor through a double: 1 == 1.0, 0.1 != 0.10000000000000001, the
+ *     text a number was written with when its document is known (see
+ *     "numbers" below).
  *
  * Patterns. JSON Schema's patterns are ECMA-262 regular expressions; the
  * engine here is POSIX regexec (glibc, extended syntax, the C locale: it
