@@ -271,7 +271,8 @@ static bool parse_string(struct parser *p, struct buf *out)
         if (cp == 0 && !(p->flags & JSON_TEXT_ALLOW_NUL))
             return fail(p, "\\u0000 is not allowed in a string");
         char enc[4];
-        if (!buf_put(out, enc, utf8_encode(cp, enc)))
+        size_t enc_len = utf8_encode(cp, enc);
+        if (!buf_put(out, enc, enc_len))
             return fail(p, "out of memory");
         p->pos += 6;
     }
