@@ -8,9 +8,11 @@
  * each descent, so a hostile body cannot exhaust the stack.
  *
  * Numbers. The token is checked against the grammar first
- * (-?(0|[1-9][0-9]*)(.[0-9]+)?([eE][+-]?[0-9]+)?), then copied into the
- * document's text store and entered in its table with a reference to its
- * node: holding the reference keeps every number node alive as long as the
+ * (-?(0|[1-9][0-9]*)(.[0-9]+)?([eE][+-]?[0-9]+)?). An integer that fits a
+ * json_int_t is exact in jansson and needs nothing more (a body of a
+ * million small integers costs what jansson's tree costs). Any other is
+ * copied into the document's text store and entered in its table with a
+ * reference to its node: holding the reference keeps every number node alive as long as the
  * document, so a node pointer found in the tree names one entry only (a
  * node freed by a duplicate key could not be reused at the same address).
  * The table is sorted by node pointer at the end, for a binary search.
@@ -356,8 +358,14 @@ static json_t *parse_number(struct parser *p)
         errno = 0;
         char *end;
         long long v = strtoll(copy, &end, 10);
-        if (errno == 0 && end == copy + n)
+        if (errno == 0 && end == copy + n) {
+            /* jansson holds it exactly: its value is its text (-0 is 0) */
+            if (copy != small)
+                free(copy);
+            p->pos = i;
             node = json_integer((json_int_t)v);
+            return node ? node : (fail(p, "out of memory"), NULL);
+        }
     }
     if (node == NULL) {
         double d = strtod(copy, NULL);

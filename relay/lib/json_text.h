@@ -9,11 +9,12 @@
  * whose jsonb keeps numerics exactly) or judge it exactly (a JSON Schema's
  * multipleOf 0.01) needs the text. This parser builds the same jansson
  * tree the rest of the code reads, and beside it:
- *   - the token text of every number node, found by the node's pointer
- *     (json_text_number); a number that does not fit a json_int_t, or a
- *     double, is still in the tree (an integer that overflows as a real,
- *     a real that overflows as the largest finite double of its sign), its
- *     text exact;
+ *   - the token text of every number node jansson cannot hold exactly
+ *     (every real, every integer past json_int_t), found by the node's
+ *     pointer (json_text_number); such a number is still in the tree (an
+ *     integer that overflows as a real, a real that overflows as the
+ *     largest finite double of its sign), its text exact. An integer node
+ *     (json_is_integer) is exact as it is and has no entry;
  *   - the byte span of each value asked for by its keys from the root
  *     (struct json_text_span), so that the caller can hand those bytes on
  *     instead of a re-serialisation.
@@ -88,7 +89,8 @@ struct json_text *json_text_incref(struct json_text *doc);
 void json_text_decref(struct json_text *doc);
 
 /* The token text of a number node of doc (not NUL-terminated), with its
- * length in *len; NULL when doc is NULL or node is not one of its numbers. */
+ * length in *len; NULL when doc is NULL, node is not one of its numbers,
+ * or node is an integer (jansson's value is then exact). */
 const char *json_text_number(const struct json_text *doc, const json_t *node, size_t *len);
 
 /* Can PostgreSQL's numeric (and so jsonb) hold this JSON number token?

@@ -83,7 +83,13 @@ START_TEST(numbers_keep_their_text)
                                          "18446744073709551616"};
     ck_assert_uint_eq(json_array_size(doc->root), 10);
     for (size_t i = 0; i < 10; i++) {
-        char *t = number_text(doc, json_array_get(doc->root, i));
+        const json_t *node = json_array_get(doc->root, i);
+        if (json_is_integer(node)) { /* exact in jansson: no text kept */
+            size_t len;
+            ck_assert_ptr_null(json_text_number(doc, node, &len));
+            continue;
+        }
+        char *t = number_text(doc, node);
         ck_assert_str_eq(t, tokens[i]);
         free(t);
     }
