@@ -310,7 +310,7 @@ static bool number_add(struct parser *p, json_t *node, size_t start, size_t n)
     }
     memcpy(doc->texts + doc->texts_len, p->s + start, n);
     doc->nums[doc->nnums++] = (struct json_text_number){
-        .node = json_incref(node), .src_off = start, .text_off = doc->texts_len, .text_len = n};
+        .node = json_incref(node), .text_off = (uint32_t)doc->texts_len, .text_len = (uint32_t)n};
     doc->texts_len += n;
     return true;
 }
@@ -447,7 +447,7 @@ static json_t *parse_object(struct parser *p, int depth, unsigned live)
             else
                 child |= 1u << k;
         }
-        size_t start = p->pos;
+        size_t start = p->pos, texts_start = p->doc->texts_len;
         json_t *value = parse_value(p, depth + 1, child);
         if (!value) {
             free(key.data);
@@ -460,6 +460,8 @@ static json_t *parse_object(struct parser *p, int depth, unsigned live)
             p->spans[k].start = start;
             p->spans[k].end = p->pos;
             p->spans[k].node = value;
+            p->spans[k].texts_start = texts_start;
+            p->spans[k].texts_end = p->doc->texts_len;
         }
         int set = json_object_setn_new(obj, key.data, key.len, value);
         free(key.data);
@@ -575,6 +577,11 @@ struct json_text *json_text_parse(const char *text, size_t len, int flags,
     }
     if (nspans > JSON_TEXT_MAX_SPANS)
         nspans = JSON_TEXT_MAX_SPANS;
+    if (len > UINT32_MAX) {
+        if (err)
+            snprintf(err->text, sizeof(err->text), "the text is longer than 4 GiB");
+        return NULL;
+    }
     struct json_text *doc = calloc(1, sizeof(*doc));
     if (!doc) {
         if (err)
@@ -593,6 +600,7 @@ struct json_text *json_text_parse(const char *text, size_t len, int flags,
     for (size_t k = 0; k < nspans; k++) {
         spans[k].found = false;
         spans[k].start = spans[k].end = 0;
+        spans[k].texts_start = spans[k].texts_end = 0;
         spans[k].node = NULL;
         if (spans[k].nkeys > 0)
             live |= 1u << k;
@@ -611,6 +619,8 @@ struct json_text *json_text_parse(const char *text, size_t len, int flags,
                     spans[k].start = start;
                     spans[k].end = p.pos;
                     spans[k].node = doc->root;
+                    spans[k].texts_start = 0;
+                    spans[k].texts_end = doc->texts_len;
                 }
             }
             skip_ws(&p);
@@ -628,6 +638,21 @@ struct json_text *json_text_parse(const char *text, size_t len, int flags,
     }
     if (doc->nnums > 1)
         qsort(doc->nums, doc->nnums, sizeof(*doc->nums), number_cmp);
+    /* give back what the doubling left unused */
+    if (doc->nnums < doc->nums_cap && doc->nnums > 0) {
+        struct json_text_number *fit = realloc(doc->nums, doc->nnums * sizeof(*fit));
+        if (fit) {
+            doc->nums = fit;
+            doc->nums_cap = doc->nnums;
+        }
+    }
+    if (doc->texts_len < doc->texts_cap && doc->texts_len > 0) {
+        char *fit = realloc(doc->texts, doc->texts_len);
+        if (fit) {
+            doc->texts = fit;
+            doc->texts_cap = doc->texts_len;
+        }
+    }
     return doc;
 }
 

@@ -36,6 +36,7 @@
 #include <jansson.h>
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
 #define JSON_TEXT_MAX_DEPTH 2048 /* jansson's JSON_PARSER_MAX_DEPTH */
 #define JSON_TEXT_MAX_SPANS 4
@@ -56,6 +57,10 @@ struct json_text_span {
     bool found;
     size_t start, end;
     const json_t *node;
+    /* the numbers kept inside it: those of doc->nums whose text_off is in
+     * [texts_start, texts_end) (the texts are stored in the order of the
+     * text) */
+    size_t texts_start, texts_end;
 };
 
 struct json_text_error {
@@ -64,10 +69,9 @@ struct json_text_error {
 };
 
 struct json_text_number {
-    json_t *node;    /* a reference held: pointers stay unique while the document lives */
-    size_t src_off;  /* where the token starts in the parsed text */
-    size_t text_off; /* the token in doc->texts */
-    size_t text_len;
+    json_t *node;      /* a reference held: pointers stay unique while the document lives */
+    uint32_t text_off; /* the token in doc->texts, which keeps them in the order of the text */
+    uint32_t text_len;
 };
 
 struct json_text {
@@ -79,8 +83,8 @@ struct json_text {
     size_t texts_len, texts_cap;
 };
 
-/* Parses len bytes of text. NULL with err filled (when not NULL) when the
- * text is not JSON as above, or memory ran out. spans (at most
+/* Parses len bytes of text (at most 4 GiB). NULL with err filled (when not
+ * NULL) when the text is not JSON as above, or memory ran out. spans (at most
  * JSON_TEXT_MAX_SPANS) are filled in place. The result has one reference. */
 struct json_text *json_text_parse(const char *text, size_t len, int flags,
                                   struct json_text_span *spans, size_t nspans,

@@ -219,7 +219,8 @@ bool mcp_parse(const char *body, size_t len, const struct mcp_headers *headers,
     }
     req->root = req->doc->root;
     if (arguments.found) {
-        req->arguments_offset = arguments.start;
+        req->arguments_texts_start = arguments.texts_start;
+        req->arguments_texts_end = arguments.texts_end;
         req->arguments_len = arguments.end - arguments.start;
         req->arguments_text = malloc(req->arguments_len + 1);
         if (req->arguments_text == NULL) {
@@ -329,12 +330,11 @@ bool mcp_arguments_text(const struct mcp_request *req, const char **text, size_t
     /* the first number in the arguments' bytes that numeric cannot hold */
     const struct json_text_number *first = NULL;
     const char *why = NULL;
-    size_t end = req->arguments_offset + req->arguments_len;
     for (size_t i = 0; i < req->doc->nnums; i++) {
         const struct json_text_number *n = &req->doc->nums[i];
         const char *reason;
-        if (n->src_off < req->arguments_offset || n->src_off >= end ||
-            (first != NULL && n->src_off > first->src_off))
+        if (n->text_off < req->arguments_texts_start || n->text_off >= req->arguments_texts_end ||
+            (first != NULL && n->text_off > first->text_off))
             continue;
         if (!json_text_number_fits_numeric(req->doc->texts + n->text_off, n->text_len, &reason)) {
             first = n;

@@ -59,11 +59,11 @@ struct mcp_request {
      * 19.99 reaches the target as 19.99 */
     char *arguments_text;
     size_t arguments_len;
-    size_t arguments_offset; /* where it starts in the body */
-    json_t *id;              /* NULL: a notification */
-    const char *method;      /* NULL only for a client's response (legacy: accepted and dropped) */
-    json_t *params;          /* an object or NULL */
-    json_t *meta;            /* params._meta, an object or NULL */
+    size_t arguments_texts_start, arguments_texts_end; /* its numbers in doc (json_text_span) */
+    json_t *id;                                        /* NULL: a notification */
+    const char *method; /* NULL only for a client's response (legacy: accepted and dropped) */
+    json_t *params;     /* an object or NULL */
+    json_t *meta;       /* params._meta, an object or NULL */
     enum mcp_era era;
     const char *version;  /* the protocol version this request speaks (in root or version_buf) */
     char version_buf[64]; /* a legacy version from the header */

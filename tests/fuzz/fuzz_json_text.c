@@ -15,7 +15,7 @@
  *     double of its sign); an integer node has none (it is exact);
  *   - the spans of a and of a.b, when found, are the bytes of the node the
  *     tree holds there (json_object_get): parsed alone they give an equal
- *     tree;
+ *     tree, and the texts of its reals are within the span's texts;
  *   - json_text_number_fits_numeric answers every token without crashing.
  */
 #include "fuzz.h"
@@ -97,7 +97,32 @@ static void check_numbers(const struct json_text *doc, const json_t *v, int dept
     }
 }
 
-static void check_span(const char *text, const struct json_text_span *span, const json_t *want)
+/* Every real below v has its text in [start, end) of doc->texts. */
+static void check_texts_within(const struct json_text *doc, const json_t *v, size_t start,
+                               size_t end, int depth)
+{
+    if (depth > JSON_TEXT_MAX_DEPTH + 1)
+        return;
+    if (json_is_real(v)) {
+        size_t n;
+        const char *t = json_text_number(doc, v, &n);
+        FUZZ_CHECK(t != NULL && (size_t)(t - doc->texts) >= start &&
+                   (size_t)(t - doc->texts) < end);
+    } else if (json_is_array(v)) {
+        for (size_t i = 0; i < json_array_size(v); i++)
+            check_texts_within(doc, json_array_get(v, i), start, end, depth + 1);
+    } else if (json_is_object(v)) {
+        const char *key;
+        json_t *member;
+        json_object_foreach((json_t *)v, key, member)
+        {
+            check_texts_within(doc, member, start, end, depth + 1);
+        }
+    }
+}
+
+static void check_span(const struct json_text *doc, const char *text,
+                       const struct json_text_span *span, const json_t *want)
 {
     FUZZ_CHECK(span->found == (want != NULL));
     if (!span->found)
@@ -110,6 +135,7 @@ static void check_span(const char *text, const struct json_text_span *span, cons
     FUZZ_CHECK(alone != NULL);
     FUZZ_CHECK(json_equal(alone->root, want));
     json_text_decref(alone);
+    check_texts_within(doc, want, span->texts_start, span->texts_end, 0);
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
@@ -158,8 +184,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     if (doc != NULL) {
         check_numbers(doc, doc->root, 0);
         const json_t *a = json_object_get(doc->root, "a");
-        check_span(text, &spans[0], a);
-        check_span(text, &spans[1], json_object_get(a, "b"));
+        check_span(doc, text, &spans[0], a);
+        check_span(doc, text, &spans[1], json_object_get(a, "b"));
         json_text_decref(doc);
     } else {
         FUZZ_CHECK(!spans[0].found && !spans[1].found);

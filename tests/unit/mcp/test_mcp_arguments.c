@@ -127,6 +127,11 @@ START_TEST(numbers_jsonb_cannot_hold_are_refused)
     char *got = enqueued(body);
     ck_assert_str_eq(got, "{\"a\":1}");
     free(got);
+    body = "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"tools/call\",\"params\":"
+           "{\"name\":\"refund\",\"arguments\":{\"a\":1.5},\"x\":1e-99999},\"y\":1e999999}";
+    got = enqueued(body);
+    ck_assert_str_eq(got, "{\"a\":1.5}");
+    free(got);
 }
 END_TEST
 
