@@ -329,6 +329,7 @@ static size_t dec_digits(const mpz_t m)
     return n;
 }
 
+/* -1, 0 or 1 as a is below, equal to or above b. */
 static int dec_cmp(const struct dec *a, const struct dec *b)
 {
     int sa = mpz_sgn(a->m), sb = mpz_sgn(b->m);
@@ -338,8 +339,10 @@ static int dec_cmp(const struct dec *a, const struct dec *b)
     long lead_a = a->e + (long)dec_digits(a->m), lead_b = b->e + (long)dec_digits(b->m);
     if (lead_a != lead_b)
         return (lead_a > lead_b ? 1 : -1) * sa;
-    if (a->e == b->e)
-        return mpz_cmp(a->m, b->m);
+    if (a->e == b->e) {
+        int c = mpz_cmp(a->m, b->m); /* any sign, not only -1 and 1 */
+        return (c > 0) - (c < 0);
+    }
     /* |e_a - e_b| is at most the digits of one mantissa: the leads are equal */
     mpz_t scaled;
     mpz_init(scaled);
@@ -351,10 +354,10 @@ static int dec_cmp(const struct dec *a, const struct dec *b)
     } else {
         mpz_ui_pow_ui(scaled, 10, (unsigned long)(b->e - a->e));
         mpz_mul(scaled, scaled, b->m);
-        cmp = -mpz_cmp(scaled, a->m);
+        cmp = mpz_cmp(a->m, scaled);
     }
     mpz_clear(scaled);
-    return cmp;
+    return (cmp > 0) - (cmp < 0);
 }
 
 static bool dec_is_integer(const struct dec *d)
