@@ -36,13 +36,16 @@
  *                         must be an integer (19.99 is a multiple of 0.01, 19.991
  *                         is not; 0.0075 is a multiple of 0.0001; 1e308 is not
  *                         one of 0.123456789)
- *
- *   Numbers are judged by their exact decimal value, as written, never
- *   through a double: 1.0 and 1e400 are integers, 9007199254740993 is not
- *   9007199254740992, 0.1 + nothing is 0.1. The exact text comes from the
- *   document the number was parsed from (json_schema_validate_doc with
- *   lib/json_text.h's documents); without one, a number is the value jansson
- *   holds (an integer, or the shortest decimal of its double).
+ *                         Numbers are judged by their exact decimal value, as
+ *                         written, never through a double: 1.0 and 1e400 are
+ *                         integers, 9007199254740993 is not 9007199254740992,
+ *                         0.10000000000000001 is not 0.1. The exact text comes
+ *                         from the document the number was parsed from
+ *                         (json_schema_validate_doc with lib/json_text.h's
+ *                         documents); without one, a number is the value
+ *                         jansson holds (an integer, or the shortest decimal
+ *                         that reads back as its double). The work is bounded
+ *                         by the digits written, never by an exponent.
  *   minLength, maxLength  non-negative integers (2.0 is one); lengths are counted
  *                         in Unicode code points, not bytes
  *   pattern               a regular expression, searched for anywhere in the
