@@ -317,10 +317,14 @@ bool mcp_arguments_text(const struct mcp_request *req, const char **text, size_t
                         struct mcp_error *err)
 {
     const json_t *arguments = json_object_get(req->params, "arguments");
-    if (arguments == NULL || req->arguments_text == NULL) {
+    if (arguments == NULL) {
         *text = "{}";
         *len = 2;
         return true;
+    }
+    if (req->arguments_text == NULL) { /* taken already: never "{}" for arguments given */
+        mcp_error_set(err, MCP_INTERNAL_ERROR, 500, "Internal error: the arguments were taken");
+        return false;
     }
     if (!json_is_object(arguments)) {
         mcp_error_set(err, MCP_INVALID_PARAMS, 200,

@@ -117,7 +117,7 @@ bool mcp_parse(const char *body, size_t len, const struct mcp_headers *headers,
  * what PostgreSQL's jsonb would refuse: arguments that are not an object,
  * a number its numeric cannot hold (1e-20000, 1e200000). False with err set
  * (-32602, HTTP 200, saying which number and why). The text is borrowed
- * from req. */
+ * from req (req->arguments_text, which the caller may take over). */
 bool mcp_arguments_text(const struct mcp_request *req, const char **text, size_t *len,
                         struct mcp_error *err);
 

@@ -650,7 +650,12 @@ static void call_with_tool(struct mcp_call *call, struct json_text *schema, bool
         strbuf_free(&msg);
         return;
     }
-    call->arguments_json = xstrndup(arguments_text, arguments_len);
+    if (arguments_text == call->req.arguments_text) { /* moved: one copy while the call waits */
+        call->arguments_json = call->req.arguments_text;
+        call->req.arguments_text = NULL;
+    } else {
+        call->arguments_json = xstrndup(arguments_text, arguments_len);
+    }
     json_decref(empty);
     if (call->key == NULL) {
         if (!server_keys) {
