@@ -22,8 +22,10 @@
  *     uniqueItems index is freed on its one exit;
  *   - every message is valid UTF-8 and fits its buffer: paths and quoted
  *     texts are cut, and a cut never leaves half a character;
- *   - numbers compare by value, never by jansson type: 1 == 1.0, and an
- *     integer is compared with a real exactly, not through a double.
+ *   - numbers compare by their exact decimal value, never by jansson type
+ *     nor through a double: 1 == 1.0, 0.1 != 0.10000000000000001, the
+ *     text a number was written with when its document is known (see
+ *     "numbers" below).
  *
  * Patterns. JSON Schema's patterns are ECMA-262 regular expressions; the
  * engine here is POSIX regexec (glibc, extended syntax, the C locale: it
@@ -46,7 +48,10 @@
  */
 #include "mcp/json_schema.h"
 
+#include "lib/json_text.h"
+
 #include <float.h>
+#include <gmp.h>
 #include <limits.h>
 #include <math.h>
 #include <regex.h>
@@ -182,113 +187,307 @@ static bool path_find_too_deep(struct path *p, const json_t *v, int depth, int l
 
 /* ------------------------------------------------------------ numbers */
 
-/* A JSON number by value: is_int when it is an integer that fits json_int_t
- * (also when jansson holds it as a real, such as 2.0); d always. */
-struct num {
-    bool is_int;
-    json_int_t i;
-    double d;
+/* Numbers are judged by their exact decimal value: the text the JSON held
+ * (json_text.h keeps it for the numbers of a parsed document), else the
+ * integer jansson holds, else the shortest decimal that reads back as its
+ * double. A value is m * 10^e with m an integer (GMP) without trailing
+ * zeros (0 is m = 0, e = 0), so two equal values have the same m and e,
+ * 1.0 and 1 alike, and it is an integer exactly when e >= 0.
+ *
+ * Cost is bounded by the text, never by the exponent: comparison aligns
+ * two mantissas only when their leading digits are at the same place (so
+ * the shift is at most the digits written), and multipleOf never writes
+ * 10^k out for a k larger than the digits written (1e308 against
+ * 0.123456789 is a few words of arithmetic). The exponent is saturated far
+ * beyond anything PostgreSQL's numeric holds (the front door refuses those
+ * before validating). */
+
+/* The documents whose numbers' texts are known (either may be NULL): the
+ * schema's and the instance's. */
+struct numctx {
+    const struct json_text *docs[2];
 };
 
-static struct num num_of(const json_t *v)
+#define DEC_EXP_MAX (LONG_MAX / 8)
+
+struct dec {
+    mpz_t m;
+    long e;
+};
+
+/* The text of a number node: its token, else one written from jansson's
+ * value into buf. */
+static const char *num_text(const struct numctx *nc, const json_t *v, char *buf, size_t buflen,
+                            size_t *len)
 {
-    struct num n = {false, 0, 0.0};
+    for (int k = 0; nc && k < 2; k++) {
+        const char *t = json_text_number(nc->docs[k], v, len);
+        if (t)
+            return t;
+    }
     if (json_is_integer(v)) {
-        n.is_int = true;
-        n.i = json_integer_value(v);
-        n.d = (double)n.i;
+        snprintf(buf, buflen, "%" JSON_INTEGER_FORMAT, json_integer_value(v));
     } else {
-        n.d = json_real_value(v);
-        /* [-2^63, 2^63): the doubles that convert to json_int_t exactly */
-        if (n.d == trunc(n.d) && n.d >= -9223372036854775808.0 && n.d < 9223372036854775808.0) {
-            n.is_int = true;
-            n.i = (json_int_t)n.d;
+        double d = json_real_value(v);
+        for (int precision = 15; precision <= 17; precision++) {
+            snprintf(buf, buflen, "%.*g", precision, d);
+            if (strtod(buf, NULL) == d)
+                break;
         }
+    }
+    *len = strlen(buf);
+    return buf;
+}
+
+/* Reads a JSON number token (or strtod's %g output) into d; d->m must be
+ * initialised. False only when memory runs out. */
+static bool dec_set_text(struct dec *d, const char *s, size_t len)
+{
+    size_t i = 0;
+    bool negative = i < len && s[i] == '-';
+    if (negative || (i < len && s[i] == '+'))
+        i++;
+    char small[128];
+    char *digits = len < sizeof(small) ? small : malloc(len + 1);
+    if (!digits)
+        return false;
+    size_t n = 0, frac = 0;
+    bool in_frac = false;
+    for (; i < len && s[i] != 'e' && s[i] != 'E'; i++) {
+        if (s[i] == '.') {
+            in_frac = true;
+            continue;
+        }
+        if (s[i] < '0' || s[i] > '9')
+            break;
+        if (n > 0 || s[i] != '0') /* no leading zeros */
+            digits[n++] = s[i];
+        if (in_frac)
+            frac++;
+    }
+    long exponent = 0;
+    if (i < len && (s[i] == 'e' || s[i] == 'E')) {
+        i++;
+        bool neg_exp = i < len && s[i] == '-';
+        if (i < len && (s[i] == '+' || s[i] == '-'))
+            i++;
+        for (; i < len && s[i] >= '0' && s[i] <= '9'; i++)
+            if (exponent < DEC_EXP_MAX)
+                exponent = exponent * 10 + (s[i] - '0');
+        if (exponent > DEC_EXP_MAX)
+            exponent = DEC_EXP_MAX;
+        if (neg_exp)
+            exponent = -exponent;
+    }
+    size_t trailing = 0;
+    while (trailing < n && digits[n - 1 - trailing] == '0')
+        trailing++;
+    n -= trailing;
+    if (n == 0) {
+        mpz_set_ui(d->m, 0);
+        d->e = 0;
+    } else {
+        digits[n] = '\0';
+        mpz_set_str(d->m, digits, 10);
+        if (negative)
+            mpz_neg(d->m, d->m);
+        d->e = exponent - (long)frac + (long)trailing;
+    }
+    if (digits != small)
+        free(digits);
+    return true;
+}
+
+static void dec_of(const struct numctx *nc, const json_t *v, struct dec *d)
+{
+    mpz_init(d->m);
+    d->e = 0;
+    char buf[64];
+    size_t len;
+    const char *text = num_text(nc, v, buf, sizeof(buf), &len);
+    if (!dec_set_text(d, text, len))
+        abort(); /* out of memory, as GMP itself would */
+}
+
+static void dec_clear(struct dec *d)
+{
+    mpz_clear(d->m);
+}
+
+/* The number of decimal digits of |m| (m != 0), exactly. */
+static size_t dec_digits(const mpz_t m)
+{
+    size_t n = mpz_sizeinbase(m, 10); /* exact or one too many */
+    if (n > 1) {
+        mpz_t p;
+        mpz_init(p);
+        mpz_ui_pow_ui(p, 10, n - 1);
+        if (mpz_cmpabs(m, p) < 0)
+            n--;
+        mpz_clear(p);
     }
     return n;
 }
 
-static bool num_is_integral(const json_t *v)
+/* -1, 0 or 1 as a is below, equal to or above b. */
+static int dec_cmp(const struct dec *a, const struct dec *b)
 {
-    if (json_is_integer(v))
+    int sa = mpz_sgn(a->m), sb = mpz_sgn(b->m);
+    if (sa != sb || sa == 0)
+        return (sa > sb) - (sa < sb);
+    /* same sign, both non-zero: by where the leading digit is, then aligned */
+    long lead_a = a->e + (long)dec_digits(a->m), lead_b = b->e + (long)dec_digits(b->m);
+    if (lead_a != lead_b)
+        return (lead_a > lead_b ? 1 : -1) * sa;
+    if (a->e == b->e) {
+        int c = mpz_cmp(a->m, b->m); /* any sign, not only -1 and 1 */
+        return (c > 0) - (c < 0);
+    }
+    /* |e_a - e_b| is at most the digits of one mantissa: the leads are equal */
+    mpz_t scaled;
+    mpz_init(scaled);
+    int cmp;
+    if (a->e > b->e) {
+        mpz_ui_pow_ui(scaled, 10, (unsigned long)(a->e - b->e));
+        mpz_mul(scaled, scaled, a->m);
+        cmp = mpz_cmp(scaled, b->m);
+    } else {
+        mpz_ui_pow_ui(scaled, 10, (unsigned long)(b->e - a->e));
+        mpz_mul(scaled, scaled, b->m);
+        cmp = mpz_cmp(a->m, scaled);
+    }
+    mpz_clear(scaled);
+    return (cmp > 0) - (cmp < 0);
+}
+
+static bool dec_is_integer(const struct dec *d)
+{
+    return d->e >= 0 || mpz_sgn(d->m) == 0;
+}
+
+/* Is x an integer multiple of m (m > 0)? x/m = (x.m / m.m) * 10^k. */
+static bool dec_is_multiple(const struct dec *x, const struct dec *m)
+{
+    if (mpz_sgn(x->m) == 0)
         return true;
-    double d = json_real_value(v);
-    return json_is_real(v) && d == trunc(d);
-}
-
-/* i against a real d that is not an integer in json_int_t's range. */
-static int num_cmp_int_real(json_int_t i, double d)
-{
-    if (d >= 9223372036854775808.0)
-        return -1;
-    if (d < -9223372036854775808.0)
-        return 1;
-    double t = trunc(d);
-    json_int_t ti = (json_int_t)t;
-    if (i != ti)
-        return i < ti ? -1 : 1;
-    return d > t ? -1 : 1; /* d has a fractional part */
-}
-
-static int num_cmp(struct num a, struct num b)
-{
-    if (a.is_int && b.is_int)
-        return (a.i > b.i) - (a.i < b.i);
-    if (!a.is_int && !b.is_int)
-        return (a.d > b.d) - (a.d < b.d);
-    if (a.is_int)
-        return num_cmp_int_real(a.i, b.d);
-    return -num_cmp_int_real(b.i, a.d);
-}
-
-static bool num_is_multiple(struct num x, struct num m)
-{
-    if (x.is_int && m.is_int)
-        return m.i > 0 && x.i % m.i == 0;
-    if (!(m.d > 0))
+    if (mpz_sgn(m->m) <= 0)
         return true; /* not a valid divisor: the check refuses it */
-    if (fmod(x.d, m.d) == 0)
-        return true;
-    double q = x.d / m.d;
-    if (!isfinite(q))
-        return false;
-    /* x and m are the doubles nearest to decimals: their quotient is off by
-     * a few ulps from the exact one, so 0.0075 / 0.0001 is 75.00000000000001 */
-    return fabs(q - nearbyint(q)) <= 4 * DBL_EPSILON * fabs(q);
+    long k = x->e - m->e;
+    bool multiple;
+    mpz_t g;
+    mpz_init(g);
+    if (k >= 0) {
+        /* m.m must divide x.m * 10^k: what of m.m is not in x.m must be
+         * made of 2s and 5s, each at most k times */
+        mpz_gcd(g, x->m, m->m);
+        mpz_divexact(g, m->m, g);
+        mpz_t f;
+        mpz_init_set_ui(f, 2);
+        unsigned long twos = mpz_remove(g, g, f);
+        mpz_set_ui(f, 5);
+        unsigned long fives = mpz_remove(g, g, f);
+        mpz_clear(f);
+        multiple = mpz_cmp_ui(g, 1) == 0 && twos <= (unsigned long)k && fives <= (unsigned long)k;
+    } else {
+        /* m.m * 10^-k must divide x.m: impossible when it has more digits */
+        unsigned long shift = (unsigned long)(-k);
+        if (shift > dec_digits(x->m)) {
+            multiple = false;
+        } else {
+            mpz_ui_pow_ui(g, 10, shift);
+            mpz_mul(g, g, m->m);
+            multiple = mpz_divisible_p(x->m, g) != 0;
+        }
+    }
+    mpz_clear(g);
+    return multiple;
 }
 
-/* The shortest text that reads back as the same number. */
-static void num_format(const json_t *v, char *buf, size_t len)
+static bool num_is_integral(const struct numctx *nc, const json_t *v)
 {
-    if (json_is_integer(v)) {
-        snprintf(buf, len, "%" JSON_INTEGER_FORMAT, json_integer_value(v));
+    if (json_is_integer(v)) /* an integer token: 1.0 and 1e400 are reals in jansson */
+        return true;
+    if (!json_is_number(v))
+        return false;
+    struct dec d;
+    dec_of(nc, v, &d);
+    bool integral = dec_is_integer(&d);
+    dec_clear(&d);
+    return integral;
+}
+
+static int num_cmp(const struct numctx *nc, const json_t *a, const json_t *b)
+{
+    struct dec x, y;
+    dec_of(nc, a, &x);
+    dec_of(nc, b, &y);
+    int cmp = dec_cmp(&x, &y);
+    dec_clear(&x);
+    dec_clear(&y);
+    return cmp;
+}
+
+static int num_sign(const struct numctx *nc, const json_t *v)
+{
+    struct dec d;
+    dec_of(nc, v, &d);
+    int sign = mpz_sgn(d.m);
+    dec_clear(&d);
+    return sign;
+}
+
+/* The number as written (cut to fit len), for a message. */
+static void num_format(const struct numctx *nc, const json_t *v, char *buf, size_t len)
+{
+    char own[64];
+    size_t n;
+    const char *text = num_text(nc, v, own, sizeof(own), &n);
+    if (n >= len && len > 4) {
+        snprintf(buf, len, "%.*s...", (int)(len - 4), text);
         return;
     }
-    double d = json_real_value(v);
-    for (int precision = 15; precision <= 17; precision++) {
-        snprintf(buf, len, "%.*g", precision, d);
-        if (strtod(buf, NULL) == d)
-            return;
-    }
+    snprintf(buf, len, "%.*s", (int)n, text);
 }
 
 /* A count keyword's value (minLength, maxItems...): a non-negative integer,
  * 2.0 included; a huge one is taken as UINT64_MAX. */
-static bool count_of(const json_t *v, uint64_t *out)
+static bool count_of(const struct numctx *nc, const json_t *v, uint64_t *out)
 {
-    if (!json_is_number(v) || !num_is_integral(v))
+    if (!json_is_number(v))
         return false;
-    struct num n = num_of(v);
-    if (n.is_int) {
-        if (n.i < 0)
-            return false;
-        *out = (uint64_t)n.i;
-        return true;
+    struct dec d;
+    dec_of(nc, v, &d);
+    bool ok = dec_is_integer(&d) && mpz_sgn(d.m) >= 0;
+    if (ok) {
+        if (mpz_sgn(d.m) == 0) {
+            *out = 0;
+        } else if (d.e > 20) {
+            *out = UINT64_MAX;
+        } else {
+            mpz_t p;
+            mpz_init(p);
+            mpz_ui_pow_ui(p, 10, (unsigned long)d.e);
+            mpz_mul(p, p, d.m);
+            *out = mpz_sizeinbase(p, 2) <= 64 ? (uint64_t)mpz_get_ui(p) : UINT64_MAX;
+            mpz_clear(p);
+        }
     }
-    if (n.d < 0)
-        return false;
-    *out = UINT64_MAX;
-    return true;
+    dec_clear(&d);
+    return ok;
+}
+
+/* A hash of the exact value: equal numbers hash alike. */
+static uint64_t num_hash(const struct numctx *nc, const json_t *v)
+{
+    struct dec d;
+    dec_of(nc, v, &d);
+    uint64_t h = 0x1111 ^ (uint64_t)d.e * 0x9e3779b97f4a7c15ULL;
+    size_t limbs = mpz_size(d.m);
+    for (size_t i = 0; i < limbs; i++)
+        h = h * 0x100000001b3ULL ^ (uint64_t)mpz_getlimbn(d.m, i);
+    h ^= (uint64_t)(mpz_sgn(d.m) + 1);
+    dec_clear(&d);
+    return h;
 }
 
 /* ------------------------------------------------------------ deep equality */
@@ -296,12 +495,12 @@ static bool count_of(const json_t *v, uint64_t *out)
 /* 1 when a and b are the same JSON value (numbers by value, objects by
  * their members in any order), 0 when not, -1 when they are nested deeper
  * than JSON_SCHEMA_MAX_DEPTH levels below depth. */
-static int json_same(const json_t *a, const json_t *b, int depth)
+static int json_same(const struct numctx *nc, const json_t *a, const json_t *b, int depth)
 {
     if (depth > JSON_SCHEMA_MAX_DEPTH)
         return -1;
     if (json_is_number(a) && json_is_number(b))
-        return num_cmp(num_of(a), num_of(b)) == 0;
+        return num_cmp(nc, a, b) == 0;
     if (json_typeof(a) != json_typeof(b))
         return 0;
     switch (json_typeof(a)) {
@@ -312,7 +511,7 @@ static int json_same(const json_t *a, const json_t *b, int depth)
         if (json_array_size(a) != json_array_size(b))
             return 0;
         for (size_t i = 0; i < json_array_size(a); i++) {
-            int same = json_same(json_array_get(a, i), json_array_get(b, i), depth + 1);
+            int same = json_same(nc, json_array_get(a, i), json_array_get(b, i), depth + 1);
             if (same != 1)
                 return same;
         }
@@ -329,7 +528,7 @@ static int json_same(const json_t *a, const json_t *b, int depth)
             const json_t *other = json_object_getn(b, key, key_len);
             if (!other)
                 return 0;
-            int same = json_same(member, other, depth + 1);
+            int same = json_same(nc, member, other, depth + 1);
             if (same != 1)
                 return same;
         }
@@ -361,26 +560,20 @@ static uint64_t hash_bytes(const char *s, size_t n)
 }
 
 /* Equal values (json_same) hash alike: a number hashes by its value. */
-static uint64_t json_hash(const json_t *v, int depth)
+static uint64_t json_hash(const struct numctx *nc, const json_t *v, int depth)
 {
     if (depth > JSON_SCHEMA_MAX_DEPTH)
         return 0;
     switch (json_typeof(v)) {
     case JSON_INTEGER:
-    case JSON_REAL: {
-        struct num n = num_of(v);
-        if (n.is_int)
-            return hash_mix((uint64_t)n.i ^ 0x1111);
-        uint64_t bits;
-        memcpy(&bits, &n.d, sizeof(bits));
-        return hash_mix(bits ^ 0x2222);
-    }
+    case JSON_REAL:
+        return hash_mix(num_hash(nc, v));
     case JSON_STRING:
         return hash_bytes(json_string_value(v), json_string_length(v));
     case JSON_ARRAY: {
         uint64_t h = 0x3333;
         for (size_t i = 0; i < json_array_size(v); i++)
-            h = hash_mix(h * 31 + json_hash(json_array_get(v, i), depth + 1));
+            h = hash_mix(h * 31 + json_hash(nc, json_array_get(v, i), depth + 1));
         return h;
     }
     case JSON_OBJECT: {
@@ -390,7 +583,7 @@ static uint64_t json_hash(const json_t *v, int depth)
         const json_t *member;
         json_object_keylen_foreach((json_t *)v, key, key_len, member)
         {
-            h += hash_mix(hash_bytes(key, key_len) * 31 + json_hash(member, depth + 1));
+            h += hash_mix(hash_bytes(key, key_len) * 31 + json_hash(nc, member, depth + 1));
         }
         return h;
     }
@@ -1238,7 +1431,7 @@ static bool is_string_set(const json_t *v, bool type_names_only)
         if (!json_is_string(item) || (type_names_only && !is_type_name(item)))
             return false;
         for (size_t k = 0; k < i; k++)
-            if (json_same(item, json_array_get(v, k), 0) == 1)
+            if (json_same(NULL, item, json_array_get(v, k), 0) == 1) /* strings */
                 return false;
     }
     return true;
@@ -1275,6 +1468,7 @@ struct check {
     struct path path;
     char *err;
     size_t errlen;
+    struct numctx nc; /* the schema's document */
 };
 
 static bool check_fail(struct check *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
@@ -1351,12 +1545,12 @@ static bool check_keyword(struct check *c, const char *name, enum keyword kw, co
             return true;
         return check_fail(c, "\"%s\" must be a number", name);
     case KW_MULTIPLE_OF:
-        if (json_is_number(v) && num_of(v).d > 0)
+        if (json_is_number(v) && num_sign(&c->nc, v) > 0)
             return true;
         return check_fail(c, "\"multipleOf\" must be a number greater than 0");
     case KW_COUNT: {
         uint64_t count;
-        if (count_of(v, &count))
+        if (count_of(&c->nc, v, &count))
             return true;
         return check_fail(c, "\"%s\" must be a non-negative integer", name);
     }
@@ -1420,8 +1614,16 @@ static bool check_schema(struct check *c, const json_t *schema, bool root)
 
 bool json_schema_check(const json_t *schema, char *err, size_t errlen)
 {
+    return json_schema_check_doc(schema, NULL, err, errlen);
+}
+
+bool json_schema_check_doc(const json_t *schema, const struct json_text *schema_doc, char *err,
+                           size_t errlen)
+{
     struct check c;
     path_init(&c.path);
+    c.nc.docs[0] = schema_doc;
+    c.nc.docs[1] = NULL;
     c.err = err;
     c.errlen = errlen;
     if (err && errlen > 0)
@@ -1439,6 +1641,7 @@ bool json_schema_check(const json_t *schema, char *err, size_t errlen)
 
 struct validation {
     struct path path;
+    struct numctx nc; /* the schema's and the instance's documents */
     struct json_schema_errors *out;
     int count;
     struct {
@@ -1477,7 +1680,7 @@ static char *dump_for_message(const json_t *v)
     return text;
 }
 
-static const char *instance_type(const json_t *v)
+static const char *instance_type(const struct numctx *nc, const json_t *v)
 {
     switch (json_typeof(v)) {
     case JSON_OBJECT:
@@ -1488,8 +1691,8 @@ static const char *instance_type(const json_t *v)
         return "string";
     case JSON_INTEGER:
         return "integer";
-    case JSON_REAL:
-        return "number";
+    case JSON_REAL: /* 1.0, 1e400: an integer by value */
+        return num_is_integral(nc, v) ? "integer" : "number";
     case JSON_TRUE:
     case JSON_FALSE:
         return "boolean";
@@ -1498,26 +1701,26 @@ static const char *instance_type(const json_t *v)
     }
 }
 
-static bool type_matches(const char *name, const json_t *v)
+static bool type_matches(const struct numctx *nc, const char *name, const json_t *v)
 {
     if (strcmp(name, "integer") == 0)
-        return json_is_number(v) && num_is_integral(v);
+        return json_is_number(v) && num_is_integral(nc, v);
     if (strcmp(name, "number") == 0)
         return json_is_number(v);
     if (strcmp(name, "boolean") == 0)
         return json_is_boolean(v);
-    return strcmp(name, instance_type(v)) == 0;
+    return strcmp(name, instance_type(nc, v)) == 0;
 }
 
 /* False (with one violation) when the instance's type is not allowed. */
 static bool validate_type(struct validation *v, const json_t *type, const json_t *inst)
 {
-    if (json_is_string(type) && type_matches(json_string_value(type), inst))
+    if (json_is_string(type) && type_matches(&v->nc, json_string_value(type), inst))
         return true;
     if (json_is_array(type)) {
         for (size_t i = 0; i < json_array_size(type); i++) {
             const json_t *name = json_array_get(type, i);
-            if (json_is_string(name) && type_matches(json_string_value(name), inst))
+            if (json_is_string(name) && type_matches(&v->nc, json_string_value(name), inst))
                 return true;
         }
     } else if (!json_is_string(type)) {
@@ -1532,7 +1735,7 @@ static bool validate_type(struct validation *v, const json_t *type, const json_t
                          json_is_string(name) ? json_string_value(name) : "?");
         len += n > 0 ? (size_t)n : 0;
     }
-    violation(v, "must be %s, got %s", names, instance_type(inst));
+    violation(v, "must be %s, got %s", names, instance_type(&v->nc, inst));
     return false;
 }
 
@@ -1540,7 +1743,7 @@ static void validate_const_enum(struct validation *v, const json_t *schema, cons
 {
     const json_t *value = json_object_get(schema, "const");
     if (value) {
-        int same = json_same(value, inst, 0);
+        int same = json_same(&v->nc, value, inst, 0);
         if (same < 0) {
             violation(v, "nested too deep to compare with \"const\"");
         } else if (same == 0) {
@@ -1553,7 +1756,7 @@ static void validate_const_enum(struct validation *v, const json_t *schema, cons
     if (json_is_array(options)) {
         bool deep = false;
         for (size_t i = 0; i < json_array_size(options); i++) {
-            int same = json_same(json_array_get(options, i), inst, 0);
+            int same = json_same(&v->nc, json_array_get(options, i), inst, 0);
             if (same == 1)
                 return;
             deep = deep || same < 0;
@@ -1580,22 +1783,34 @@ static void validate_number(struct validation *v, const json_t *schema, const js
         {"maximum", "<=", 1 << 2},                      /* fails when > */
         {"exclusiveMaximum", "<", (1 << 1) | (1 << 2)}, /* fails when >= */
     };
-    struct num x = num_of(inst);
+    struct dec x;
+    dec_of(&v->nc, inst, &x);
     for (size_t k = 0; k < sizeof(bounds) / sizeof(bounds[0]); k++) {
         const json_t *bound = json_object_get(schema, bounds[k].keyword);
         if (!json_is_number(bound))
             continue;
-        int cmp = num_cmp(x, num_of(bound));
+        struct dec b;
+        dec_of(&v->nc, bound, &b);
+        int cmp = dec_cmp(&x, &b);
+        dec_clear(&b);
         if (bounds[k].fails_when & (1 << (cmp + 1))) {
             char text[40];
-            num_format(bound, text, sizeof(text));
+            num_format(&v->nc, bound, text, sizeof(text));
             violation(v, "must be %s %s", bounds[k].op, text);
         }
     }
     const json_t *divisor = json_object_get(schema, "multipleOf");
-    if (json_is_number(divisor) && !num_is_multiple(x, num_of(divisor))) {
+    bool multiple = true;
+    if (json_is_number(divisor)) {
+        struct dec m;
+        dec_of(&v->nc, divisor, &m);
+        multiple = dec_is_multiple(&x, &m);
+        dec_clear(&m);
+    }
+    dec_clear(&x);
+    if (!multiple) {
         char text[40];
-        num_format(divisor, text, sizeof(text));
+        num_format(&v->nc, divisor, text, sizeof(text));
         violation(v, "must be a multiple of %s", text);
     }
 }
@@ -1637,17 +1852,17 @@ static void validate_string(struct validation *v, const json_t *schema, const js
     uint64_t min = 0, max = UINT64_MAX;
     const json_t *min_json = json_object_get(schema, "minLength");
     const json_t *max_json = json_object_get(schema, "maxLength");
-    bool has_min = min_json && count_of(min_json, &min);
-    bool has_max = max_json && count_of(max_json, &max);
+    bool has_min = min_json && count_of(&v->nc, min_json, &min);
+    bool has_max = max_json && count_of(&v->nc, max_json, &max);
     if (has_min || has_max) {
         size_t length = utf8_code_points(s, n);
         char text[40];
         if (has_min && length < min) {
-            num_format(min_json, text, sizeof(text));
+            num_format(&v->nc, min_json, text, sizeof(text));
             violation(v, "must be at least %s characters long", text);
         }
         if (has_max && length > max) {
-            num_format(max_json, text, sizeof(text));
+            num_format(&v->nc, max_json, text, sizeof(text));
             violation(v, "must be at most %s characters long", text);
         }
     }
@@ -1699,7 +1914,7 @@ static void validate_unique(struct validation *v, const json_t *inst)
         return;
     }
     for (size_t i = 0; i < n; i++) {
-        items[i].hash = json_hash(json_array_get(inst, i), 0);
+        items[i].hash = json_hash(&v->nc, json_array_get(inst, i), 0);
         items[i].index = i;
     }
     qsort(items, n, sizeof(*items), hashed_item_cmp);
@@ -1711,7 +1926,7 @@ static void validate_unique(struct validation *v, const json_t *inst)
             end++;
         for (size_t a = run; a < end; a++) {
             for (size_t b = a + 1; b < end; b++) {
-                int same = json_same(json_array_get(inst, items[a].index),
+                int same = json_same(&v->nc, json_array_get(inst, items[a].index),
                                      json_array_get(inst, items[b].index), 0);
                 deep = deep || same < 0;
                 if (same == 1 && (second == SIZE_MAX || items[b].index < second)) {
@@ -1739,13 +1954,13 @@ static void validate_array(struct validation *v, const json_t *schema, const jso
     uint64_t limit;
     char text[40];
     const json_t *min = json_object_get(schema, "minItems");
-    if (min && count_of(min, &limit) && n < limit) {
-        num_format(min, text, sizeof(text));
+    if (min && count_of(&v->nc, min, &limit) && n < limit) {
+        num_format(&v->nc, min, text, sizeof(text));
         violation(v, "must have at least %s items", text);
     }
     const json_t *max = json_object_get(schema, "maxItems");
-    if (max && count_of(max, &limit) && n > limit) {
-        num_format(max, text, sizeof(text));
+    if (max && count_of(&v->nc, max, &limit) && n > limit) {
+        num_format(&v->nc, max, text, sizeof(text));
         violation(v, "must have at most %s items", text);
     }
     if (json_is_true(json_object_get(schema, "uniqueItems")))
@@ -1843,8 +2058,17 @@ static void validate_node(struct validation *v, const json_t *schema, const json
 int json_schema_validate(const json_t *schema, const json_t *instance,
                          struct json_schema_errors *out)
 {
+    return json_schema_validate_doc(schema, NULL, instance, NULL, out);
+}
+
+int json_schema_validate_doc(const json_t *schema, const struct json_text *schema_doc,
+                             const json_t *instance, const struct json_text *instance_doc,
+                             struct json_schema_errors *out)
+{
     struct validation v;
     path_init(&v.path);
+    v.nc.docs[0] = schema_doc;
+    v.nc.docs[1] = instance_doc;
     v.out = out;
     v.count = 0;
     v.cached = 0;

@@ -28,12 +28,24 @@
  *   enum                  an array of any values
  *   const                 any value
  *                         (enum, const and uniqueItems compare deeply and
- *                         mathematically: 1 equals 1.0, key order is ignored)
+ *                         mathematically: 1 equals 1.0 and 1e2 equals 100,
+ *                         exactly; key order is ignored)
  *   minimum, maximum, exclusiveMinimum, exclusiveMaximum
- *                         numbers; compared exactly, integers against reals too
- *   multipleOf            a number > 0; exact when the instance and the divisor
- *                         are integers, else in doubles with a relative tolerance
- *                         of 4 ulps on the quotient (0.0075 is a multiple of 0.0001)
+ *                         numbers; compared exactly as decimals
+ *   multipleOf            a number > 0; exact: the quotient of the two decimals
+ *                         must be an integer (19.99 is a multiple of 0.01, 19.991
+ *                         is not; 0.0075 is a multiple of 0.0001; 1e308 is not
+ *                         one of 0.123456789)
+ *                         Numbers are judged by their exact decimal value, as
+ *                         written, never through a double: 1.0 and 1e400 are
+ *                         integers, 9007199254740993 is not 9007199254740992,
+ *                         0.10000000000000001 is not 0.1. The exact text comes
+ *                         from the document the number was parsed from
+ *                         (json_schema_validate_doc with lib/json_text.h's
+ *                         documents); without one, a number is the value
+ *                         jansson holds (an integer, or the shortest decimal
+ *                         that reads back as its double). The work is bounded
+ *                         by the digits written, never by an exponent.
  *   minLength, maxLength  non-negative integers (2.0 is one); lengths are counted
  *                         in Unicode code points, not bytes
  *   pattern               a regular expression, searched for anywhere in the
@@ -123,5 +135,16 @@ bool json_schema_check(const json_t *schema, char *err, size_t errlen)
  * compile). out may be NULL; else it is filled from scratch. */
 int json_schema_validate(const json_t *schema, const json_t *instance,
                          struct json_schema_errors *out);
+
+/* The same, judging numbers by the exact text of the documents they were
+ * parsed from (lib/json_text.h): the schema's and the instance's, either
+ * NULL. Without a document, a number is the integer jansson holds or the
+ * shortest decimal that reads back as its double (0.1 for 0.1). */
+struct json_text;
+bool json_schema_check_doc(const json_t *schema, const struct json_text *schema_doc, char *err,
+                           size_t errlen) __attribute__((warn_unused_result));
+int json_schema_validate_doc(const json_t *schema, const struct json_text *schema_doc,
+                             const json_t *instance, const struct json_text *instance_doc,
+                             struct json_schema_errors *out);
 
 #endif

@@ -36,7 +36,11 @@ static const char *const legacy_versions[] = {"2025-11-25", "2025-06-18", "2025-
 
 void mcp_request_free(struct mcp_request *req)
 {
-    json_decref(req->root);
+    if (req->doc)
+        json_text_decref(req->doc); /* it owns root */
+    else
+        json_decref(req->root); /* a slimmed request's own (adm_request_slim) */
+    free(req->arguments_text);
     memset(req, 0, sizeof(*req));
 }
 
@@ -206,11 +210,28 @@ bool mcp_parse(const char *body, size_t len, const struct mcp_headers *headers,
                struct mcp_request *req, struct mcp_error *err)
 {
     memset(req, 0, sizeof(*req));
-    json_error_t jerr;
-    req->root = json_loadb(body, len, JSON_REJECT_DUPLICATES, &jerr);
-    if (req->root == NULL) {
+    struct json_text_error jerr;
+    static const char *const arguments_path[] = {"params", "arguments"};
+    struct json_text_span arguments = {.keys = arguments_path, .nkeys = 2};
+    /* A key twice is refused, as jansson did here: a proxy that reads the
+     * first "method" and the front door the last would see two requests. */
+    req->doc = json_text_parse(body, len, JSON_TEXT_REJECT_DUPLICATES, &arguments, 1, &jerr);
+    if (req->doc == NULL) {
         mcp_error_set(err, MCP_PARSE_ERROR, 400, "Parse error: %s", jerr.text);
         return false;
+    }
+    req->root = req->doc->root;
+    if (arguments.found) {
+        req->arguments_texts_start = arguments.texts_start;
+        req->arguments_texts_end = arguments.texts_end;
+        req->arguments_len = arguments.end - arguments.start;
+        req->arguments_text = malloc(req->arguments_len + 1);
+        if (req->arguments_text == NULL) {
+            mcp_error_set(err, MCP_INTERNAL_ERROR, 500, "Internal error: out of memory");
+            return false;
+        }
+        memcpy(req->arguments_text, body + arguments.start, req->arguments_len);
+        req->arguments_text[req->arguments_len] = '\0';
     }
     if (json_is_array(req->root)) {
         mcp_error_set(err, MCP_INVALID_REQUEST, 400, "Batch requests are not supported");
@@ -292,6 +313,52 @@ bool mcp_parse(const char *body, size_t len, const struct mcp_headers *headers,
                       req->version);
         return false;
     }
+    return true;
+}
+
+bool mcp_arguments_text(const struct mcp_request *req, const char **text, size_t *len,
+                        struct mcp_error *err)
+{
+    const json_t *arguments = json_object_get(req->params, "arguments");
+    if (arguments == NULL) {
+        *text = "{}";
+        *len = 2;
+        return true;
+    }
+    if (req->arguments_text == NULL) { /* taken already: never "{}" for arguments given */
+        mcp_error_set(err, MCP_INTERNAL_ERROR, 500, "Internal error: the arguments were taken");
+        return false;
+    }
+    if (!json_is_object(arguments)) {
+        mcp_error_set(err, MCP_INVALID_PARAMS, 200,
+                      "Invalid params: arguments must be an object. Nothing was sent.");
+        return false;
+    }
+    /* the first number in the arguments' bytes that numeric cannot hold */
+    const struct json_text_number *first = NULL;
+    const char *why = NULL;
+    for (size_t i = 0; i < req->doc->nnums; i++) {
+        const struct json_text_number *n = &req->doc->nums[i];
+        const char *reason;
+        if (n->text_off < req->arguments_texts_start || n->text_off >= req->arguments_texts_end ||
+            (first != NULL && n->text_off > first->text_off))
+            continue;
+        if (!json_text_number_fits_numeric(req->doc->texts + n->text_off, n->text_len, &reason)) {
+            first = n;
+            why = reason;
+        }
+    }
+    if (first != NULL) {
+        int shown = first->text_len > 40 ? 40 : (int)first->text_len;
+        mcp_error_set(err, MCP_INVALID_PARAMS, 200,
+                      "Invalid params: the number %.*s%s in the arguments cannot be stored: %s. "
+                      "Nothing was sent.",
+                      shown, req->doc->texts + first->text_off, first->text_len > 40 ? "..." : "",
+                      why);
+        return false;
+    }
+    *text = req->arguments_text;
+    *len = req->arguments_len;
     return true;
 }
 

@@ -16,6 +16,8 @@
 #ifndef OUTBOX_MCP_PROTOCOL_H
 #define OUTBOX_MCP_PROTOCOL_H
 
+#include "lib/json_text.h"
+
 #include <jansson.h>
 #include <stdbool.h>
 #include <stddef.h>
@@ -48,10 +50,18 @@ enum mcp_era {
     MCP_MODERN, /* 2026-07-28: _meta on every request, resultType on every result */
 };
 
-/* A parsed request; the pointers borrow from root, which it owns. */
+/* A parsed request; the pointers borrow from root, which doc owns (a
+ * slimmed request, adm_request_slim, has no doc and owns root itself). */
 struct mcp_request {
+    struct json_text *doc; /* the tree and the exact text of its numbers */
     json_t *root;
-    json_t *id;         /* NULL: a notification */
+    /* params.arguments as the client wrote it (a copy of its bytes; NULL
+     * when absent): what is enqueued, never a re-serialisation, so that
+     * 19.99 reaches the target as 19.99 */
+    char *arguments_text;
+    size_t arguments_len;
+    size_t arguments_texts_start, arguments_texts_end; /* its numbers in doc (json_text_span) */
+    json_t *id;                                        /* NULL: a notification */
     const char *method; /* NULL only for a client's response (legacy: accepted and dropped) */
     json_t *params;     /* an object or NULL */
     json_t *meta;       /* params._meta, an object or NULL */
@@ -94,13 +104,23 @@ void mcp_error_clear(struct mcp_error *err);
 void mcp_error_set(struct mcp_error *err, int code, int http_status, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
 
-/* Parses one HTTP body into a request: false with err set for a body that
- * is not JSON (-32700), a batch (400, -32600), or not a JSON-RPC 2.0
+/* Parses one HTTP body into a request (lib/json_text.h: the numbers keep
+ * their text, params.arguments its bytes): false with err set for a body
+ * that is not JSON (-32700; also a key twice in one object, or \u0000 in a
+ * string, which jsonb cannot hold), a batch (400, -32600), or not a JSON-RPC 2.0
  * request, notification or response (-32600). Then decides its era and
  * checks the modern envelope and the headers (-32602, -32020, -32022, all
  * with 400). */
 bool mcp_parse(const char *body, size_t len, const struct mcp_headers *headers,
                struct mcp_request *req, struct mcp_error *err);
+
+/* The text of params.arguments to enqueue ("{}" when absent), checked for
+ * what PostgreSQL's jsonb would refuse: arguments that are not an object,
+ * a number its numeric cannot hold (1e-20000, 1e200000). False with err set
+ * (-32602, HTTP 200, saying which number and why). The text is borrowed
+ * from req (req->arguments_text, which the caller may take over). */
+bool mcp_arguments_text(const struct mcp_request *req, const char **text, size_t *len,
+                        struct mcp_error *err);
 
 /* Is this legacy protocol version one the front door speaks? */
 bool mcp_legacy_version_supported(const char *version);

@@ -670,7 +670,7 @@ struct tool_cache_entry {
     char token_hash[68];
     char tool[129];
     char *client;
-    json_t *schema;
+    struct json_text *schema; /* parsed by lib/json_text.h: its numbers exact */
     bool server_keys;
     uint64_t expires_ms; /* 0: empty */
 };
@@ -691,12 +691,12 @@ static struct tool_cache_entry *tool_cache_find(struct mcp_server *s, const char
 static void tool_cache_clear_entry(struct tool_cache_entry *e)
 {
     free(e->client);
-    json_decref(e->schema);
+    json_text_decref(e->schema);
     memset(e, 0, sizeof(*e));
 }
 
 static void tool_cache_put(struct mcp_server *s, const char *token_hash, const char *tool,
-                           const char *client, json_t *schema, bool server_keys)
+                           const char *client, struct json_text *schema, bool server_keys)
 {
     if (strlen(tool) >= sizeof(tool_cache[0].tool))
         return;
@@ -712,7 +712,7 @@ static void tool_cache_put(struct mcp_server *s, const char *token_hash, const c
     snprintf(slot->token_hash, sizeof(slot->token_hash), "%s", token_hash);
     snprintf(slot->tool, sizeof(slot->tool), "%s", tool);
     slot->client = xstrdup(client);
-    slot->schema = json_incref(schema);
+    slot->schema = json_text_incref(schema);
     slot->server_keys = server_keys;
     slot->expires_ms = now + TOOL_CACHE_MS;
 }
@@ -723,7 +723,15 @@ static void tool_cache_free(void)
         tool_cache_clear_entry(&tool_cache[i]);
 }
 
-static void call_with_tool(struct mcp_call *call, json_t *schema, bool server_keys);
+static void call_with_tool(struct mcp_call *call, struct json_text *schema, bool server_keys);
+
+/* A tool's input_schema as PostgreSQL wrote it, read so that its numbers
+ * keep their exact text (multipleOf 0.01 is 1/100, not a double); NULL
+ * when it cannot be read. */
+static struct json_text *schema_parse(const char *text)
+{
+    return json_text_parse(text, strlen(text), JSON_TEXT_DECODE_ANY, NULL, 0, NULL);
+}
 
 static void on_tool_row(struct mcp_call *call, PGresult *res)
 {
@@ -744,24 +752,37 @@ static void on_tool_row(struct mcp_call *call, PGresult *res)
         return;
     }
     bool server_keys = !strcmp(PQgetvalue(res, 0, 4), "t");
-    json_t *schema = json_loads(PQgetvalue(res, 0, 3), 0, NULL);
+    struct json_text *schema = schema_parse(PQgetvalue(res, 0, 3));
     if (schema)
         tool_cache_put(call->s, call->token_hash, call->tool, call->client, schema, server_keys);
     call_with_tool(call, schema, server_keys);
-    json_decref(schema);
+    json_text_decref(schema);
 }
 
 /* The tool is known (schema NULL: it could not be read): check the
- * arguments, then enqueue. */
-static void call_with_tool(struct mcp_call *call, json_t *schema, bool server_keys)
+ * arguments, then enqueue the bytes the client wrote (mcp_arguments_text),
+ * never a re-serialisation: jsonb keeps their numbers exactly, and the
+ * schema judged them exactly. */
+static void call_with_tool(struct mcp_call *call, struct json_text *schema, bool server_keys)
 {
+    const char *arguments_text;
+    size_t arguments_len;
+    struct mcp_error arguments_err = {0};
+    if (!mcp_arguments_text(&call->req, &arguments_text, &arguments_len, &arguments_err)) {
+        refuse_count(call->s, REFUSED_ARGUMENTS, call->tool);
+        log_call(call, "invalid_arguments");
+        respond_error(call, &arguments_err);
+        return;
+    }
     json_t *arguments = json_object_get(call->req.params, "arguments");
     json_t *empty = NULL;
     if (arguments == NULL)
         arguments = empty = json_object();
     struct json_schema_errors errors;
     memset(&errors, 0, sizeof(errors));
-    int bad = schema ? json_schema_validate(schema, arguments, &errors) : 1;
+    int bad =
+        schema ? json_schema_validate_doc(schema->root, schema, arguments, call->req.doc, &errors)
+               : 1;
     if (bad > 0) {
         refuse_count(call->s, REFUSED_ARGUMENTS, call->tool);
         struct strbuf msg = {0};
@@ -782,7 +803,12 @@ static void call_with_tool(struct mcp_call *call, json_t *schema, bool server_ke
         strbuf_free(&msg);
         return;
     }
-    call->arguments_json = json_dumps(arguments, JSON_COMPACT);
+    if (arguments_text == call->req.arguments_text) { /* moved: one copy while the call waits */
+        call->arguments_json = call->req.arguments_text;
+        call->req.arguments_text = NULL;
+    } else {
+        call->arguments_json = xstrndup(arguments_text, arguments_len);
+    }
     json_decref(empty);
     if (call->key == NULL) {
         if (!server_keys) {
@@ -840,19 +866,21 @@ static void on_list_rows(struct mcp_call *call, PGresult *res)
     for (int i = 0; i < PQntuples(res); i++) {
         if (PQgetisnull(res, i, 1))
             continue;
-        json_t *schema = json_loads(PQgetvalue(res, i, 4), 0, NULL);
+        struct json_text *schema = schema_parse(PQgetvalue(res, i, 4));
         char problem[256];
-        if (schema == NULL || !json_schema_check(schema, problem, sizeof(problem))) {
+        if (schema == NULL ||
+            !json_schema_check_doc(schema->root, schema, problem, sizeof(problem))) {
             log_event(LOG_WARN, "mcp_tool_hidden", "tool", json_string(PQgetvalue(res, i, 1)),
                       "reason", json_string(schema ? problem : "unreadable schema"), LOG_END);
-            json_decref(schema);
+            json_text_decref(schema);
             continue;
         }
-        json_array_append_new(tools, mcp_tool_json(&call->req, PQgetvalue(res, i, 1),
-                                                   value_or_null(res, i, 2), PQgetvalue(res, i, 3),
-                                                   schema, !strcmp(PQgetvalue(res, i, 5), "t"),
-                                                   strcmp(PQgetvalue(res, i, 6), "t") != 0));
-        json_decref(schema);
+        json_array_append_new(tools,
+                              mcp_tool_json(&call->req, PQgetvalue(res, i, 1),
+                                            value_or_null(res, i, 2), PQgetvalue(res, i, 3),
+                                            schema->root, !strcmp(PQgetvalue(res, i, 5), "t"),
+                                            strcmp(PQgetvalue(res, i, 6), "t") != 0));
+        json_text_decref(schema);
     }
     json_t *result = json_pack("{s:o}", "tools", tools);
     if (call->req.era == MCP_MODERN) {
@@ -1203,9 +1231,9 @@ static void start_tools_call(struct mcp_call *call, const struct httpd_request *
     if (cached != NULL) {
         free(call->client);
         call->client = xstrdup(cached->client);
-        json_t *schema = json_incref(cached->schema); /* the entry may be replaced meanwhile */
+        struct json_text *schema = json_text_incref(cached->schema); /* may be replaced meanwhile */
         call_with_tool(call, schema, cached->server_keys);
-        json_decref(schema);
+        json_text_decref(schema);
         return;
     }
     const char *params[2] = {call->token_hash, call->tool};

@@ -972,7 +972,7 @@ for op, arg in runtime:
 for pkg in sorted(runtime_pkgs):
     if pkg.endswith("-dev") or pkg in ("build-essential", "gcc", "make", "pkg-config", "curl", "wget"):
         p.append("runtime stage installs %s" % pkg)
-expected = {"libpq5", "libcurl4", "libuv1", "libjansson4", "libssl3", "ca-certificates"}
+expected = {"libpq5", "libcurl4", "libuv1", "libjansson4", "libssl3", "libgmp10", "ca-certificates"}
 if not expected <= runtime_pkgs:
     p.append("runtime stage lacks %s" % ", ".join(sorted(expected - runtime_pkgs)))
 check("Dockerfile: the runtime stage installs runtime libraries only (%s)" % " ".join(sorted(runtime_pkgs)), p)

@@ -3,8 +3,11 @@
 # json-schema-test-suite) against the MCP front door's validator
 # (relay/mcp/json_schema.c), built with ASan+UBSan as build/schema-suite.
 #
-#   tests/mcp/schema_suite.sh         the newest draft the package ships
-#   tests/mcp/schema_suite.sh DIR...  those draft folders instead
+#   tests/mcp/schema_suite.sh         the newest draft the package ships, then
+#                                     tests/mcp/schema_exact (our cases of exact
+#                                     numbers, in the suite's format: 19.99 and
+#                                     multipleOf 0.01, 2^53 + 1, 1e400)
+#   tests/mcp/schema_suite.sh DIR...  those folders instead
 #
 # The package's draft2020-12 folder is used when it has one; Debian 12's
 # (2.0.0) stops at draft7, whose tests of the subset's keywords mean the same
@@ -37,7 +40,7 @@ else
         echo "schema_suite: no draft2020-12, draft2019-09 or draft7 folder in $pkg" >&2
         exit 1
     fi
-    dirs=("$dir")
+    dirs=("$dir" tests/mcp/schema_exact)
 fi
 
 make --no-print-directory build/schema-suite >&2

@@ -9,6 +9,7 @@
  */
 #include "../unit.h"
 
+#include "lib/json_text.h"
 #include "mcp/json_schema.h"
 
 #include <stdint.h>
@@ -73,6 +74,33 @@ static bool valid(const char *schema_text, const char *instance_text)
 {
     struct json_schema_errors errors;
     return validate_text(schema_text, instance_text, &errors) == 0;
+}
+
+/* The same, with both texts read by lib/json_text.h (as the front door
+ * reads a tool's schema and a call's arguments): numbers exact. */
+static int validate_exact(const char *schema_text, const char *instance_text,
+                          struct json_schema_errors *out)
+{
+    struct json_text_error err;
+    struct json_text *schema =
+        json_text_parse(schema_text, strlen(schema_text), JSON_TEXT_DECODE_ANY, NULL, 0, &err);
+    ck_assert_msg(schema != NULL, "bad schema in the test: %s", err.text);
+    struct json_text *instance =
+        json_text_parse(instance_text, strlen(instance_text), JSON_TEXT_DECODE_ANY, NULL, 0, &err);
+    ck_assert_msg(instance != NULL, "bad instance in the test: %s", err.text);
+    char problem[256];
+    ck_assert_msg(json_schema_check_doc(schema->root, schema, problem, sizeof(problem)),
+                  "schema refused: %s", problem);
+    int count = json_schema_validate_doc(schema->root, schema, instance->root, instance, out);
+    json_text_decref(schema);
+    json_text_decref(instance);
+    return count;
+}
+
+static bool exact(const char *schema_text, const char *instance_text)
+{
+    struct json_schema_errors errors;
+    return validate_exact(schema_text, instance_text, &errors) == 0;
 }
 
 /* Exactly one violation, with this message. */
@@ -682,6 +710,113 @@ START_TEST(validate_unchecked_schema_safely)
 }
 END_TEST
 
+/* ---------------------------------------------------------------- exact numbers */
+
+START_TEST(exact_type_integer)
+{
+    ck_assert(exact("{\"type\": \"integer\"}", "1.0"));
+    ck_assert(exact("{\"type\": \"integer\"}", "1e400"));
+    ck_assert(exact("{\"type\": \"integer\"}", "-1.5e400"));
+    ck_assert(exact("{\"type\": \"integer\"}", "123456789012345678901234567890"));
+    ck_assert(exact("{\"type\": \"integer\"}", "-0"));
+    ck_assert(exact("{\"type\": \"integer\"}", "12.50e1"));
+    /* a double would round these to integers */
+    ck_assert(!exact("{\"type\": \"integer\"}", "1.0000000000000000001"));
+    ck_assert(!exact("{\"type\": \"integer\"}", "12345678901234567.5"));
+    ck_assert(!exact("{\"type\": \"integer\"}", "1e-400"));
+    struct json_schema_errors errors;
+    ck_assert_int_eq(validate_exact("{\"type\": \"string\"}", "1e400", &errors), 1);
+    ck_assert_str_eq(errors.msg[0], "/: must be string, got integer");
+}
+END_TEST
+
+START_TEST(exact_bounds)
+{
+    ck_assert(!exact("{\"maximum\": 12345678901234567.5}", "12345678901234567.6"));
+    ck_assert(exact("{\"maximum\": 12345678901234567.5}", "12345678901234567.5"));
+    ck_assert(!exact("{\"exclusiveMaximum\": 12345678901234567.5}", "12345678901234567.5"));
+    ck_assert(exact("{\"minimum\": 0.1}", "0.1"));
+    ck_assert(!exact("{\"minimum\": 0.10000000000000001}", "0.1"));
+    ck_assert(exact("{\"maximum\": 123456789012345678901234567890}",
+                    "123456789012345678901234567889.999"));
+    ck_assert(
+        !exact("{\"maximum\": 123456789012345678901234567890}", "123456789012345678901234567891"));
+    ck_assert(!exact("{\"maximum\": 1e400}", "1.0000000000000000000001e400"));
+    ck_assert(exact("{\"maximum\": 1e400}", "9999e396"));
+    ck_assert(exact("{\"minimum\": -1e400}", "-1e400"));
+    ck_assert(!exact("{\"minimum\": -1e400}", "-1.5e400"));
+    ck_assert(exact("{\"exclusiveMinimum\": -1e-400}", "-0"));
+    ck_assert(!exact("{\"exclusiveMinimum\": 0}", "-0"));
+    ck_assert(exact("{\"exclusiveMinimum\": 0}", "1e-400"));
+    /* the bound in the message is the schema's text */
+    struct json_schema_errors errors;
+    ck_assert_int_eq(validate_exact("{\"properties\": {\"amount\": {\"maximum\": 19.99}}}",
+                                    "{\"amount\": 19.991}", &errors),
+                     1);
+    ck_assert_str_eq(errors.msg[0], "/amount: must be <= 19.99");
+}
+END_TEST
+
+START_TEST(exact_multiple_of)
+{
+    ck_assert(exact("{\"multipleOf\": 0.01}", "19.99"));
+    ck_assert(!exact("{\"multipleOf\": 0.01}", "19.991"));
+    ck_assert(!exact("{\"multipleOf\": 0.01}", "19.999999999999999"));
+    ck_assert(exact("{\"multipleOf\": 0.0001}", "0.0075"));
+    ck_assert(!exact("{\"multipleOf\": 0.123456789}", "1e308"));
+    ck_assert(exact("{\"multipleOf\": 1e-8}", "12391239123"));
+    ck_assert(exact("{\"multipleOf\": 0.5}", "1e308"));
+    ck_assert(exact("{\"multipleOf\": 0.5}", "1e400"));
+    ck_assert(exact("{\"multipleOf\": 3}", "123456789012345678901234567890"));
+    ck_assert(exact("{\"multipleOf\": 7}", "123456789012345678901234567890"));
+    ck_assert(!exact("{\"multipleOf\": 11}", "123456789012345678901234567890"));
+    ck_assert(exact("{\"multipleOf\": 1e-400}", "0.3"));
+    ck_assert(!exact("{\"multipleOf\": 1e400}", "1e399"));
+    ck_assert(exact("{\"multipleOf\": 1e399}", "1e400"));
+    ck_assert(exact("{\"multipleOf\": 0.01}", "-0"));
+    /* the ulp tolerance is gone: 0.3 is not a multiple of 0.1 plus a hair */
+    ck_assert(!exact("{\"multipleOf\": 0.1}", "0.30000000000000004"));
+    ck_assert(exact("{\"multipleOf\": 0.1}", "0.3"));
+    /* 10^16383 against 10^-16383: bounded work, no 10^32766 written out */
+    ck_assert(exact("{\"multipleOf\": 1e-16383}", "1e131071"));
+    ck_assert(!exact("{\"multipleOf\": 3e-16383}", "1e131071"));
+    struct json_schema_errors errors;
+    ck_assert_int_eq(validate_exact("{\"properties\": {\"amount\": {\"multipleOf\": 0.01}}}",
+                                    "{\"amount\": 19.991}", &errors),
+                     1);
+    ck_assert_str_eq(errors.msg[0], "/amount: must be a multiple of 0.01");
+    /* the check: > 0 exactly */
+    char err[256];
+    const char *tiny_text = "{\"multipleOf\": 1e-400}";
+    struct json_text *tiny = json_text_parse(tiny_text, strlen(tiny_text), 0, NULL, 0, NULL);
+    ck_assert(json_schema_check_doc(tiny->root, tiny, err, sizeof(err)));
+    json_text_decref(tiny);
+}
+END_TEST
+
+START_TEST(exact_enum_const_unique)
+{
+    ck_assert(!exact("{\"const\": 9007199254740993}", "9007199254740992"));
+    ck_assert(exact("{\"const\": 9007199254740993}", "9007199254740993.0"));
+    ck_assert(
+        !exact("{\"const\": 123456789012345678901234567890}", "123456789012345678901234567891"));
+    ck_assert(
+        exact("{\"const\": 123456789012345678901234567890}", "1.2345678901234567890123456789e29"));
+    ck_assert(!exact("{\"const\": 0.1}", "0.10000000000000001"));
+    ck_assert(exact("{\"const\": 0.1}", "1e-1"));
+    ck_assert(exact("{\"const\": 1e400}", "10e399"));
+    ck_assert(exact("{\"enum\": [19.99, 5]}", "19.990"));
+    ck_assert(!exact("{\"enum\": [19.99, 5]}", "19.989999999999998"));
+    ck_assert(exact("{\"enum\": [{\"a\": [0.1]}]}", "{\"a\": [0.100]}"));
+    ck_assert(!exact("{\"enum\": [{\"a\": [0.1]}]}", "{\"a\": [0.1000000000000000001]}"));
+    ck_assert(exact("{\"uniqueItems\": true}", "[0.1, 0.10000000000000001, 1e400, 1e401]"));
+    ck_assert(!exact("{\"uniqueItems\": true}", "[1e400, 10e399]"));
+    ck_assert(!exact("{\"uniqueItems\": true}", "[[1.0], [1]]"));
+    ck_assert(exact("{\"uniqueItems\": true}",
+                    "[123456789012345678901234567890, 123456789012345678901234567891]"));
+}
+END_TEST
+
 Suite *json_schema_suite(void)
 {
     Suite *s = suite_create("json_schema");
@@ -716,6 +851,13 @@ Suite *json_schema_suite(void)
     tcase_add_test(tc, validate_keys_with_nul);
     tcase_add_test(tc, validate_depth_is_bounded);
     tcase_add_test(tc, validate_unchecked_schema_safely);
+    suite_add_tcase(s, tc);
+
+    tc = tcase_create("exact numbers");
+    tcase_add_test(tc, exact_type_integer);
+    tcase_add_test(tc, exact_bounds);
+    tcase_add_test(tc, exact_multiple_of);
+    tcase_add_test(tc, exact_enum_const_unique);
     suite_add_tcase(s, tc);
     return s;
 }
