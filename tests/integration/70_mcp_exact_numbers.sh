@@ -196,6 +196,11 @@ ok "the bytes: compact, in the target's order, and sorted in the text block" \
     bash -c 'grep -qF "\"response\":{\"refunded\":19.99,\"big\":123456789012345678901234567890,\"tiny\":1e-7,\"huge\":1e400}" <<<"$1" &&
              grep -qF "\\\"response\\\":{\\\"big\\\":123456789012345678901234567890,\\\"huge\\\":1e400,\\\"refunded\\\":19.99,\\\"tiny\\\":1e-7}" <<<"$1"' _ "$out"
 
+out=$(mcp "$MCP_PORT" "$TOKEN" call refund "back:small" '{"amount": 1, "_answer": "{\"refunded\": 19.99}"}' --raw)
+is "$(texts result.structuredContent.response <<<"$out")" '{"refunded": "#19.99"}' \
+    "a target's {\"refunded\": 19.99} (which jansson read, and rewrote as 19.989999999999998) comes back as written"
+is "$(texts result.content.0.text text <<<"$out")" '{"refunded": "#19.99"}' "in the text block too"
+
 out=$(mcp "$MCP_PORT" "$TOKEN" call refund "back:2" "{\"amount\": 19.99, \"_answer\": \"$ANSWER\"}" --raw --task)
 task=$(field result.task.taskId <<<"$out")
 ok "a task-augmented refund (2025-11-25) is a task" test -n "$task"

@@ -124,6 +124,12 @@ START_TEST(a_targets_numbers_come_back_as_written)
     ck_assert_int_eq(json_integer_value(json_object_get(msg->root, "id")), 3);
     json_text_decref(msg);
     free(text);
+    /* one jansson could read, and rewrote */
+    text = call_result_text("{\"refunded\": 19.99}");
+    ck_assert_msg(strstr(text, "\"response\":{\"refunded\":19.99}") &&
+                      strstr(text, "\\\"response\\\":{\\\"refunded\\\":19.99}"),
+                  "%s", text);
+    free(text);
     /* a response that is not JSON is its text, as before */
     text = call_result_text("refunded 19.99");
     ck_assert_msg(strstr(text, "\"response\":\"refunded 19.99\""), "%s", text);
