@@ -23,6 +23,18 @@
  * bytes and node are recorded, a later duplicate overwriting them) or
  * leads to it (the span is reset: the value that follows replaces
  * everything an earlier duplicate held, as it does in the tree).
+ *
+ * Writing (json_text_dumps). The output must be what json_dumps writes
+ * with JSON_COMPACT, so that switching a caller to it changes only its
+ * numbers: the same escaping (\" \\ \b \f \n \r \t, other control
+ * characters as \u00XX in capitals, nothing else escaped), an object's keys
+ * in its order, or sorted as jansson sorts them (memcmp, then the shorter
+ * first), integers as JSON_INTEGER_FORMAT, and a real of no document as
+ * jansson itself writes it (json_dumps of that node alone: its 17
+ * significant digits and its ".0"). A number of a document is found by its
+ * node: one document's sorted table is searched directly; several are
+ * merged into one sorted table first, so that a tools/list of many tools
+ * is n log n, not n times the tools.
  */
 #include "lib/json_text.h"
 
@@ -757,4 +769,217 @@ bool json_text_number_fits_numeric(const char *num, size_t len, const char **why
     }
     *why = NULL;
     return true;
+}
+
+/* ------------------------------------------------------------ writing */
+
+struct exact {
+    const void *node;
+    const char *text;
+    size_t len;
+};
+
+struct writer {
+    struct buf out;
+    const struct json_text *one; /* a single document: its own table */
+    struct exact *merged;        /* several: their tables merged, sorted by node */
+    size_t nmerged;
+    bool sort_keys;
+};
+
+static int exact_cmp(const void *a, const void *b)
+{
+    uintptr_t x = (uintptr_t)((const struct exact *)a)->node;
+    uintptr_t y = (uintptr_t)((const struct exact *)b)->node;
+    return (x > y) - (x < y);
+}
+
+static const char *exact_text(const struct writer *w, const json_t *node, size_t *len)
+{
+    if (w->one)
+        return json_text_number(w->one, node, len);
+    if (w->nmerged == 0)
+        return NULL;
+    struct exact key = {.node = node};
+    const struct exact *hit = bsearch(&key, w->merged, w->nmerged, sizeof(key), exact_cmp);
+    if (!hit)
+        return NULL;
+    *len = hit->len;
+    return hit->text;
+}
+
+static bool put_str(struct writer *w, const char *s)
+{
+    return buf_put(&w->out, s, strlen(s));
+}
+
+/* A string or a key, escaped as jansson's dump_string escapes it without
+ * JSON_ENSURE_ASCII or JSON_ESCAPE_SLASH. */
+static bool put_string(struct writer *w, const char *s, size_t len)
+{
+    if (!buf_put(&w->out, "\"", 1))
+        return false;
+    size_t run = 0;
+    for (size_t i = 0; i < len; i++) {
+        unsigned char c = (unsigned char)s[i];
+        if (c >= 0x20 && c != '"' && c != '\\')
+            continue;
+        if (i > run && !buf_put(&w->out, s + run, i - run))
+            return false;
+        run = i + 1;
+        char seq[8];
+        const char *text = seq;
+        switch (c) {
+        case '"':
+            text = "\\\"";
+            break;
+        case '\\':
+            text = "\\\\";
+            break;
+        case '\b':
+            text = "\\b";
+            break;
+        case '\f':
+            text = "\\f";
+            break;
+        case '\n':
+            text = "\\n";
+            break;
+        case '\r':
+            text = "\\r";
+            break;
+        case '\t':
+            text = "\\t";
+            break;
+        default:
+            snprintf(seq, sizeof(seq), "\\u%04X", (unsigned)c);
+        }
+        if (!put_str(w, text))
+            return false;
+    }
+    if (len > run && !buf_put(&w->out, s + run, len - run))
+        return false;
+    return buf_put(&w->out, "\"", 1);
+}
+
+struct key_len {
+    const char *key;
+    size_t len;
+    json_t *value;
+};
+
+static int key_cmp(const void *a, const void *b)
+{
+    const struct key_len *x = a, *y = b;
+    int r = memcmp(x->key, y->key, x->len < y->len ? x->len : y->len);
+    if (r)
+        return r;
+    return (x->len > y->len) - (x->len < y->len);
+}
+
+static bool write_value(struct writer *w, const json_t *v, int depth);
+
+static bool write_object(struct writer *w, const json_t *obj, int depth)
+{
+    if (!buf_put(&w->out, "{", 1))
+        return false;
+    size_t n = json_object_size(obj), i = 0;
+    bool ok = true;
+    if (w->sort_keys && n > 1) {
+        struct key_len *keys = malloc(n * sizeof(*keys));
+        if (!keys)
+            return false;
+        for (void *it = json_object_iter((json_t *)obj); it && i < n;
+             it = json_object_iter_next((json_t *)obj, it), i++)
+            keys[i] = (struct key_len){json_object_iter_key(it), json_object_iter_key_len(it),
+                                       json_object_iter_value(it)};
+        qsort(keys, i, sizeof(*keys), key_cmp);
+        for (size_t k = 0; ok && k < i; k++)
+            ok = (k == 0 || buf_put(&w->out, ",", 1)) && put_string(w, keys[k].key, keys[k].len) &&
+                 buf_put(&w->out, ":", 1) && write_value(w, keys[k].value, depth + 1);
+        free(keys);
+    } else {
+        for (void *it = json_object_iter((json_t *)obj); ok && it;
+             it = json_object_iter_next((json_t *)obj, it), i++)
+            ok = (i == 0 || buf_put(&w->out, ",", 1)) &&
+                 put_string(w, json_object_iter_key(it), json_object_iter_key_len(it)) &&
+                 buf_put(&w->out, ":", 1) && write_value(w, json_object_iter_value(it), depth + 1);
+    }
+    return ok && buf_put(&w->out, "}", 1);
+}
+
+static bool write_value(struct writer *w, const json_t *v, int depth)
+{
+    if (depth > JSON_TEXT_MAX_DEPTH + 64)
+        return false;
+    char num[64];
+    switch (json_typeof(v)) {
+    case JSON_OBJECT:
+        return write_object(w, v, depth);
+    case JSON_ARRAY: {
+        if (!buf_put(&w->out, "[", 1))
+            return false;
+        for (size_t i = 0; i < json_array_size(v); i++)
+            if ((i > 0 && !buf_put(&w->out, ",", 1)) ||
+                !write_value(w, json_array_get(v, i), depth + 1))
+                return false;
+        return buf_put(&w->out, "]", 1);
+    }
+    case JSON_STRING:
+        return put_string(w, json_string_value(v), json_string_length(v));
+    case JSON_INTEGER: /* exact as it is: never in a document's table */
+        snprintf(num, sizeof(num), "%" JSON_INTEGER_FORMAT, json_integer_value(v));
+        return put_str(w, num);
+    case JSON_REAL: {
+        size_t len;
+        const char *text = exact_text(w, v, &len);
+        if (text)
+            return buf_put(&w->out, text, len);
+        char *jansson = json_dumps(v, JSON_ENCODE_ANY); /* its digits, its ".0" */
+        bool ok = jansson && put_str(w, jansson);
+        free(jansson);
+        return ok;
+    }
+    case JSON_TRUE:
+        return put_str(w, "true");
+    case JSON_FALSE:
+        return put_str(w, "false");
+    case JSON_NULL:
+        return put_str(w, "null");
+    }
+    return false;
+}
+
+char *json_text_dumps(const json_t *tree, const struct json_text *const *docs, size_t ndocs,
+                      size_t flags)
+{
+    if (!tree || (!(flags & JSON_ENCODE_ANY) && !json_is_object(tree) && !json_is_array(tree)))
+        return NULL;
+    struct writer w = {.sort_keys = (flags & JSON_SORT_KEYS) != 0};
+    size_t total = 0, with = 0;
+    for (size_t d = 0; d < ndocs; d++)
+        if (docs[d] && docs[d]->nnums > 0) {
+            total += docs[d]->nnums;
+            with++;
+            w.one = docs[d];
+        }
+    if (with > 1) {
+        w.one = NULL;
+        w.merged = malloc(total * sizeof(*w.merged));
+        if (!w.merged)
+            return NULL;
+        for (size_t d = 0; d < ndocs; d++)
+            for (size_t i = 0; docs[d] && i < docs[d]->nnums; i++)
+                w.merged[w.nmerged++] = (struct exact){docs[d]->nums[i].node,
+                                                       docs[d]->texts + docs[d]->nums[i].text_off,
+                                                       docs[d]->nums[i].text_len};
+        qsort(w.merged, w.nmerged, sizeof(*w.merged), exact_cmp);
+    }
+    bool ok = write_value(&w, tree, 0) && (w.out.data || buf_put(&w.out, "", 0));
+    free(w.merged);
+    if (!ok) {
+        free(w.out.data);
+        return NULL;
+    }
+    return w.out.data;
 }

@@ -27,6 +27,12 @@
  * rule; a span then covers the value that won), or the text is refused
  * with JSON_TEXT_REJECT_DUPLICATES.
  *
+ * And the way back: json_text_dumps writes a tree (one built by the caller
+ * around nodes of documents) as jansson's JSON_COMPACT would, except that
+ * a number node of one of the documents is written as its token text, so
+ * a 19.99 read is a 19.99 written, and an integer past 2^63 or a 1e400
+ * comes out as it came in.
+ *
  * Pure: no I/O, no global state. The document owns its tree and copies the
  * number texts, so the parsed buffer may be freed at once.
  */
@@ -96,6 +102,18 @@ void json_text_decref(struct json_text *doc);
  * length in *len; NULL when doc is NULL, node is not one of its numbers,
  * or node is an integer (jansson's value is then exact). */
 const char *json_text_number(const struct json_text *doc, const json_t *node, size_t *len);
+
+/* The tree as compact JSON, NUL-terminated, malloc'd (free with free()):
+ * what json_dumps(tree, JSON_COMPACT | (flags & JSON_SORT_KEYS)) writes,
+ * byte for byte (its escaping, its key order or its sorting), except that
+ * every number node of the tree found in docs[0..ndocs) (json_text_number)
+ * is written as its token text. NULL when out of memory, when the tree
+ * is nested deeper than JSON_TEXT_MAX_DEPTH + 64, or when it is not a
+ * container and flags lacks JSON_ENCODE_ANY (as jansson). A tree shares
+ * its number nodes with the documents (json_object_set, json_pack's "O"):
+ * a copy (json_deep_copy) is a new node, and is written as jansson would. */
+char *json_text_dumps(const json_t *tree, const struct json_text *const *docs, size_t ndocs,
+                      size_t flags);
 
 /* Can PostgreSQL's numeric (and so jsonb) hold this JSON number token?
  * Its rules: at most 16383 digits after the decimal point counting those

@@ -382,6 +382,12 @@ static json_t *server_info(const char *version)
 
 char *mcp_result_json(const struct mcp_request *req, json_t *result)
 {
+    return mcp_result_json_docs(req, result, NULL, 0);
+}
+
+char *mcp_result_json_docs(const struct mcp_request *req, json_t *result,
+                           const struct json_text *const *docs, size_t ndocs)
+{
     if (req->era == MCP_MODERN) {
         if (json_object_get(result, "resultType") == NULL)
             json_object_set_new(result, "resultType", json_string("complete"));
@@ -393,7 +399,18 @@ char *mcp_result_json(const struct mcp_request *req, json_t *result)
         json_object_set_new(meta, MCP_META_SERVER_INFO, server_info(OUTBOX_RELAY_VERSION));
     }
     json_t *msg = json_pack("{s:s,s:O,s:o}", "jsonrpc", "2.0", "id", req->id, "result", result);
-    char *text = json_dumps(msg, JSON_COMPACT);
+    /* the request's document first, then the caller's: one table of all */
+    const struct json_text *small[4];
+    const struct json_text **all = ndocs + 1 <= 4 ? small : malloc((ndocs + 1) * sizeof(*all));
+    char *text = NULL;
+    if (all != NULL) {
+        all[0] = req->doc;
+        for (size_t i = 0; i < ndocs; i++)
+            all[i + 1] = docs[i];
+        text = json_text_dumps(msg, all, ndocs + 1, JSON_COMPACT);
+        if (all != small)
+            free((void *)all);
+    }
     json_decref(msg);
     return text;
 }
@@ -505,21 +522,26 @@ static json_t *text_array(const char *literal)
     return out;
 }
 
-/* The saved response: parsed when it is JSON, else the text. */
-static json_t *response_value(const char *body)
+/* The saved response (the target's bytes, as the relay saved them): parsed
+ * when it is JSON, its numbers kept as written (*doc, which owns the
+ * value's nodes), else the text. json_text, not jansson: jansson would turn
+ * 19.99 into 19.989999999999998, and refuse 123456789012345678901234567890
+ * or 1e400 so that a JSON answer came back as a string. */
+static json_t *response_value(const char *body, struct json_text **doc)
 {
+    *doc = NULL;
     if (body == NULL)
         return json_null();
-    json_t *parsed = json_loads(body, JSON_DECODE_ANY, NULL);
-    return parsed ? parsed : json_string(body);
+    *doc = json_text_parse(body, strlen(body), JSON_TEXT_DECODE_ANY, NULL, 0, NULL);
+    return *doc ? json_incref((*doc)->root) : json_string(body);
 }
 
 /* The text block: what the outcome means, as one sentence for the model
  * (outbox.mcp_message), then a line break and the same structuredContent as
- * JSON (keys sorted). */
-static json_t *text_content(const char *message, json_t *value)
+ * JSON (keys sorted, the response's numbers as written). */
+static json_t *text_content(const char *message, json_t *value, const struct json_text *doc)
 {
-    char *text = json_dumps(value, JSON_COMPACT | JSON_SORT_KEYS);
+    char *text = json_text_dumps(value, &doc, 1, JSON_COMPACT | JSON_SORT_KEYS);
     json_t *content = json_pack("[{s:s}]", "type", "text");
     json_object_set_new(json_array_get(content, 0), "text",
                         json_sprintf("%s\n%s", message, text ? text : "{}"));
@@ -527,23 +549,28 @@ static json_t *text_content(const char *message, json_t *value)
     return content;
 }
 
-json_t *mcp_call_result(const struct mcp_answer *a)
+json_t *mcp_call_result(const struct mcp_answer *a, struct json_text **response_doc)
 {
+    struct json_text *doc;
     json_t *sc =
         json_pack("{s:s,s:s,s:s,s:s}", "status", a->status, "key", a->key ? a->key : "", "target",
                   a->target ? a->target : "", "message", a->message ? a->message : "");
     json_object_set_new(sc, "response_status",
                         a->response_status ? json_integer(a->response_status) : json_null());
-    json_object_set_new(sc, "response", response_value(a->response_body));
+    json_object_set_new(sc, "response", response_value(a->response_body, &doc));
     json_object_set_new(sc, "attempts", a->attempts >= 0 ? json_integer(a->attempts) : json_null());
     if (!strcmp(a->status, "key_conflict"))
         json_object_set_new(sc, "fields", text_array(a->conflict_fields));
     bool is_error = !strcmp(a->status, "failed") || !strcmp(a->status, "cancelled") ||
                     !strcmp(a->status, "key_conflict");
     json_t *result =
-        json_pack("{s:o,s:O,s:b}", "content", text_content(a->message ? a->message : "", sc),
+        json_pack("{s:o,s:O,s:b}", "content", text_content(a->message ? a->message : "", sc, doc),
                   "structuredContent", sc, "isError", is_error);
     json_decref(sc);
+    if (response_doc)
+        *response_doc = doc;
+    else
+        json_text_decref(doc);
     return result;
 }
 

@@ -126,15 +126,22 @@ bool mcp_arguments_text(const struct mcp_request *req, const char **text, size_t
 bool mcp_legacy_version_supported(const char *version);
 
 /* {"jsonrpc":"2.0","id":…,"result":result}: a modern result gets resultType
- * (unless it has one) and _meta's serverInfo. Takes result. */
-char *mcp_result_json(const struct mcp_request *req, json_t *result);
+ * (unless it has one) and _meta's serverInfo. Takes result. Written by
+ * json_text_dumps: a number node of the request's document (req->doc) or of
+ * docs[0..ndocs) (a tool's schema, a target's response) is written as its
+ * text, so an agent's or a target's 19.99 is shown as 19.99. */
+char *mcp_result_json_docs(const struct mcp_request *req, json_t *result,
+                           const struct json_text *const *docs, size_t ndocs);
+char *mcp_result_json(const struct mcp_request *req, json_t *result); /* no other document */
 /* {"jsonrpc":"2.0","id":…,"error":{code, message, data}} ("id": null when
  * the request's could not be read). */
 char *mcp_error_json(const json_t *id, const struct mcp_error *err);
 
 json_t *mcp_initialize_result(const struct mcp_request *req, const char *server_version);
 json_t *mcp_discover_result(const char *server_version);
-/* One entry of tools/list. input_schema is borrowed (copied in). idempotent:
+/* One entry of tools/list. input_schema is borrowed (a reference taken: its
+ * nodes are shared, so that the result, written with the schema's document,
+ * shows its numbers as written). idempotent:
  * annotations.idempotentHint (false for a tool whose keys the server mints). */
 json_t *mcp_tool_json(const struct mcp_request *req, const char *name, const char *title,
                       const char *description, const json_t *input_schema, bool destructive,
@@ -142,8 +149,13 @@ json_t *mcp_tool_json(const struct mcp_request *req, const char *name, const cha
 /* The CallToolResult of an answer: structuredContent {status, key, target,
  * response_status, response, attempts, message}; a text block that starts
  * with the message (written for the model), then a line break and the same
- * JSON; isError for failed, cancelled and key_conflict. */
-json_t *mcp_call_result(const struct mcp_answer *answer);
+ * JSON; isError for failed, cancelled and key_conflict. The response is the
+ * saved body parsed (lib/json_text.h) when it is JSON, else its text: the
+ * text block carries its numbers as the target wrote them, and *response_doc
+ * is set to the parsed body's document (NULL when none), which the caller
+ * passes to mcp_result_json_docs so that structuredContent.response does
+ * too, then releases (json_text_decref). */
+json_t *mcp_call_result(const struct mcp_answer *answer, struct json_text **response_doc);
 /* A CallToolResult with isError that names what is wrong (the model reads it). */
 json_t *mcp_tool_error_result(const char *status, const char *key, const char *message,
                               json_t *details);

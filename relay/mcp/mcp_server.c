@@ -365,6 +365,14 @@ static void respond_result(struct mcp_call *call, json_t *result)
     respond_text(call, 200, NULL, mcp_result_json(&call->req, result));
 }
 
+/* A result that shows numbers of these documents (a tool's schema, a
+ * target's response) as they were written (mcp_result_json_docs). */
+static void respond_result_docs(struct mcp_call *call, json_t *result,
+                                const struct json_text *const *docs, size_t ndocs)
+{
+    respond_text(call, 200, NULL, mcp_result_json_docs(&call->req, result, docs, ndocs));
+}
+
 /* A JSON-RPC error; err is cleared. */
 static void respond_error(struct mcp_call *call, struct mcp_error *err)
 {
@@ -548,12 +556,14 @@ static void call_answer_final_lookup(struct mcp_call *call)
 /* The answer of a tools/call (or a task's result) from an answer row. */
 static void answer_call(struct mcp_call *call, const struct mcp_answer *a)
 {
-    json_t *result = mcp_call_result(a);
+    struct json_text *response;
+    json_t *result = mcp_call_result(a, &response);
     if (call->task_id && strcmp(call->req.method, "tasks/result") == 0)
         json_object_set_new(result, "_meta",
                             json_pack("{s:{s:s}}", MCP_META_RELATED_TASK, "taskId", call->task_id));
     log_call(call, a->status);
-    respond_result(call, result);
+    respond_result_docs(call, result, (const struct json_text *const *)&response, 1);
+    json_text_decref(response);
 }
 
 /* 2026 with the tasks extension, a wait that ended without an outcome:
@@ -605,9 +615,11 @@ static void on_answer(struct mcp_call *call, const struct mcp_answer *answer)
         }
         if (!strcmp(method, "tasks/get")) {
             json_t *task = mcp_task_json(&a, call->req.era);
+            struct json_text *response = NULL;
             if (call->req.era == MCP_MODERN && a.final && strcmp(a.status, "cancelled") != 0)
-                json_object_set_new(task, "result", mcp_call_result(&a));
-            respond_result(call, task);
+                json_object_set_new(task, "result", mcp_call_result(&a, &response));
+            respond_result_docs(call, task, (const struct json_text *const *)&response, 1);
+            json_text_decref(response);
             return;
         }
         /* tasks/result: wait for the outcome as a call does */
@@ -863,6 +875,10 @@ static void on_list_rows(struct mcp_call *call, PGresult *res)
         return;
     }
     json_t *tools = json_array();
+    /* the schemas' documents live until the list is written: their numbers
+     * are shown as the tool's author wrote them (a maximum of 19.99) */
+    struct json_text **schemas = xcalloc((size_t)PQntuples(res) + 1, sizeof(*schemas));
+    size_t nschemas = 0;
     for (int i = 0; i < PQntuples(res); i++) {
         if (PQgetisnull(res, i, 1))
             continue;
@@ -880,14 +896,17 @@ static void on_list_rows(struct mcp_call *call, PGresult *res)
                                             value_or_null(res, i, 2), PQgetvalue(res, i, 3),
                                             schema->root, !strcmp(PQgetvalue(res, i, 5), "t"),
                                             strcmp(PQgetvalue(res, i, 6), "t") != 0));
-        json_text_decref(schema);
+        schemas[nschemas++] = schema;
     }
     json_t *result = json_pack("{s:o}", "tools", tools);
     if (call->req.era == MCP_MODERN) {
         json_object_set_new(result, "ttlMs", json_integer(60000));
         json_object_set_new(result, "cacheScope", json_string("private"));
     }
-    respond_result(call, result);
+    respond_result_docs(call, result, (const struct json_text *const *)schemas, nschemas);
+    for (size_t i = 0; i < nschemas; i++)
+        json_text_decref(schemas[i]);
+    free(schemas);
 }
 
 static void on_tasks_rows(struct mcp_call *call, PGresult *res)

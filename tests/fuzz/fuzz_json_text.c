@@ -16,7 +16,11 @@
  *   - the spans of a and of a.b, when found, are the bytes of the node the
  *     tree holds there (json_object_get): parsed alone they give an equal
  *     tree, and the texts of its reals are within the span's texts;
- *   - json_text_number_fits_numeric answers every token without crashing.
+ *   - json_text_number_fits_numeric answers every token without crashing;
+ *   - the way back (json_text_dumps; bit 3 of the flag byte: JSON_SORT_KEYS):
+ *     written with its document and parsed again, a text gives an equal
+ *     tree whose reals have the same texts; written without a document, a
+ *     tree jansson also read is byte for byte what json_dumps writes.
  */
 #include "fuzz.h"
 
@@ -138,6 +142,44 @@ static void check_span(const struct json_text *doc, const char *text,
     check_texts_within(doc, want, span->texts_start, span->texts_end, 0);
 }
 
+/* x (of a) and y (of b), equal trees: every real has the same text in both. */
+static void check_same_texts(const struct json_text *a, const json_t *x, const struct json_text *b,
+                             const json_t *y, int depth)
+{
+    if (depth > JSON_TEXT_MAX_DEPTH + 1)
+        return;
+    if (json_is_real(x)) {
+        size_t n = 0, m = 0;
+        const char *s = json_text_number(a, x, &n), *t = json_text_number(b, y, &m);
+        FUZZ_CHECK(s != NULL && t != NULL && n == m && memcmp(s, t, n) == 0);
+    } else if (json_is_array(x)) {
+        for (size_t i = 0; i < json_array_size(x); i++)
+            check_same_texts(a, json_array_get(x, i), b, json_array_get(y, i), depth + 1);
+    } else if (json_is_object(x)) {
+        for (void *it = json_object_iter((json_t *)x); it;
+             it = json_object_iter_next((json_t *)x, it)) {
+            json_t *other =
+                json_object_getn(y, json_object_iter_key(it), json_object_iter_key_len(it));
+            FUZZ_CHECK(other != NULL);
+            check_same_texts(a, json_object_iter_value(it), b, other, depth + 1);
+        }
+    }
+}
+
+static void check_round_trip(const struct json_text *doc, int flags, size_t dump_flags)
+{
+    const struct json_text *docs[] = {doc};
+    char *written = json_text_dumps(doc->root, docs, 1, dump_flags);
+    FUZZ_CHECK(written != NULL);
+    struct json_text *again = json_text_parse(written, strlen(written),
+                                              flags & ~JSON_TEXT_REJECT_DUPLICATES, NULL, 0, NULL);
+    FUZZ_CHECK(again != NULL);
+    FUZZ_CHECK(json_equal(doc->root, again->root));
+    check_same_texts(doc, doc->root, again, again->root, 0);
+    json_text_decref(again);
+    free(written);
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     if (size < 1)
@@ -161,6 +203,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         jflags |= JSON_DECODE_ANY;
     json_error_t jerr;
     json_t *jansson = json_loadb(text, len, jflags, &jerr);
+    size_t dump_flags = JSON_ENCODE_ANY | (data[0] & 8 ? JSON_SORT_KEYS : 0);
 
     if (jansson != NULL && doc == NULL && memchr(text, 0, len) != NULL) {
         /* jansson takes a NUL byte for the end of the text; a NUL is no
@@ -170,6 +213,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             dprintf(2, "refused what jansson reads: %s\n", err.text);
         FUZZ_CHECK(doc != NULL);
         FUZZ_CHECK(json_equal(doc->root, jansson));
+        /* without a document: jansson's bytes */
+        char *ours = json_text_dumps(doc->root, NULL, 0, dump_flags | JSON_COMPACT);
+        char *theirs = json_dumps(jansson, dump_flags | JSON_COMPACT);
+        FUZZ_CHECK(ours != NULL && theirs != NULL && strcmp(ours, theirs) == 0);
+        free(ours);
+        free(theirs);
     } else if (doc != NULL) {
         /* only for numbers jansson cannot hold */
         bool numbers = strstr(jerr.text, "too big") != NULL || strstr(jerr.text, "overflow");
@@ -183,6 +232,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 
     if (doc != NULL) {
         check_numbers(doc, doc->root, 0);
+        check_round_trip(doc, flags, dump_flags);
         const json_t *a = json_object_get(doc->root, "a");
         check_span(doc, text, &spans[0], a);
         check_span(doc, text, &spans[1], json_object_get(a, "b"));

@@ -10,6 +10,13 @@
 # double), type integer takes 1e400. An integer above 2^63 is accepted (it
 # was -32700), and a number jsonb cannot hold is refused with -32602 saying
 # why, before anything is enqueued.
+# And back (issue 35): tools/list shows a schema's maximum 19.99 and
+# multipleOf 0.01 as written (jansson wrote 19.989999999999998), and a
+# target's answer {"refunded": 19.99, "big": 1234...890, "tiny": 1e-7,
+# "huge": 1e400} comes back to the agent with those numbers as the target
+# wrote them, in structuredContent.response and in the text block, from
+# tools/call, tasks/result (2025-11-25) and tasks/get (2026-07-28) (jansson
+# rewrote 19.99, and could not read the big ones: the response was a string).
 . "$(dirname "$0")/../lib/itest.sh"
 itest_setup
 
@@ -118,6 +125,94 @@ is "$(field error.message <<<"$out")" \
 is "$(sql "SELECT count(*) FROM outbox.intents WHERE key LIKE 'mcp:agent:run-7:%'")" 0 "and nothing was enqueued"
 out=$(mcp "$MCP_PORT" "$TOKEN" call pay "run-8:pay" '{"note": "a\u0000b"}' --raw)
 is "$(field error.code <<<"$out")" -32700 "\\u0000, which jsonb cannot store: refused as before (-32700), never -32603"
+
+# ---------------------------------------------------------------- and back to the agent
+sql "INSERT INTO outbox.mcp_tools (tool, target, description, input_schema) VALUES
+       ('refund', 'pay', 'Refund an amount.',
+        '{\"type\": \"object\", \"properties\": {
+            \"amount\": {\"type\": \"number\", \"maximum\": 19.99, \"multipleOf\": 0.01}}}')" >/dev/null
+# raw: the front door's bytes, as they came (Python's json would read 19.99 as a float)
+cat >"$T/raw.py" <<'EOF'
+import http.client, json, sys
+port, token, what = int(sys.argv[1]), sys.argv[2], sys.argv[3]
+headers = {"Content-Type": "application/json", "Accept": "application/json, text/event-stream",
+           "Authorization": "Bearer " + token}
+modern = {"io.modelcontextprotocol/protocolVersion": "2026-07-28",
+          "io.modelcontextprotocol/clientCapabilities": {"extensions": {"io.modelcontextprotocol/tasks": {}}},
+          "io.modelcontextprotocol/clientInfo": {"name": "itest70", "version": "1"}}
+if what == "list":  # tools/list, 2025-11-25
+    msg = {"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {}}
+    headers["MCP-Protocol-Version"] = "2025-11-25"
+elif what == "list2026":
+    msg = {"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {"_meta": modern}}
+    headers.update({"MCP-Protocol-Version": "2026-07-28", "Mcp-Method": "tools/list"})
+else:  # get2026 TASK_ID
+    msg = {"jsonrpc": "2.0", "id": 1, "method": "tasks/get",
+           "params": {"_meta": modern, "taskId": sys.argv[4]}}
+    headers.update({"MCP-Protocol-Version": "2026-07-28", "Mcp-Method": "tasks/get",
+                    "Mcp-Name": sys.argv[4]})
+conn = http.client.HTTPConnection("127.0.0.1", port, timeout=90)
+conn.request("POST", "/mcp", body=json.dumps(msg), headers=headers)
+print(conn.getresponse().read().decode())
+EOF
+raw() { python3 "$T/raw.py" "$@"; }
+# the numbers at a path of an answer, as their texts ("#19.99"), never a float's digits;
+# with "text": the JSON of a text block (after its message and line break), its response
+texts() { python3 -c 'import json, sys
+mark = lambda s: "#" + s
+doc = json.loads(sys.stdin.read(), parse_float=mark, parse_int=mark, parse_constant=mark)
+for part in sys.argv[1].split("."):
+    doc = doc[int(part)] if isinstance(doc, list) else (doc.get(part) if isinstance(doc, dict) else None)
+if sys.argv[2:] == ["text"]:
+    doc = json.loads(doc.split("\n", 1)[1], parse_float=mark, parse_int=mark)["response"]
+print(json.dumps(doc, sort_keys=True))' "$@"; }
+schema_of_refund() { python3 -c 'import json, sys
+mark = lambda s: "#" + s
+doc = json.loads(sys.stdin.read(), parse_float=mark, parse_int=mark)
+tool = [t for t in doc["result"]["tools"] if t["name"] == "refund"][0]
+print(json.dumps(tool["inputSchema"]["properties"]["amount"], sort_keys=True))'; }
+want_schema='{"maximum": "#19.99", "multipleOf": "#0.01", "type": "number"}'
+out=$(raw "$MCP_PORT" "$TOKEN" list)
+is "$(schema_of_refund <<<"$out")" "$want_schema" \
+    "tools/list (2025-11-25) shows maximum 19.99 and multipleOf 0.01 as written"
+ok "its bytes say \"maximum\":19.99 and \"multipleOf\":0.01, never 19.989999999999998" \
+    bash -c 'grep -qF "\"maximum\":19.99," <<<"$1" && grep -qF "\"multipleOf\":0.01}" <<<"$1" &&
+             ! grep -qF 19.98999 <<<"$1"' _ "$out"
+out=$(raw "$MCP_PORT" "$TOKEN" list2026)
+is "$(schema_of_refund <<<"$out")" "$want_schema" "tools/list (2026-07-28) too"
+
+ANSWER='{\"refunded\": 19.99, \"big\": 123456789012345678901234567890, \"tiny\": 1e-7, \"huge\": 1e400}'
+want_response='{"big": "#123456789012345678901234567890", "huge": "#1e400", "refunded": "#19.99", "tiny": "#1e-7"}'
+out=$(mcp "$MCP_PORT" "$TOKEN" call refund "back:1" "{\"amount\": 5, \"_answer\": \"$ANSWER\"}" --raw)
+is "$(field result.structuredContent.status <<<"$out")" succeeded \
+    "a refund whose target answers 19.99, 10^29-ish, 1e-7 and 1e400 succeeded"
+is "$(sql "SELECT response_body FROM outbox.intents WHERE key = 'mcp:agent:back:1'")" \
+    '{"refunded": 19.99, "big": 123456789012345678901234567890, "tiny": 1e-7, "huge": 1e400}' \
+    "(the relay saved the target's answer as it came)"
+is "$(texts result.structuredContent.response <<<"$out")" "$want_response" \
+    "tools/call: structuredContent.response has the target's numbers as written (an object, not a string)"
+is "$(texts result.content.0.text text <<<"$out")" "$want_response" "and so has the text block"
+ok "the bytes: compact, in the target's order, and sorted in the text block" \
+    bash -c 'grep -qF "\"response\":{\"refunded\":19.99,\"big\":123456789012345678901234567890,\"tiny\":1e-7,\"huge\":1e400}" <<<"$1" &&
+             grep -qF "\\\"response\\\":{\\\"big\\\":123456789012345678901234567890,\\\"huge\\\":1e400,\\\"refunded\\\":19.99,\\\"tiny\\\":1e-7}" <<<"$1"' _ "$out"
+
+out=$(mcp "$MCP_PORT" "$TOKEN" call refund "back:small" '{"amount": 1, "_answer": "{\"refunded\": 19.99}"}' --raw)
+is "$(texts result.structuredContent.response <<<"$out")" '{"refunded": "#19.99"}' \
+    "a target's {\"refunded\": 19.99} (which jansson read, and rewrote as 19.989999999999998) comes back as written"
+is "$(texts result.content.0.text text <<<"$out")" '{"refunded": "#19.99"}' "in the text block too"
+
+out=$(mcp "$MCP_PORT" "$TOKEN" call refund "back:2" "{\"amount\": 19.99, \"_answer\": \"$ANSWER\"}" --raw --task)
+task=$(field result.task.taskId <<<"$out")
+ok "a task-augmented refund (2025-11-25) is a task" test -n "$task"
+out=$(mcp "$MCP_PORT" "$TOKEN" result "$task")
+is "$(texts result.structuredContent.response <<<"$out")" "$want_response" \
+    "tasks/result (2025-11-25): structuredContent.response has the target's numbers as written"
+is "$(texts result.content.0.text text <<<"$out")" "$want_response" "and so has its text block"
+out=$(raw "$MCP_PORT" "$TOKEN" get2026 "$task")
+is "$(field result.status <<<"$out")" completed "tasks/get (2026-07-28) of that task: completed"
+is "$(texts result.result.structuredContent.response <<<"$out")" "$want_response" \
+    "tasks/get (2026-07-28): its result's structuredContent.response has the target's numbers as written"
+is "$(texts result.result.content.0.text text <<<"$out")" "$want_response" "and so has its text block"
 
 ok "the log has no argument" bash -c "! grep -qF -e '19.99' -e '12345678901234567' '$T/mcp.log'"
 kill -TERM "$MCP_PID"

@@ -5,7 +5,9 @@
  * The tree must be the one jansson builds (the rest of the code reads it),
  * the spans must be the bytes of the value the tree holds (also when a key
  * is escaped or repeated), the number texts must be the tokens as written,
- * and what jansson refuses is refused here too.
+ * and what jansson refuses is refused here too. Written back
+ * (json_text_dumps), a tree is what json_dumps writes but for the numbers
+ * of its documents, which are their texts.
  */
 #include "../unit.h"
 
@@ -368,6 +370,157 @@ START_TEST(numeric_range_is_postgresql_s)
 }
 END_TEST
 
+/* ---------------------------------------------------------------- writing */
+
+/* json_text_dumps of text's tree with its own document, checked to be want. */
+static void assert_written(const char *text, int read_flags, size_t dump_flags, const char *want)
+{
+    struct json_text *doc = parse_flags(text, read_flags);
+    const struct json_text *docs[] = {doc};
+    char *out = json_text_dumps(doc->root, docs, 1, dump_flags);
+    ck_assert_msg(out != NULL, "not written: %s", text);
+    ck_assert_str_eq(out, want);
+    free(out);
+    json_text_decref(doc);
+}
+
+START_TEST(numbers_are_written_as_read)
+{
+    /* jansson writes 19.989999999999998, 0.10000000000000001, and cannot
+     * read the rest */
+    assert_written(
+        "{ \"refunded\" : 19.99, \"tenth\": 0.1, \"big\": 123456789012345678901234567890,"
+        " \"tiny\": 1e-7, \"huge\": 1e400, \"neg\": -1.5E+3, \"zero\": -0.0,"
+        " \"small\": 7, \"odd\": 9007199254740993, \"min\": -9223372036854775809 }",
+        0, JSON_COMPACT,
+        "{\"refunded\":19.99,\"tenth\":0.1,\"big\":123456789012345678901234567890,"
+        "\"tiny\":1e-7,\"huge\":1e400,\"neg\":-1.5E+3,\"zero\":-0.0,\"small\":7,"
+        "\"odd\":9007199254740993,\"min\":-9223372036854775809}");
+    assert_written("[19.99, [0.01, {\"m\": 1e-400}], []]", 0, 0,
+                   "[19.99,[0.01,{\"m\":1e-400}],[]]");
+    /* sorted as JSON_SORT_KEYS sorts, each number with its own text */
+    assert_written("{\"tiny\": 1e-7, \"big\": 123456789012345678901234567890, \"refunded\": 19.99}",
+                   0, JSON_SORT_KEYS,
+                   "{\"big\":123456789012345678901234567890,\"refunded\":19.99,\"tiny\":1e-7}");
+    /* a root that is a number (JSON_ENCODE_ANY, as jansson) */
+    assert_written("19.99", JSON_TEXT_DECODE_ANY, JSON_ENCODE_ANY, "19.99");
+    assert_written("\"a\\u0000b\"", JSON_TEXT_DECODE_ANY | JSON_TEXT_ALLOW_NUL, JSON_ENCODE_ANY,
+                   "\"a\\u0000b\"");
+    struct json_text *doc = parse_flags("19.99", JSON_TEXT_DECODE_ANY);
+    const struct json_text *docs[] = {doc};
+    ck_assert_ptr_null(json_text_dumps(doc->root, docs, 1, 0));
+    json_text_decref(doc);
+}
+END_TEST
+
+/* Without a document's number, the bytes are jansson's: escaping, order,
+ * sorting, integers and reals. A caller switched to json_text_dumps
+ * changes nothing but the numbers. */
+START_TEST(the_rest_is_written_as_jansson_writes)
+{
+    static const char *const texts[] = {
+        "{}",
+        "[]",
+        "{\"b\":1,\"a\":[true,false,null],\"c\":{\"z\":{},\"y\":[]}}",
+        "[\"quote \\\" backslash \\\\ slash / \\/ controls \\b\\f\\n\\r\\t "
+        "\\u0001\\u001f\\u007f\"]",
+        "{\"k\\n\\u0002\":\"caf\\u00e9 \xe2\x82\xac \xf0\x9f\x98\x80 \\ud83d\\ude00 \\u2028\"}",
+        "[-9223372036854775808,9223372036854775807,0,-0,1]",
+        "{\"ab\":1,\"a\":2,\"b\":3,\"\":4,\"A\":5,\"\xc3\xa9\":6,\"aa\":7}",
+    };
+    for (size_t i = 0; i < sizeof(texts) / sizeof(texts[0]); i++) {
+        struct json_text *doc = parse_flags(texts[i], 0);
+        const struct json_text *docs[] = {doc};
+        json_t *loaded = json_loads(texts[i], 0, NULL);
+        ck_assert_msg(loaded != NULL, "jansson refuses %s", texts[i]);
+        size_t flags[] = {JSON_COMPACT, JSON_COMPACT | JSON_SORT_KEYS};
+        for (size_t f = 0; f < 2; f++) {
+            char *want = json_dumps(loaded, flags[f]);
+            char *got = json_text_dumps(doc->root, docs, 1, flags[f]);
+            ck_assert_msg(got && !strcmp(got, want), "%s: %s, jansson %s", texts[i], got, want);
+            free(got);
+            free(want);
+        }
+        json_decref(loaded);
+        json_text_decref(doc);
+    }
+    /* a real of no document: jansson's 17 digits and its ".0" */
+    json_t *tree = json_pack("{s:f,s:f,s:f,s:I}", "tenth", 0.1, "one", 1.0, "big", 1e300, "i",
+                             (json_int_t)-42);
+    char *want = json_dumps(tree, JSON_COMPACT);
+    char *got = json_text_dumps(tree, NULL, 0, JSON_COMPACT);
+    ck_assert_str_eq(got, want);
+    ck_assert_str_eq(
+        got,
+        "{\"tenth\":0.10000000000000001,\"one\":1.0,\"big\":1.0000000000000001e300,\"i\":-42}");
+    free(got);
+    free(want);
+    json_decref(tree);
+}
+END_TEST
+
+/* A tree built around the nodes of several documents (a tools/list of
+ * several schemas, a result around a response): each number is found in
+ * its own document; a node of no document (a copy) is jansson's. */
+START_TEST(several_documents_each_keep_their_numbers)
+{
+    struct json_text *a = parse_flags("{\"maximum\": 19.99}", 0);
+    struct json_text *b =
+        parse_flags("{\"multipleOf\": 0.01, \"n\": 123456789012345678901234567890}", 0);
+    struct json_text *c = parse_flags("[1e-7, 2.50]", 0);
+    json_t *tree = json_pack("{s:O,s:[O,O],s:o,s:i}", "a", a->root, "list", b->root, c->root,
+                             "copy", json_deep_copy(a->root), "id", 1);
+    const struct json_text *docs[] = {NULL, a, b, c};
+    char *got = json_text_dumps(tree, docs, 4, JSON_COMPACT);
+    ck_assert_str_eq(got, "{\"a\":{\"maximum\":19.99},\"list\":[{\"multipleOf\":0.01,\"n\":"
+                          "123456789012345678901234567890},[1e-7,2.50]],"
+                          "\"copy\":{\"maximum\":19.989999999999998},\"id\":1}");
+    free(got);
+    /* only one of them given: the others' numbers are jansson's */
+    const struct json_text *just_c[] = {c};
+    got = json_text_dumps(tree, just_c, 1, JSON_COMPACT);
+    ck_assert_msg(strstr(got, "[1e-7,2.50]") && strstr(got, "\"maximum\":19.989999999999998"), "%s",
+                  got);
+    free(got);
+    /* the documents may go: the tree holds its nodes */
+    json_text_decref(a);
+    json_text_decref(b);
+    json_text_decref(c);
+    got = json_text_dumps(tree, NULL, 0, JSON_COMPACT);
+    ck_assert_msg(strstr(got, "\"maximum\":19.989999999999998"), "%s", got);
+    free(got);
+    json_decref(tree);
+}
+END_TEST
+
+/* parse, write, parse: the same tree and the same number texts. */
+START_TEST(a_round_trip_keeps_everything)
+{
+    static const char *const texts[] = {
+        "{\"a\": [19.99, 1e400, -1e-400, 123456789012345678901234567890, 0.1e1, 5],"
+        " \"s\": \"\\u0000x\\u001f\\\"\", \"o\": {\"\": null, \"t\": true}, \"b\": 2.5}",
+        "[[[[[[1.0]]]]], {\"x\": {\"y\": -0.0}}]",
+    };
+    for (size_t i = 0; i < sizeof(texts) / sizeof(texts[0]); i++) {
+        struct json_text *first = parse_flags(texts[i], JSON_TEXT_ALLOW_NUL);
+        const struct json_text *docs[] = {first};
+        char *written = json_text_dumps(first->root, docs, 1, JSON_COMPACT);
+        ck_assert_ptr_nonnull(written);
+        struct json_text *again = parse_flags(written, JSON_TEXT_ALLOW_NUL);
+        ck_assert_msg(json_equal(first->root, again->root), "%s -> %s", texts[i], written);
+        ck_assert_uint_eq(first->texts_len, again->texts_len);
+        ck_assert_int_eq(memcmp(first->texts, again->texts, first->texts_len), 0);
+        const struct json_text *docs2[] = {again};
+        char *twice = json_text_dumps(again->root, docs2, 1, JSON_COMPACT);
+        ck_assert_str_eq(twice, written);
+        free(twice);
+        free(written);
+        json_text_decref(again);
+        json_text_decref(first);
+    }
+}
+END_TEST
+
 Suite *json_text_suite(void)
 {
     Suite *s = suite_create("json_text");
@@ -382,5 +535,11 @@ Suite *json_text_suite(void)
     tcase_add_test(tc, long_numbers_are_kept_whole);
     tcase_add_test(tc, numeric_range_is_postgresql_s);
     suite_add_tcase(s, tc);
+    TCase *tw = tcase_create("write");
+    tcase_add_test(tw, numbers_are_written_as_read);
+    tcase_add_test(tw, the_rest_is_written_as_jansson_writes);
+    tcase_add_test(tw, several_documents_each_keep_their_numbers);
+    tcase_add_test(tw, a_round_trip_keeps_everything);
+    suite_add_tcase(s, tw);
     return s;
 }
