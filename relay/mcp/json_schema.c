@@ -49,6 +49,7 @@
 #include "mcp/json_schema.h"
 
 #include "lib/json_text.h"
+#include "mcp/json_schema_format.h"
 
 #include <float.h>
 #include <gmp.h>
@@ -1315,12 +1316,13 @@ static bool pattern_translate(struct re_tr *t)
 /* Translates and compiles an ECMA-262 pattern; false with why (a phrase
  * that follows "pattern") when it cannot be. re is to be regfree'd when
  * true is returned, and is untouched otherwise. */
-static bool pattern_compile(const json_t *pattern, regex_t *re, char *why, size_t why_len)
+static bool pattern_compile_text(const char *text, size_t len, regex_t *re, char *why,
+                                 size_t why_len)
 {
     struct re_tr t;
     memset(&t, 0, sizeof(t));
-    t.p = (const unsigned char *)json_string_value(pattern);
-    t.n = json_string_length(pattern);
+    t.p = (const unsigned char *)text;
+    t.n = len;
     if (t.n > JSON_SCHEMA_PATTERN_MAX) {
         snprintf(why, why_len, "is longer than %d bytes", JSON_SCHEMA_PATTERN_MAX);
         return false;
@@ -1352,6 +1354,12 @@ static bool pattern_compile(const json_t *pattern, regex_t *re, char *why, size_
     return ok;
 }
 
+static bool pattern_compile(const json_t *pattern, regex_t *re, char *why, size_t why_len)
+{
+    return pattern_compile_text(json_string_value(pattern), json_string_length(pattern), re, why,
+                                why_len);
+}
+
 /* ------------------------------------------------------------ keywords */
 
 enum keyword {
@@ -1372,6 +1380,13 @@ enum keyword {
     KW_FLAG,        /* deprecated, readOnly, writeOnly */
     KW_ANY,         /* default */
     KW_EXAMPLES,
+    KW_SCHEMA_LIST,         /* allOf, anyOf, oneOf, prefixItems */
+    KW_SCHEMA,              /* not, propertyNames */
+    KW_DEFS,                /* $defs, definitions */
+    KW_PATTERN_PROPERTIES,
+    KW_REF,
+    KW_FORMAT,
+    KW_DEPENDENT_REQUIRED,
 };
 
 static const struct {
@@ -1406,6 +1421,20 @@ static const struct {
     {"writeOnly", KW_FLAG},
     {"default", KW_ANY},
     {"examples", KW_EXAMPLES},
+    {"allOf", KW_SCHEMA_LIST},
+    {"anyOf", KW_SCHEMA_LIST},
+    {"oneOf", KW_SCHEMA_LIST},
+    {"prefixItems", KW_SCHEMA_LIST},
+    {"not", KW_SCHEMA},
+    {"propertyNames", KW_SCHEMA},
+    {"$defs", KW_DEFS},
+    {"definitions", KW_DEFS},
+    {"patternProperties", KW_PATTERN_PROPERTIES},
+    {"$ref", KW_REF},
+    {"format", KW_FORMAT},
+    {"minProperties", KW_COUNT},
+    {"maxProperties", KW_COUNT},
+    {"dependentRequired", KW_DEPENDENT_REQUIRED},
 };
 
 static const char *const type_names[] = {"null",   "boolean", "object", "array",
@@ -1462,13 +1491,185 @@ static bool is_known_dialect(const char *uri)
     return false;
 }
 
+/* ------------------------------------------------------------ local references */
+
+/* One segment of a "#/..." reference: percent-decoded (a URI fragment),
+ * then JSON Pointer-unescaped (~1 is /, ~0 is ~). False when malformed or
+ * longer than out. */
+static bool ref_segment(const char *s, size_t n, char *out, size_t outlen)
+{
+    char dec[256];
+    size_t d = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (d + 1 >= sizeof(dec))
+            return false;
+        if (s[i] == '%') {
+            if (i + 2 >= n)
+                return false;
+            int hi = hex_value((unsigned char)s[i + 1]);
+            int lo = hex_value((unsigned char)s[i + 2]);
+            if (hi < 0 || lo < 0 || (hi == 0 && lo == 0))
+                return false;
+            dec[d++] = (char)(hi * 16 + lo);
+            i += 2;
+        } else {
+            dec[d++] = s[i];
+        }
+    }
+    size_t o = 0;
+    for (size_t i = 0; i < d; i++) {
+        if (o + 1 >= outlen)
+            return false;
+        if (dec[i] == '~') {
+            if (i + 1 >= d || (dec[i + 1] != '0' && dec[i + 1] != '1'))
+                return false;
+            out[o++] = dec[++i] == '0' ? '~' : '/';
+        } else {
+            out[o++] = dec[i];
+        }
+    }
+    out[o] = '\0';
+    return true;
+}
+
+/* The schema a local $ref names in the document root: "#" (the root) or a
+ * JSON Pointer "#/..." that goes only through places where the check reads
+ * schemas ($defs/NAME, definitions/NAME, properties/NAME,
+ * patternProperties/NAME, allOf/anyOf/oneOf/prefixItems/INDEX, items,
+ * additionalProperties, not, propertyNames), so the schema it reaches was
+ * checked too. NULL, with why, for anything else: remote references,
+ * anchors, pointers into enum or const. */
+static const json_t *ref_resolve(const json_t *root, const char *ref, char *why, size_t why_len)
+{
+    static const char *const named[] = {"$defs", "definitions", "properties", "patternProperties"};
+    static const char *const listed[] = {"allOf", "anyOf", "oneOf", "prefixItems"};
+    static const char *const single[] = {"items", "additionalProperties", "not", "propertyNames"};
+    if (ref[0] != '#') {
+        snprintf(why, why_len, "is not local: only \"#\" and \"#/...\" pointers into this "
+                               "schema are supported");
+        return NULL;
+    }
+    if (ref[1] != '\0' && ref[1] != '/') {
+        snprintf(why, why_len, "names an anchor: only \"#\" and \"#/...\" pointers are "
+                               "supported");
+        return NULL;
+    }
+    enum { NEXT_KEYWORD, NEXT_NAME, NEXT_INDEX } next = NEXT_KEYWORD;
+    const json_t *node = root;
+    const char *p = ref + 1;
+    while (*p == '/') {
+        p++;
+        size_t n = strcspn(p, "/");
+        char seg[256];
+        if (!ref_segment(p, n, seg, sizeof(seg))) {
+            snprintf(why, why_len, "has a malformed segment");
+            return NULL;
+        }
+        p += n;
+        const json_t *child = NULL;
+        if (next == NEXT_INDEX) {
+            bool digits = seg[0] != '\0' && (seg[0] != '0' || seg[1] == '\0') && strlen(seg) < 10;
+            for (const char *c = seg; digits && *c; c++)
+                digits = *c >= '0' && *c <= '9';
+            child = digits ? json_array_get(node, strtoul(seg, NULL, 10)) : NULL;
+            next = NEXT_KEYWORD;
+        } else if (next == NEXT_NAME) {
+            child = json_is_object(node) ? json_object_get(node, seg) : NULL;
+            next = NEXT_KEYWORD;
+        } else {
+            child = json_is_object(node) ? json_object_get(node, seg) : NULL;
+            bool known = false;
+            for (size_t k = 0; k < 4; k++) {
+                if (strcmp(seg, named[k]) == 0) {
+                    next = NEXT_NAME;
+                    known = true;
+                } else if (strcmp(seg, listed[k]) == 0) {
+                    next = NEXT_INDEX;
+                    known = true;
+                } else if (strcmp(seg, single[k]) == 0) {
+                    known = true;
+                }
+            }
+            if (child && !known) {
+                snprintf(why, why_len, "points into \"%.64s\", which holds no schema", seg);
+                return NULL;
+            }
+        }
+        if (!child) {
+            snprintf(why, why_len, "points to nothing in this schema");
+            return NULL;
+        }
+        node = child;
+    }
+    if (next != NEXT_KEYWORD || (!json_is_object(node) && !json_is_boolean(node))) {
+        snprintf(why, why_len, "does not point to a schema");
+        return NULL;
+    }
+    return node;
+}
+
+/* The schemas that apply to the same value as their parent: what a loop of
+ * references would go round without ever descending into the value. */
+#define REF_WALK_MAX 1024
+
+struct ref_walk {
+    const json_t *root;
+    const json_t *seen[REF_WALK_MAX];
+    size_t n;
+    bool overflow;
+};
+
+/* True when target is reached from node through $ref, allOf, anyOf, oneOf
+ * and not alone. */
+static bool ref_reaches(struct ref_walk *w, const json_t *node, const json_t *target)
+{
+    if (node == target)
+        return true;
+    if (!json_is_object(node))
+        return false;
+    for (size_t i = 0; i < w->n; i++)
+        if (w->seen[i] == node)
+            return false;
+    if (w->n == REF_WALK_MAX) {
+        w->overflow = true;
+        return false;
+    }
+    w->seen[w->n++] = node;
+    const json_t *ref = json_object_get(node, "$ref");
+    if (json_is_string(ref)) {
+        char why[8];
+        const json_t *to = ref_resolve(w->root, json_string_value(ref), why, sizeof(why));
+        if (to && ref_reaches(w, to, target))
+            return true;
+    }
+    static const char *const lists[] = {"allOf", "anyOf", "oneOf"};
+    for (size_t k = 0; k < 3; k++) {
+        const json_t *list = json_object_get(node, lists[k]);
+        for (size_t i = 0; i < json_array_size(list); i++)
+            if (ref_reaches(w, json_array_get(list, i), target))
+                return true;
+    }
+    const json_t *not = json_object_get(node, "not");
+    return not &&ref_reaches(w, not, target);
+}
+
 /* ------------------------------------------------------------ the check */
+
+enum dialect {
+    DIALECT_2020, /* 2020-12, or no $schema */
+    DIALECT_2019, /* 2019-09: no prefixItems */
+    DIALECT_OLD,  /* draft-07, draft-06: no prefixItems nor dependentRequired; $ref alone */
+};
 
 struct check {
     struct path path;
     char *err;
     size_t errlen;
     struct numctx nc; /* the schema's document */
+    const json_t *root;
+    const json_t *current; /* the schema object whose keywords are read */
+    enum dialect dialect;
+    struct ref_walk walk;
 };
 
 static bool check_fail(struct check *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
@@ -1494,12 +1695,60 @@ static bool check_subschema(struct check *c, const char *keyword, const char *ke
 {
     size_t mark = path_push_key(&c->path, keyword);
     size_t mark2 = key ? path_push_key(&c->path, key) : 0;
+    const json_t *parent = c->current;
     bool ok = check_schema(c, schema, false);
     if (!ok)
         return false; /* the path stays where the fault is */
+    c->current = parent;
     if (key)
         path_pop(&c->path, mark2);
     path_pop(&c->path, mark);
+    return true;
+}
+
+/* An object whose members are schemas ($defs, properties), or whose keys
+ * are also patterns (patternProperties). */
+static bool check_schema_map(struct check *c, const char *name, const json_t *v, bool patterns)
+{
+    if (!json_is_object(v))
+        return check_fail(c, "\"%s\" must be an object of schemas", name);
+    const char *key;
+    size_t key_len;
+    const json_t *sub;
+    json_object_keylen_foreach((json_t *)v, key, key_len, sub)
+    {
+        if (patterns) {
+            regex_t re;
+            char why[160];
+            if (!pattern_compile_text(key, key_len, &re, why, sizeof(why))) {
+                (void)path_push_key(&c->path, name);
+                (void)path_push_key(&c->path, key);
+                return check_fail(c, "the pattern of \"%s\" %s", name, why);
+            }
+            regfree(&re);
+        }
+        if (!check_subschema(c, name, key, sub))
+            return false;
+    }
+    return true;
+}
+
+static bool check_ref(struct check *c, const json_t *v)
+{
+    if (!json_is_string(v))
+        return check_fail(c, "\"$ref\" must be a string");
+    char why[128];
+    const json_t *target = ref_resolve(c->root, json_string_value(v), why, sizeof(why));
+    if (!target)
+        return check_fail(c, "\"$ref\" %s", why);
+    c->walk.root = c->root;
+    c->walk.n = 0;
+    c->walk.overflow = false;
+    if (ref_reaches(&c->walk, target, c->current))
+        return check_fail(c, "\"$ref\" loops back to this schema without descending into the "
+                             "value (through $ref, allOf, anyOf, oneOf or not)");
+    if (c->walk.overflow)
+        return check_fail(c, "\"$ref\" leads through more than %d schemas", REF_WALK_MAX);
     return true;
 }
 
@@ -1587,6 +1836,52 @@ static bool check_keyword(struct check *c, const char *name, enum keyword kw, co
         if (json_is_array(v))
             return true;
         return check_fail(c, "\"examples\" must be an array");
+    case KW_SCHEMA_LIST: {
+        if (strcmp(name, "prefixItems") == 0 && c->dialect != DIALECT_2020)
+            return check_fail(c, "\"prefixItems\" is a 2020-12 keyword; the $schema named "
+                                 "ignores it (use 2020-12)");
+        if (!json_is_array(v) || json_array_size(v) == 0)
+            return check_fail(c, "\"%s\" must be a non-empty array of schemas", name);
+        for (size_t i = 0; i < json_array_size(v); i++) {
+            char index[24];
+            snprintf(index, sizeof(index), "%zu", i);
+            if (!check_subschema(c, name, index, json_array_get(v, i)))
+                return false;
+        }
+        return true;
+    }
+    case KW_SCHEMA:
+        if (!json_is_object(v) && !json_is_boolean(v))
+            return check_fail(c, "\"%s\" must be a schema (an object or a boolean)", name);
+        return check_subschema(c, name, NULL, v);
+    case KW_DEFS:
+        return check_schema_map(c, name, v, false);
+    case KW_PATTERN_PROPERTIES:
+        return check_schema_map(c, name, v, true);
+    case KW_REF:
+        return check_ref(c, v);
+    case KW_FORMAT:
+        if (json_is_string(v))
+            return true;
+        return check_fail(c, "\"format\" must be a string");
+    case KW_DEPENDENT_REQUIRED: {
+        if (c->dialect == DIALECT_OLD)
+            return check_fail(c, "\"dependentRequired\" is a 2019-09 keyword; the $schema "
+                                 "named ignores it (use 2020-12)");
+        if (!json_is_object(v))
+            return check_fail(c, "\"dependentRequired\" must be an object of arrays of "
+                                 "strings");
+        const char *key;
+        const json_t *names;
+        json_object_foreach((json_t *)v, key, names)
+        {
+            if (!is_string_set(names, false))
+                return check_fail(c, "\"dependentRequired\" must map each property to an "
+                                     "array of strings without repeats (not \"%.64s\")",
+                                  key);
+        }
+        return true;
+    }
     }
     return check_fail(c, "unsupported keyword \"%s\"", name);
 }
@@ -1599,6 +1894,7 @@ static bool check_schema(struct check *c, const json_t *schema, bool root)
         return check_fail(c, "a schema must be an object or a boolean");
     const char *name;
     const json_t *v;
+    bool has_ref = json_object_get(schema, "$ref") != NULL;
     json_object_foreach((json_t *)schema, name, v)
     {
         size_t k = 0;
@@ -1606,7 +1902,14 @@ static bool check_schema(struct check *c, const json_t *schema, bool root)
             k++;
         if (k == sizeof(keywords) / sizeof(keywords[0]))
             return check_fail(c, "unsupported keyword \"%s\"", name);
-        if (!check_keyword(c, name, keywords[k].kw, v, root))
+        enum keyword kw = keywords[k].kw;
+        if (has_ref && c->dialect == DIALECT_OLD && kw != KW_REF && kw != KW_ROOT_STRING &&
+            kw != KW_TEXT && kw != KW_FLAG && kw != KW_ANY && kw != KW_EXAMPLES && kw != KW_DEFS)
+            return check_fail(c, "\"%s\" beside \"$ref\" is ignored by the $schema named "
+                                 "(draft-07 and older); use allOf, or 2020-12",
+                              name);
+        c->current = schema;
+        if (!check_keyword(c, name, kw, v, root))
             return false;
     }
     return true;
@@ -1632,6 +1935,17 @@ bool json_schema_check_doc(const json_t *schema, const struct json_text *schema_
         return check_fail(&c, "no schema");
     if (path_find_too_deep(&c.path, schema, 0, JSON_SCHEMA_MAX_DEPTH))
         return check_fail(&c, "the schema is nested deeper than %d levels", JSON_SCHEMA_MAX_DEPTH);
+    c.root = schema;
+    c.current = schema;
+    c.dialect = DIALECT_2020;
+    const json_t *dialect = json_is_object(schema) ? json_object_get(schema, "$schema") : NULL;
+    if (json_is_string(dialect)) {
+        const char *uri = json_string_value(dialect);
+        if (strstr(uri, "/draft-07/") || strstr(uri, "/draft-06/"))
+            c.dialect = DIALECT_OLD;
+        else if (strstr(uri, "/2019-09/"))
+            c.dialect = DIALECT_2019;
+    }
     return check_schema(&c, schema, true);
 }
 
@@ -1639,13 +1953,23 @@ bool json_schema_check_doc(const json_t *schema, const struct json_text *schema_
 
 #define PATTERN_CACHE_SIZE 8
 
+/* Schemas applied to one value: past this, the validation stops with one
+ * violation (anyOf of anyOfs through $ref can be exponential without a
+ * loop). The schema depth through $ref and the applicators is bounded too,
+ * also for a schema the check did not see. */
+#define VALIDATION_STEPS_MAX 100000
+#define VALIDATION_HOPS_MAX (4 * JSON_SCHEMA_MAX_DEPTH)
+
 struct validation {
     struct path path;
     struct numctx nc; /* the schema's and the instance's documents */
     struct json_schema_errors *out;
     int count;
+    const json_t *root;
+    long steps;
+    bool exhausted; /* past VALIDATION_STEPS_MAX or VALIDATION_HOPS_MAX */
     struct {
-        const json_t *pattern; /* the schema's string, by identity */
+        const char *pattern; /* the schema's text, by identity */
         regex_t re;
     } cache[PATTERN_CACHE_SIZE];
     int cached;
@@ -1826,23 +2150,68 @@ static size_t utf8_code_points(const char *s, size_t n)
 /* The compiled pattern of this validation (compiled on first use); NULL
  * with why filled when it cannot be. When the cache is full, *scratch is
  * used and *free_after set. */
-static regex_t *pattern_get(struct validation *v, const json_t *pattern, regex_t *scratch,
-                            bool *free_after, char *why, size_t why_len)
+static regex_t *pattern_get(struct validation *v, const char *pattern, size_t pattern_len,
+                            regex_t *scratch, bool *free_after, char *why, size_t why_len)
 {
     *free_after = false;
     for (int k = 0; k < v->cached; k++)
         if (v->cache[k].pattern == pattern)
             return &v->cache[k].re;
     if (v->cached < PATTERN_CACHE_SIZE) {
-        if (!pattern_compile(pattern, &v->cache[v->cached].re, why, why_len))
+        if (!pattern_compile_text(pattern, pattern_len, &v->cache[v->cached].re, why, why_len))
             return NULL;
         v->cache[v->cached].pattern = pattern;
         return &v->cache[v->cached++].re;
     }
-    if (!pattern_compile(pattern, scratch, why, why_len))
+    if (!pattern_compile_text(pattern, pattern_len, scratch, why, why_len))
         return NULL;
     *free_after = true;
     return scratch;
+}
+
+/* 1 when the pattern (the schema's text, kept by identity in the cache) is
+ * found in s, 0 when not, -1 with why when it cannot be searched. */
+static int pattern_search(struct validation *v, const char *pattern, size_t pattern_len,
+                          const char *s, size_t n, char *why, size_t why_len)
+{
+    if (n > INT_MAX) { /* regoff_t is an int */
+        snprintf(why, why_len, "the value is too long to match against a pattern");
+        return -1;
+    }
+    regex_t scratch;
+    bool free_after;
+    char reason[160];
+    regex_t *re = pattern_get(v, pattern, pattern_len, &scratch, &free_after, reason,
+                              sizeof(reason));
+    if (!re) {
+        snprintf(why, why_len, "the pattern %s", reason);
+        return -1;
+    }
+    regmatch_t range = {.rm_so = 0, .rm_eo = (regoff_t)n};
+    int found = regexec(re, s, 1, &range, REG_STARTEND) == 0;
+    if (free_after)
+        regfree(re);
+    return found;
+}
+
+/* What a message says a format is: "must be a date-time (RFC 3339, as
+ * 2026-12-07T10:00:00Z)". */
+static const char *format_what(const char *format)
+{
+    if (strcmp(format, "date-time") == 0)
+        return "date-time (RFC 3339, as 2026-12-07T10:00:00Z)";
+    if (strcmp(format, "date") == 0)
+        return "date (RFC 3339 full-date, as 2026-12-07)";
+    if (strcmp(format, "email") == 0)
+        return "e-mail address (as name@example.com)";
+    if (strcmp(format, "uuid") == 0)
+        return "UUID (as 123e4567-e89b-12d3-a456-426614174000)";
+    return format;
+}
+
+static const char *format_article(const char *format)
+{
+    return strcmp(format, "email") == 0 ? "an" : "a";
 }
 
 static void validate_string(struct validation *v, const json_t *schema, const json_t *inst)
@@ -1866,26 +2235,20 @@ static void validate_string(struct validation *v, const json_t *schema, const js
             violation(v, "must be at most %s characters long", text);
         }
     }
+    const json_t *format = json_object_get(schema, "format");
+    if (json_is_string(format) && !json_schema_format_valid(json_string_value(format), s, n))
+        violation(v, "must be %s %s", format_article(json_string_value(format)),
+                  format_what(json_string_value(format)));
     const json_t *pattern = json_object_get(schema, "pattern");
     if (!json_is_string(pattern))
         return;
-    if (n > INT_MAX) { /* regoff_t is an int */
-        violation(v, "is too long to match against a pattern");
-        return;
-    }
-    regex_t scratch;
-    bool free_after;
-    char why[160];
-    regex_t *re = pattern_get(v, pattern, &scratch, &free_after, why, sizeof(why));
-    if (!re) {
-        violation(v, "cannot be checked: the pattern %s", why);
-        return;
-    }
-    regmatch_t range = {.rm_so = 0, .rm_eo = (regoff_t)n};
-    if (regexec(re, s, 1, &range, REG_STARTEND) != 0)
+    char why[200];
+    int found = pattern_search(v, json_string_value(pattern), json_string_length(pattern), s, n,
+                               why, sizeof(why));
+    if (found < 0)
+        violation(v, "cannot be checked: %s", why);
+    else if (!found)
         violation(v, "must match the pattern \"%s\"", json_string_value(pattern));
-    if (free_after)
-        regfree(re);
 }
 
 struct hashed_item {
@@ -1947,6 +2310,11 @@ static void validate_unique(struct validation *v, const json_t *inst)
 static void validate_node(struct validation *v, const json_t *schema, const json_t *inst,
                           int depth);
 
+static int trial(struct validation *v, const json_t *schema, const json_t *inst, int depth,
+                 struct json_schema_errors *errs);
+static void first_reason(struct validation *v, const json_t *schema, const json_t *inst,
+                         int depth, char *buf, size_t len);
+
 static void validate_array(struct validation *v, const json_t *schema, const json_t *inst,
                            int depth)
 {
@@ -1965,9 +2333,18 @@ static void validate_array(struct validation *v, const json_t *schema, const jso
     }
     if (json_is_true(json_object_get(schema, "uniqueItems")))
         validate_unique(v, inst);
+    const json_t *prefix = json_object_get(schema, "prefixItems");
+    size_t first = 0;
+    for (; first < json_array_size(prefix) && first < n; first++) {
+        size_t mark = path_push_index(&v->path, first);
+        validate_node(v, json_array_get(prefix, first), json_array_get(inst, first), depth + 1);
+        path_pop(&v->path, mark);
+    }
     const json_t *items = json_object_get(schema, "items");
-    if (json_is_object(items) || json_is_boolean(items)) {
-        for (size_t i = 0; i < n; i++) {
+    if (json_is_false(items) && json_array_size(prefix) > 0 && n > first) {
+        violation(v, "must have at most %zu items", first);
+    } else if (json_is_object(items) || json_is_boolean(items)) {
+        for (size_t i = first; i < n; i++) {
             size_t mark = path_push_index(&v->path, i);
             validate_node(v, items, json_array_get(inst, i), depth + 1);
             path_pop(&v->path, mark);
@@ -1978,6 +2355,36 @@ static void validate_array(struct validation *v, const json_t *schema, const jso
 static void validate_object(struct validation *v, const json_t *schema, const json_t *inst,
                             int depth)
 {
+    size_t size = json_object_size(inst);
+    uint64_t limit;
+    char text[40];
+    const json_t *min = json_object_get(schema, "minProperties");
+    if (min && count_of(&v->nc, min, &limit) && size < limit) {
+        num_format(&v->nc, min, text, sizeof(text));
+        violation(v, "must have at least %s properties", text);
+    }
+    const json_t *max = json_object_get(schema, "maxProperties");
+    if (max && count_of(&v->nc, max, &limit) && size > limit) {
+        num_format(&v->nc, max, text, sizeof(text));
+        violation(v, "must have at most %s properties", text);
+    }
+    const json_t *dependent = json_object_get(schema, "dependentRequired");
+    if (json_is_object(dependent)) {
+        const char *present;
+        const json_t *needs;
+        json_object_foreach((json_t *)dependent, present, needs)
+        {
+            if (!json_object_get(inst, present))
+                continue;
+            for (size_t i = 0; i < json_array_size(needs); i++) {
+                const json_t *need = json_array_get(needs, i);
+                if (json_is_string(need) &&
+                    !json_object_getn(inst, json_string_value(need), json_string_length(need)))
+                    violation(v, "missing property \"%s\", required when \"%s\" is present",
+                              json_string_value(need), present);
+            }
+        }
+    }
     const json_t *required = json_object_get(schema, "required");
     for (size_t i = 0; i < json_array_size(required); i++) {
         const json_t *name = json_array_get(required, i);
@@ -2003,27 +2410,175 @@ static void validate_object(struct validation *v, const json_t *schema, const js
             path_pop(&v->path, mark);
         }
     }
+    const json_t *patterns = json_object_get(schema, "patternProperties");
+    if (!json_is_object(patterns))
+        patterns = NULL;
     const json_t *additional = json_object_get(schema, "additionalProperties");
     if (!json_is_object(additional) && !json_is_boolean(additional))
-        return;
+        additional = NULL;
     const json_t *member;
-    json_object_keylen_foreach((json_t *)inst, key, key_len, member)
-    {
-        if (properties && json_object_getn(properties, key, key_len))
-            continue;
-        size_t mark = path_push_key(&v->path, key);
-        if (json_is_false(additional))
-            violation(v, "additional property not allowed");
-        else
-            validate_node(v, additional, member, depth + 1);
-        path_pop(&v->path, mark);
+    if (patterns || additional) {
+        json_object_keylen_foreach((json_t *)inst, key, key_len, member)
+        {
+            bool matched = properties && json_object_getn(properties, key, key_len);
+            size_t mark = path_push_key(&v->path, key);
+            const char *pattern;
+            size_t pattern_len;
+            json_object_keylen_foreach((json_t *)patterns, pattern, pattern_len, sub)
+            {
+                char why[200];
+                int found = pattern_search(v, pattern, pattern_len, key, key_len, why, sizeof(why));
+                if (found < 0) {
+                    violation(v, "cannot be checked: %s", why);
+                } else if (found) {
+                    matched = true;
+                    validate_node(v, sub, member, depth + 1);
+                }
+            }
+            if (!matched && json_is_false(additional))
+                violation(v, "additional property not allowed");
+            else if (!matched && additional)
+                validate_node(v, additional, member, depth + 1);
+            path_pop(&v->path, mark);
+        }
     }
+    const json_t *names = json_object_get(schema, "propertyNames");
+    if (json_is_object(names) || json_is_boolean(names)) {
+        json_object_keylen_foreach((json_t *)inst, key, key_len, member)
+        {
+            json_t *name = json_stringn_nocheck(key, key_len);
+            if (name && trial(v, names, name, depth + 1, NULL) > 0) {
+                char why[JSON_SCHEMA_ERROR_LEN];
+                first_reason(v, names, name, depth + 1, why, sizeof(why));
+                violation(v, "property name \"%.64s\" is not allowed: %s", key, why);
+            }
+            json_decref(name);
+        }
+    }
+}
+
+/* The violations of schema by inst, counted but not reported; with errs,
+ * their messages are written there instead. v's count is left as it was. */
+static int trial(struct validation *v, const json_t *schema, const json_t *inst, int depth,
+                 struct json_schema_errors *errs)
+{
+    struct json_schema_errors *out = v->out;
+    int before = v->count;
+    if (errs) {
+        errs->count = 0;
+        errs->kept = 0;
+    }
+    v->out = errs;
+    validate_node(v, schema, inst, depth);
+    v->out = out;
+    int found = v->count - before;
+    v->count = before;
+    return found;
+}
+
+/* The first message of schema against inst, with the current path taken
+ * off its front when it is there ("must be string, got integer"). */
+static void first_reason(struct validation *v, const json_t *schema, const json_t *inst,
+                         int depth, char *buf, size_t len)
+{
+    struct json_schema_errors *errs = malloc(sizeof(*errs));
+    buf[0] = '\0';
+    if (!errs)
+        return;
+    trial(v, schema, inst, depth, errs);
+    if (errs->kept > 0) {
+        const char *msg = errs->msg[0];
+        char here[PATH_MAX_BYTES + 8];
+        snprintf(here, sizeof(here), "%s%s: ", path_str(&v->path), path_tail(&v->path));
+        if (strncmp(msg, here, strlen(here)) == 0)
+            msg += strlen(here);
+        snprintf(buf, len, "%s", msg);
+        utf8_trim_tail(buf);
+    }
+    free(errs);
+}
+
+/* anyOf or oneOf found no schema that fits: the first reason of each (at
+ * most four), so the model sees what each alternative wanted. */
+static void violation_alternatives(struct validation *v, const char *keyword, const json_t *list,
+                                   const json_t *inst, int depth)
+{
+    if (!v->out || v->out->kept >= JSON_SCHEMA_MAX_ERRORS) {
+        violation(v, "must match %s schema in \"%s\"",
+                  strcmp(keyword, "oneOf") == 0 ? "exactly one" : "at least one", keyword);
+        return;
+    }
+    char reasons[JSON_SCHEMA_ERROR_LEN] = "";
+    size_t used = 0;
+    size_t n = json_array_size(list);
+    for (size_t i = 0; i < n && i < 4 && used < sizeof(reasons); i++) {
+        char why[JSON_SCHEMA_ERROR_LEN];
+        first_reason(v, json_array_get(list, i), inst, depth, why, sizeof(why));
+        int w = snprintf(reasons + used, sizeof(reasons) - used, "%s%zu: %s", i ? "; " : "", i,
+                         why);
+        used += w > 0 ? (size_t)w : 0;
+    }
+    if (n > 4 && used < sizeof(reasons))
+        snprintf(reasons + used, sizeof(reasons) - used, "; ...");
+    utf8_trim_tail(reasons);
+    violation(v, "must match %s schema in \"%s\" (%s)",
+              strcmp(keyword, "oneOf") == 0 ? "exactly one" : "at least one", keyword, reasons);
+}
+
+/* $ref, allOf, anyOf, oneOf, not: the keywords that apply other schemas to
+ * the same value. */
+static void validate_applicators(struct validation *v, const json_t *schema, const json_t *inst,
+                                 int depth)
+{
+    const json_t *ref = json_object_get(schema, "$ref");
+    if (json_is_string(ref)) {
+        char why[128];
+        const json_t *target = ref_resolve(v->root, json_string_value(ref), why, sizeof(why));
+        if (target)
+            validate_node(v, target, inst, depth + 1);
+        else
+            violation(v, "cannot be checked: \"$ref\" %s", why);
+    }
+    const json_t *all = json_object_get(schema, "allOf");
+    for (size_t i = 0; i < json_array_size(all); i++)
+        validate_node(v, json_array_get(all, i), inst, depth + 1);
+    const json_t *any = json_object_get(schema, "anyOf");
+    if (json_array_size(any) > 0) {
+        bool fits = false;
+        for (size_t i = 0; i < json_array_size(any) && !fits; i++)
+            fits = trial(v, json_array_get(any, i), inst, depth + 1, NULL) == 0;
+        if (!fits)
+            violation_alternatives(v, "anyOf", any, inst, depth + 1);
+    }
+    const json_t *one = json_object_get(schema, "oneOf");
+    if (json_array_size(one) > 0) {
+        size_t fitting = 0, first = 0, second = 0;
+        for (size_t i = 0; i < json_array_size(one); i++) {
+            if (trial(v, json_array_get(one, i), inst, depth + 1, NULL) == 0) {
+                if (fitting == 0)
+                    first = i;
+                else if (fitting == 1)
+                    second = i;
+                fitting++;
+            }
+        }
+        if (fitting == 0)
+            violation_alternatives(v, "oneOf", one, inst, depth + 1);
+        else if (fitting > 1)
+            violation(v, "must match exactly one schema in \"oneOf\", but matches %zu and %zu",
+                      first, second);
+    }
+    const json_t *not = json_object_get(schema, "not");
+    if ((json_is_object(not) || json_is_boolean(not)) && trial(v, not, inst, depth + 1, NULL) == 0)
+        violation(v, "must not match the schema in \"not\"");
 }
 
 static void validate_node(struct validation *v, const json_t *schema, const json_t *inst, int depth)
 {
-    if (depth > JSON_SCHEMA_MAX_DEPTH) {
-        violation(v, "nested deeper than %d levels", JSON_SCHEMA_MAX_DEPTH);
+    if (v->exhausted)
+        return;
+    if (++v->steps > VALIDATION_STEPS_MAX || depth > VALIDATION_HOPS_MAX) {
+        v->exhausted = true;
         return;
     }
     if (json_is_false(schema)) {
@@ -2053,6 +2608,7 @@ static void validate_node(struct validation *v, const json_t *schema, const json
     default:
         break;
     }
+    validate_applicators(v, schema, inst, depth);
 }
 
 int json_schema_validate(const json_t *schema, const json_t *instance,
@@ -2072,6 +2628,9 @@ int json_schema_validate_doc(const json_t *schema, const struct json_text *schem
     v.out = out;
     v.count = 0;
     v.cached = 0;
+    v.root = schema;
+    v.steps = 0;
+    v.exhausted = false;
     if (out) {
         out->count = 0;
         out->kept = 0;
@@ -2081,7 +2640,12 @@ int json_schema_validate_doc(const json_t *schema, const struct json_text *schem
     } else if (path_find_too_deep(&v.path, instance, 0, JSON_SCHEMA_MAX_DEPTH)) {
         violation(&v, "nested deeper than %d levels", JSON_SCHEMA_MAX_DEPTH);
     } else {
+        v.root = schema;
         validate_node(&v, schema, instance, 0);
+        if (v.exhausted)
+            violation(&v, "cannot be checked: the schema applies more than %d schemas, or "
+                          "refers more than %d levels deep, for this value",
+                      VALIDATION_STEPS_MAX, VALIDATION_HOPS_MAX);
     }
     for (int k = 0; k < v.cached; k++)
         regfree(&v.cache[k].re);

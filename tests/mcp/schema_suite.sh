@@ -6,7 +6,12 @@
 #   tests/mcp/schema_suite.sh         the newest draft the package ships, then
 #                                     tests/mcp/schema_exact (our cases of exact
 #                                     numbers, in the suite's format: 19.99 and
-#                                     multipleOf 0.01, 2^53 + 1, 1e400)
+#                                     multipleOf 0.01, 2^53 + 1, 1e400), then
+#                                     tests/mcp/schema_2020_12 (the upstream
+#                                     suite's draft2020-12 files of the keywords
+#                                     added for issue 36: applicators, $ref/$defs,
+#                                     format, prefixItems, patternProperties...;
+#                                     see its README)
 #   tests/mcp/schema_suite.sh DIR...  those folders instead
 #
 # The package's draft2020-12 folder is used when it has one; Debian 12's
@@ -40,7 +45,7 @@ else
         echo "schema_suite: no draft2020-12, draft2019-09 or draft7 folder in $pkg" >&2
         exit 1
     fi
-    dirs=("$dir" tests/mcp/schema_exact)
+    dirs=("$dir" tests/mcp/schema_exact tests/mcp/schema_2020_12)
 fi
 
 make --no-print-directory build/schema-suite >&2
