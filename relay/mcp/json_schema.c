@@ -1380,9 +1380,9 @@ enum keyword {
     KW_FLAG,        /* deprecated, readOnly, writeOnly */
     KW_ANY,         /* default */
     KW_EXAMPLES,
-    KW_SCHEMA_LIST,         /* allOf, anyOf, oneOf, prefixItems */
-    KW_SCHEMA,              /* not, propertyNames */
-    KW_DEFS,                /* $defs, definitions */
+    KW_SCHEMA_LIST, /* allOf, anyOf, oneOf, prefixItems */
+    KW_SCHEMA,      /* not, propertyNames */
+    KW_DEFS,        /* $defs, definitions */
     KW_PATTERN_PROPERTIES,
     KW_REF,
     KW_FORMAT,
@@ -1545,13 +1545,15 @@ static const json_t *ref_resolve(const json_t *root, const char *ref, char *why,
     static const char *const listed[] = {"allOf", "anyOf", "oneOf", "prefixItems"};
     static const char *const single[] = {"items", "additionalProperties", "not", "propertyNames"};
     if (ref[0] != '#') {
-        snprintf(why, why_len, "is not local: only \"#\" and \"#/...\" pointers into this "
-                               "schema are supported");
+        snprintf(why, why_len,
+                 "is not local: only \"#\" and \"#/...\" pointers into this "
+                 "schema are supported");
         return NULL;
     }
     if (ref[1] != '\0' && ref[1] != '/') {
-        snprintf(why, why_len, "names an anchor: only \"#\" and \"#/...\" pointers are "
-                               "supported");
+        snprintf(why, why_len,
+                 "names an anchor: only \"#\" and \"#/...\" pointers are "
+                 "supported");
         return NULL;
     }
     enum { NEXT_KEYWORD, NEXT_NAME, NEXT_INDEX } next = NEXT_KEYWORD;
@@ -1876,8 +1878,9 @@ static bool check_keyword(struct check *c, const char *name, enum keyword kw, co
         json_object_foreach((json_t *)v, key, names)
         {
             if (!is_string_set(names, false))
-                return check_fail(c, "\"dependentRequired\" must map each property to an "
-                                     "array of strings without repeats (not \"%.64s\")",
+                return check_fail(c,
+                                  "\"dependentRequired\" must map each property to an "
+                                  "array of strings without repeats (not \"%.64s\")",
                                   key);
         }
         return true;
@@ -1905,8 +1908,9 @@ static bool check_schema(struct check *c, const json_t *schema, bool root)
         enum keyword kw = keywords[k].kw;
         if (has_ref && c->dialect == DIALECT_OLD && kw != KW_REF && kw != KW_ROOT_STRING &&
             kw != KW_TEXT && kw != KW_FLAG && kw != KW_ANY && kw != KW_EXAMPLES && kw != KW_DEFS)
-            return check_fail(c, "\"%s\" beside \"$ref\" is ignored by the $schema named "
-                                 "(draft-07 and older); use allOf, or 2020-12",
+            return check_fail(c,
+                              "\"%s\" beside \"$ref\" is ignored by the $schema named "
+                              "(draft-07 and older); use allOf, or 2020-12",
                               name);
         c->current = schema;
         if (!check_keyword(c, name, kw, v, root))
@@ -2181,8 +2185,8 @@ static int pattern_search(struct validation *v, const char *pattern, size_t patt
     regex_t scratch;
     bool free_after;
     char reason[160];
-    regex_t *re = pattern_get(v, pattern, pattern_len, &scratch, &free_after, reason,
-                              sizeof(reason));
+    regex_t *re =
+        pattern_get(v, pattern, pattern_len, &scratch, &free_after, reason, sizeof(reason));
     if (!re) {
         snprintf(why, why_len, "the pattern %s", reason);
         return -1;
@@ -2312,8 +2316,8 @@ static void validate_node(struct validation *v, const json_t *schema, const json
 
 static int trial(struct validation *v, const json_t *schema, const json_t *inst, int depth,
                  struct json_schema_errors *errs);
-static void first_reason(struct validation *v, const json_t *schema, const json_t *inst,
-                         int depth, char *buf, size_t len);
+static void first_reason(struct validation *v, const json_t *schema, const json_t *inst, int depth,
+                         char *buf, size_t len);
 
 static void validate_array(struct validation *v, const json_t *schema, const json_t *inst,
                            int depth)
@@ -2478,8 +2482,8 @@ static int trial(struct validation *v, const json_t *schema, const json_t *inst,
 
 /* The first message of schema against inst, with the current path taken
  * off its front when it is there ("must be string, got integer"). */
-static void first_reason(struct validation *v, const json_t *schema, const json_t *inst,
-                         int depth, char *buf, size_t len)
+static void first_reason(struct validation *v, const json_t *schema, const json_t *inst, int depth,
+                         char *buf, size_t len)
 {
     struct json_schema_errors *errs = malloc(sizeof(*errs));
     buf[0] = '\0';
@@ -2514,8 +2518,8 @@ static void violation_alternatives(struct validation *v, const char *keyword, co
     for (size_t i = 0; i < n && i < 4 && used < sizeof(reasons); i++) {
         char why[JSON_SCHEMA_ERROR_LEN];
         first_reason(v, json_array_get(list, i), inst, depth, why, sizeof(why));
-        int w = snprintf(reasons + used, sizeof(reasons) - used, "%s%zu: %s", i ? "; " : "", i,
-                         why);
+        int w =
+            snprintf(reasons + used, sizeof(reasons) - used, "%s%zu: %s", i ? "; " : "", i, why);
         used += w > 0 ? (size_t)w : 0;
     }
     if (n > 4 && used < sizeof(reasons))
@@ -2569,7 +2573,8 @@ static void validate_applicators(struct validation *v, const json_t *schema, con
                       first, second);
     }
     const json_t *not = json_object_get(schema, "not");
-    if ((json_is_object(not) || json_is_boolean(not)) && trial(v, not, inst, depth + 1, NULL) == 0)
+    if ((json_is_object(not ) || json_is_boolean(not )) &&
+        trial(v, not, inst, depth + 1, NULL) == 0)
         violation(v, "must not match the schema in \"not\"");
 }
 
@@ -2643,8 +2648,9 @@ int json_schema_validate_doc(const json_t *schema, const struct json_text *schem
         v.root = schema;
         validate_node(&v, schema, instance, 0);
         if (v.exhausted)
-            violation(&v, "cannot be checked: the schema applies more than %d schemas, or "
-                          "refers more than %d levels deep, for this value",
+            violation(&v,
+                      "cannot be checked: the schema applies more than %d schemas, or "
+                      "refers more than %d levels deep, for this value",
                       VALIDATION_STEPS_MAX, VALIDATION_HOPS_MAX);
     }
     for (int k = 0; k < v.cached; k++)

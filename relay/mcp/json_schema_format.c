@@ -130,8 +130,8 @@ static bool valid_hostname(const char *s, size_t n)
             if (label == 0 || label > 63 || s[i - label] == '-' || s[i - 1] == '-')
                 return false;
             label = 0;
-        } else if ((s[i] >= 'a' && s[i] <= 'z') || (s[i] >= 'A' && s[i] <= 'Z') ||
-                   is_digit(s[i]) || s[i] == '-') {
+        } else if ((s[i] >= 'a' && s[i] <= 'z') || (s[i] >= 'A' && s[i] <= 'Z') || is_digit(s[i]) ||
+                   s[i] == '-') {
             label++;
         } else {
             return false;

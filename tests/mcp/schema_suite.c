@@ -44,9 +44,9 @@
  * $dynamicRef, unevaluated*, dependentSchemas, if/then/else, contains,
  * vocabularies) are not skipped: json_schema_check must refuse each, one
  * TAP line per group ("refused, as documented"). */
-#define FORMAT_ASSERTED                                                                        \
-    "json_schema.h asserts date-time, date, email and uuid (the format-assertion "          \
-    "vocabulary's meaning, tested by optional/format/*.json); 2020-12's default is an "      \
+#define FORMAT_ASSERTED                                                                            \
+    "json_schema.h asserts date-time, date, email and uuid (the format-assertion "                 \
+    "vocabulary's meaning, tested by optional/format/*.json); 2020-12's default is an "            \
     "annotation only"
 static const struct skip {
     const char *file;
@@ -69,8 +69,8 @@ static const struct skip {
  * a format the subset does not assert (hostname, ipv4, regex, uri, ...:
  * annotations, json_schema.h) is skipped with this reason, counted, one
  * TAP line each; its valid cases still run. */
-#define FORMAT_ANNOTATION                                                                      \
-    "the subset asserts only date-time, date, email and uuid; this format is an annotation "  \
+#define FORMAT_ANNOTATION                                                                          \
+    "the subset asserts only date-time, date, email and uuid; this format is an annotation "       \
     "(json_schema.h)"
 
 static bool format_unasserted(const json_t *schema)
@@ -192,10 +192,10 @@ static bool within_subset(const json_t *schema, bool root)
         return false;
     if (root) {
         const char *uri = json_string_value(json_object_get(schema, "$schema"));
-        group_dialect = !uri ? 2020
+        group_dialect = !uri                                                 ? 2020
                         : strstr(uri, "draft-07") || strstr(uri, "draft-06") ? 7
-                        : strstr(uri, "2019-09")                               ? 2019
-                                                                               : 2020;
+                        : strstr(uri, "2019-09")                             ? 2019
+                                                                             : 2020;
     }
     const char *key;
     json_t *value;
@@ -311,16 +311,16 @@ static void run_group(struct tally *t, const char *file, const struct json_text 
     json_t *said = NULL;
     if (folder_is_draft7 && json_is_object(schema) && !json_object_get(schema, "$schema")) {
         said = json_copy((json_t *)schema); /* shallow: the numbers keep their texts */
-        json_object_set_new(said, "$schema", json_string("http://json-schema.org/draft-07/schema#"));
+        json_object_set_new(said, "$schema",
+                            json_string("http://json-schema.org/draft-07/schema#"));
         schema = said;
     }
     char err[256];
     bool accepted = json_schema_check_doc(schema, doc, err, sizeof(err));
     bool within = within_subset(schema, true);
     if (verdicts) {
-        json_t *line = json_pack("{s:s, s:s, s:O, s:b, s:s}", "file", file, "group", desc,
-                                 "schema", schema, "accepted", accepted, "error",
-                                 accepted ? "" : err);
+        json_t *line = json_pack("{s:s, s:s, s:O, s:b, s:s}", "file", file, "group", desc, "schema",
+                                 schema, "accepted", accepted, "error", accepted ? "" : err);
         if (line) {
             char *text = json_dumps(line, JSON_COMPACT | JSON_ENCODE_ANY);
             if (text)
@@ -472,8 +472,9 @@ static void run_dir(struct tally *t, const char *dir, const char *rel)
 int main(int argc, char **argv)
 {
     if (argc < 2) {
-        fprintf(stderr, "usage: %s [--verdicts FILE] DIR...  (a draft folder of "
-                        "JSON-Schema-Test-Suite)\n",
+        fprintf(stderr,
+                "usage: %s [--verdicts FILE] DIR...  (a draft folder of "
+                "JSON-Schema-Test-Suite)\n",
                 argv[0]);
         return 2;
     }
