@@ -1,5 +1,5 @@
 -- schema/outbox.sql — the net schema of outbox-relay: what a database looks
--- like after every migration up to and including 0036_mcp_second_round.sql.
+-- like after every migration up to and including 0038_mcp_schema_keywords.sql.
 --
 -- Read it to learn the data model; build databases with migrations/
 -- (`outbox-relay migrate`), which also records what is applied. The file is
@@ -2017,36 +2017,77 @@ BEGIN
 END
 $$;
 
+CREATE FUNCTION outbox.mcp_schema_pattern_problem(p_pattern text) RETURNS text
+    LANGUAGE plpgsql IMMUTABLE
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+BEGIN
+    IF p_pattern ~ '\(\?<?[=!]|\\[1-9]|\\[pPk]\{|\\k<' THEN
+        RETURN 'lookaround, backreferences and \p{…} are not supported';
+    END IF;
+    BEGIN
+        PERFORM '' ~ p_pattern;
+    EXCEPTION WHEN invalid_regular_expression THEN
+        RETURN 'not a valid regular expression';
+    END;
+    RETURN NULL;
+END
+$$;
+
 CREATE FUNCTION outbox.mcp_schema_problem(p_schema jsonb, p_path text DEFAULT ''::text) RETURNS text
+    LANGUAGE sql IMMUTABLE
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $_$
+    SELECT outbox.mcp_schema_problem_at(
+        p_schema, p_schema, p_path, ARRAY[]::text[],
+        CASE WHEN p_schema ->> '$schema' ~ '/draft-0[67]/' THEN 'old'
+             WHEN p_schema ->> '$schema' ~ '/2019-09/' THEN '2019'
+             ELSE '2020' END)
+$_$;
+
+CREATE FUNCTION outbox.mcp_schema_problem_at(p_root jsonb, p_schema jsonb, p_path text, p_keys text[], p_dialect text) RETURNS text
     LANGUAGE plpgsql IMMUTABLE
     SET search_path TO 'pg_catalog', 'pg_temp'
     AS $_$
 DECLARE
     k       text;
     v       jsonb;
+    e       record;
+    r       record;
+    i       int;
     problem text;
+    here    text := coalesce(nullif(p_path, ''), '/');
     allowed CONSTANT text[] := ARRAY['type', 'properties', 'required', 'additionalProperties', 'enum', 'const',
                                      'minimum', 'maximum', 'exclusiveMinimum', 'exclusiveMaximum', 'multipleOf',
                                      'minLength', 'maxLength', 'pattern', 'items', 'minItems', 'maxItems',
                                      'uniqueItems', '$schema', '$id', 'title', 'description', 'default',
-                                     'examples', '$comment', 'deprecated', 'readOnly', 'writeOnly'];
+                                     'examples', '$comment', 'deprecated', 'readOnly', 'writeOnly',
+                                     'allOf', 'anyOf', 'oneOf', 'not', '$ref', '$defs', 'definitions', 'format',
+                                     'prefixItems', 'patternProperties', 'propertyNames', 'minProperties',
+                                     'maxProperties', 'dependentRequired'];
+    beside_ref CONSTANT text[] := ARRAY['$ref', '$schema', '$id', 'title', 'description', '$comment', 'default',
+                                        'examples', 'deprecated', 'readOnly', 'writeOnly', '$defs', 'definitions'];
     types   CONSTANT text[] := ARRAY['null', 'boolean', 'object', 'array', 'number', 'integer', 'string'];
 BEGIN
     IF jsonb_typeof(p_schema) = 'boolean' THEN
         RETURN NULL;
     END IF;
     IF jsonb_typeof(p_schema) IS DISTINCT FROM 'object' THEN
-        RETURN format('%s: a schema must be an object or a boolean', coalesce(nullif(p_path, ''), '/'));
+        RETURN format('%s: a schema must be an object or a boolean', here);
     END IF;
-    IF length(p_path) > 2000 THEN
+    IF length(p_path) > 2000 OR cardinality(p_keys) > 128 THEN
         RETURN format('%s: nested too deeply', p_path);
     END IF;
     FOR k, v IN SELECT * FROM jsonb_each(p_schema) LOOP
         IF NOT k = ANY (allowed) THEN
-            RETURN format('unsupported keyword "%s" at %s', k, coalesce(nullif(p_path, ''), '/'));
+            RETURN format('unsupported keyword "%s" at %s', k, here);
         END IF;
         IF k IN ('$id', '$schema') AND p_path <> '' THEN
             RETURN format('unsupported keyword "%s" at %s (only at the root)', k, p_path);
+        END IF;
+        IF p_dialect = 'old' AND p_schema ? '$ref' AND NOT k = ANY (beside_ref) THEN
+            RETURN format('"%s" beside "$ref" is ignored by the $schema named (draft-07 and older); use allOf, or 2020-12 at %s',
+                          k, here);
         END IF;
         CASE k
             WHEN 'type' THEN
@@ -2057,36 +2098,92 @@ BEGIN
                             AND (SELECT count(DISTINCT e) = count(*) FROM jsonb_array_elements(v) e))) THEN
                     RETURN format('%s/type: must be one of %s, or an array of them', p_path, array_to_string(types, ', '));
                 END IF;
-            WHEN 'properties' THEN
+            WHEN 'properties', '$defs', 'definitions', 'patternProperties' THEN
                 IF jsonb_typeof(v) <> 'object' THEN
-                    RETURN format('%s/properties: must be an object', p_path);
+                    RETURN format('%s/%s: must be an object of schemas', p_path, k);
                 END IF;
-                FOR problem IN SELECT outbox.mcp_schema_problem(e.value, p_path || '/properties/' || e.key)
-                                 FROM jsonb_each(v) e LOOP
+                FOR e IN SELECT * FROM jsonb_each(v) LOOP
+                    IF k = 'patternProperties' THEN
+                        problem := outbox.mcp_schema_pattern_problem(e.key);
+                        IF problem IS NOT NULL THEN
+                            RETURN format('%s/patternProperties/%s: the pattern of "patternProperties" %s', p_path, e.key, problem);
+                        END IF;
+                    END IF;
+                    problem := outbox.mcp_schema_problem_at(p_root, e.value, p_path || '/' || k || '/' || e.key,
+                                                            p_keys || k || e.key, p_dialect);
                     IF problem IS NOT NULL THEN RETURN problem; END IF;
                 END LOOP;
-            WHEN 'additionalProperties', 'items' THEN
-                problem := outbox.mcp_schema_problem(v, p_path || '/' || k);
+            WHEN 'allOf', 'anyOf', 'oneOf', 'prefixItems' THEN
+                IF k = 'prefixItems' AND p_dialect <> '2020' THEN
+                    RETURN format('"prefixItems" is a 2020-12 keyword; the $schema named ignores it (use 2020-12) at %s', here);
+                END IF;
+                IF jsonb_typeof(v) <> 'array' OR jsonb_array_length(v) = 0 THEN
+                    RETURN format('%s/%s: must be a non-empty array of schemas', p_path, k);
+                END IF;
+                FOR i IN 0 .. jsonb_array_length(v) - 1 LOOP
+                    problem := outbox.mcp_schema_problem_at(p_root, v -> i, p_path || '/' || k || '/' || i,
+                                                            p_keys || k || i::text, p_dialect);
+                    IF problem IS NOT NULL THEN RETURN problem; END IF;
+                END LOOP;
+            WHEN 'additionalProperties', 'items', 'not', 'propertyNames' THEN
+                problem := outbox.mcp_schema_problem_at(p_root, v, p_path || '/' || k, p_keys || k, p_dialect);
                 IF problem IS NOT NULL THEN RETURN problem; END IF;
+            WHEN '$ref' THEN
+                IF jsonb_typeof(v) <> 'string' THEN
+                    RETURN format('%s/$ref: must be a string', p_path);
+                END IF;
+                SELECT * INTO r FROM outbox.mcp_schema_ref(p_root, v #>> '{}');
+                IF r.keys IS NULL THEN
+                    RETURN format('"$ref" %s at %s', r.why, here);
+                END IF;
+                CASE outbox.mcp_schema_ref_loops(p_root, r.keys, p_keys)
+                    WHEN 'loop' THEN
+                        RETURN format('"$ref" loops back to this schema without descending into the value '
+                                      '(through $ref, allOf, anyOf, oneOf or not) at %s', here);
+                    WHEN 'overflow' THEN
+                        RETURN format('"$ref" leads through more than 1024 schemas at %s', here);
+                    ELSE
+                        NULL;
+                END CASE;
             WHEN 'required' THEN
                 IF jsonb_typeof(v) <> 'array'
                    OR EXISTS (SELECT 1 FROM jsonb_array_elements(v) e WHERE jsonb_typeof(e) <> 'string')
                    OR (SELECT count(DISTINCT e) <> count(*) FROM jsonb_array_elements(v) e) THEN
                     RETURN format('%s/required: must be an array of distinct strings', p_path);
                 END IF;
+            WHEN 'dependentRequired' THEN
+                IF p_dialect = 'old' THEN
+                    RETURN format('"dependentRequired" is a 2019-09 keyword; the $schema named ignores it (use 2020-12) at %s', here);
+                END IF;
+                IF jsonb_typeof(v) <> 'object'
+                   OR EXISTS (SELECT 1 FROM jsonb_each(v) d
+                               WHERE jsonb_typeof(d.value) <> 'array'
+                                  OR EXISTS (SELECT 1 FROM jsonb_array_elements(d.value) e WHERE jsonb_typeof(e) <> 'string')
+                                  OR (SELECT count(DISTINCT e) <> count(*) FROM jsonb_array_elements(d.value) e)) THEN
+                    RETURN format('%s/dependentRequired: must be an object of arrays of distinct strings', p_path);
+                END IF;
             WHEN '$schema' THEN
                 IF v NOT IN ('"https://json-schema.org/draft/2020-12/schema"', '"https://json-schema.org/draft/2019-09/schema"',
                              '"http://json-schema.org/draft-07/schema#"', '"http://json-schema.org/draft-07/schema"',
-                             '"http://json-schema.org/draft-06/schema#"', '"http://json-schema.org/draft-06/schema"') THEN
+                             '"http://json-schema.org/draft-06/schema#"', '"http://json-schema.org/draft-06/schema"',
+                             '"https://json-schema.org/draft/2020-12/schema#"', '"https://json-schema.org/draft/2019-09/schema#"',
+                             '"http://json-schema.org/draft/2020-12/schema"', '"http://json-schema.org/draft/2020-12/schema#"',
+                             '"http://json-schema.org/draft/2019-09/schema"', '"http://json-schema.org/draft/2019-09/schema#"',
+                             '"https://json-schema.org/draft-07/schema#"', '"https://json-schema.org/draft-07/schema"',
+                             '"https://json-schema.org/draft-06/schema#"', '"https://json-schema.org/draft-06/schema"') THEN
                     RETURN format('/$schema: must name the 2020-12, 2019-09, draft-07 or draft-06 meta-schema');
                 END IF;
-            WHEN 'title', 'description', '$comment', '$id' THEN
+            WHEN 'title', 'description', '$comment', '$id', 'format' THEN
                 IF jsonb_typeof(v) <> 'string' THEN
                     RETURN format('%s/%s: must be a string', p_path, k);
                 END IF;
             WHEN 'enum' THEN
                 IF jsonb_typeof(v) <> 'array' THEN
                     RETURN format('%s/enum: must be an array', p_path);
+                END IF;
+            WHEN 'examples' THEN
+                IF jsonb_typeof(v) <> 'array' THEN
+                    RETURN format('%s/examples: must be an array', p_path);
                 END IF;
             WHEN 'minimum', 'maximum', 'exclusiveMinimum', 'exclusiveMaximum' THEN
                 IF jsonb_typeof(v) <> 'number' THEN
@@ -2096,7 +2193,7 @@ BEGIN
                 IF jsonb_typeof(v) <> 'number' OR (v #>> '{}')::numeric <= 0 THEN
                     RETURN format('%s/multipleOf: must be a number above 0', p_path);
                 END IF;
-            WHEN 'minLength', 'maxLength', 'minItems', 'maxItems' THEN
+            WHEN 'minLength', 'maxLength', 'minItems', 'maxItems', 'minProperties', 'maxProperties' THEN
                 IF jsonb_typeof(v) <> 'number' OR (v #>> '{}')::numeric < 0
                    OR (v #>> '{}')::numeric <> trunc((v #>> '{}')::numeric) THEN
                     RETURN format('%s/%s: must be a non-negative integer', p_path, k);
@@ -2105,15 +2202,10 @@ BEGIN
                 IF jsonb_typeof(v) <> 'string' THEN
                     RETURN format('%s/pattern: must be a string', p_path);
                 END IF;
-                -- ECMA-262 syntax that the front door's POSIX translation refuses too
-                IF v #>> '{}' ~ '\(\?<?[=!]|\\[1-9]|\\[pPk]\{|\\k<' THEN
-                    RETURN format('%s/pattern: lookaround, backreferences and \p{…} are not supported', p_path);
+                problem := outbox.mcp_schema_pattern_problem(v #>> '{}');
+                IF problem IS NOT NULL THEN
+                    RETURN format('%s/pattern: %s', p_path, problem);
                 END IF;
-                BEGIN
-                    PERFORM '' ~ (v #>> '{}');
-                EXCEPTION WHEN invalid_regular_expression THEN
-                    RETURN format('%s/pattern: not a valid regular expression', p_path);
-                END;
             WHEN 'uniqueItems', 'deprecated', 'readOnly', 'writeOnly' THEN
                 IF jsonb_typeof(v) <> 'boolean' THEN
                     RETURN format('%s/%s: must be true or false', p_path, k);
@@ -2121,6 +2213,138 @@ BEGIN
             ELSE
                 NULL;   -- annotations: anything goes
         END CASE;
+    END LOOP;
+    RETURN NULL;
+END
+$_$;
+
+CREATE FUNCTION outbox.mcp_schema_ref(p_root jsonb, p_ref text, OUT keys text[], OUT why text) RETURNS record
+    LANGUAGE plpgsql IMMUTABLE
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $_$
+DECLARE
+    seg     text;
+    raw     text;
+    node    jsonb := p_root;
+    nxt     text := 'keyword';
+    child   jsonb;
+    m       text[];
+BEGIN
+    keys := ARRAY[]::text[];
+    IF left(p_ref, 1) <> '#' THEN
+        why := 'is not local: only "#" and "#/..." pointers into this schema are supported';
+        keys := NULL;
+        RETURN;
+    END IF;
+    IF p_ref = '#' THEN
+        RETURN;
+    END IF;
+    IF substr(p_ref, 2, 1) <> '/' THEN
+        why := 'names an anchor: only "#" and "#/..." pointers are supported';
+        keys := NULL;
+        RETURN;
+    END IF;
+    FOREACH raw IN ARRAY (string_to_array(substr(p_ref, 3), '/')) LOOP
+        -- a URI fragment: percent-decoded, then JSON Pointer-unescaped
+        seg := raw;
+        IF seg ~ '%' THEN
+            IF seg ~ '%($|.$|[^0-9A-Fa-f]|.[^0-9A-Fa-f])' OR seg ~ '%00' THEN
+                why := 'has a malformed segment';
+                keys := NULL;
+                RETURN;
+            END IF;
+            BEGIN
+                seg := convert_from(decode(regexp_replace(replace(encode(convert_to(seg, 'UTF8'), 'escape'), '\', '\\'),
+                                                          '%([0-9A-Fa-f]{2})', '\\x\1', 'g'), 'escape'), 'UTF8');
+            EXCEPTION WHEN OTHERS THEN
+                why := 'has a malformed segment';
+                keys := NULL;
+                RETURN;
+            END;
+        END IF;
+        IF seg ~ '~([^01]|$)' THEN
+            why := 'has a malformed segment';
+            keys := NULL;
+            RETURN;
+        END IF;
+        seg := replace(replace(seg, '~1', '/'), '~0', '~');
+        IF nxt = 'index' THEN
+            child := CASE WHEN jsonb_typeof(node) = 'array' AND seg ~ '^(0|[1-9][0-9]{0,8})$'
+                          THEN node -> seg::int END;
+            nxt := 'keyword';
+        ELSIF nxt = 'name' THEN
+            child := CASE WHEN jsonb_typeof(node) = 'object' THEN node -> seg END;
+            nxt := 'keyword';
+        ELSE
+            child := CASE WHEN jsonb_typeof(node) = 'object' THEN node -> seg END;
+            IF seg IN ('$defs', 'definitions', 'properties', 'patternProperties') THEN
+                nxt := 'name';
+            ELSIF seg IN ('allOf', 'anyOf', 'oneOf', 'prefixItems') THEN
+                nxt := 'index';
+            ELSIF seg NOT IN ('items', 'additionalProperties', 'not', 'propertyNames') AND child IS NOT NULL THEN
+                why := format('points into "%s", which holds no schema', left(seg, 64));
+                keys := NULL;
+                RETURN;
+            END IF;
+        END IF;
+        IF child IS NULL THEN
+            why := 'points to nothing in this schema';
+            keys := NULL;
+            RETURN;
+        END IF;
+        node := child;
+        keys := keys || seg;
+    END LOOP;
+    IF nxt <> 'keyword' OR jsonb_typeof(node) NOT IN ('object', 'boolean') THEN
+        why := 'does not point to a schema';
+        keys := NULL;
+    END IF;
+END
+$_$;
+
+CREATE FUNCTION outbox.mcp_schema_ref_loops(p_root jsonb, p_from text[], p_target text[]) RETURNS text
+    LANGUAGE plpgsql IMMUTABLE
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $_$
+DECLARE
+    queue   jsonb := jsonb_build_array(to_jsonb(p_from));
+    seen    jsonb := '[]';
+    at      text[];
+    node    jsonb;
+    r       record;
+    kw      text;
+    i       int;
+BEGIN
+    WHILE jsonb_array_length(queue) > 0 LOOP
+        at := ARRAY(SELECT jsonb_array_elements_text(queue -> 0));
+        queue := queue - 0;
+        IF at = p_target THEN
+            RETURN 'loop';
+        END IF;
+        node := p_root #> at;
+        IF jsonb_typeof(node) IS DISTINCT FROM 'object' OR seen @> jsonb_build_array(to_jsonb(at)) THEN
+            CONTINUE;
+        END IF;
+        IF jsonb_array_length(seen) >= 1024 THEN
+            RETURN 'overflow';
+        END IF;
+        seen := seen || jsonb_build_array(to_jsonb(at));
+        IF jsonb_typeof(node -> '$ref') = 'string' THEN
+            SELECT * INTO r FROM outbox.mcp_schema_ref(p_root, node ->> '$ref');
+            IF r.keys IS NOT NULL THEN
+                queue := queue || jsonb_build_array(to_jsonb(r.keys));
+            END IF;
+        END IF;
+        FOREACH kw IN ARRAY ARRAY['allOf', 'anyOf', 'oneOf'] LOOP
+            IF jsonb_typeof(node -> kw) = 'array' THEN
+                FOR i IN 0 .. jsonb_array_length(node -> kw) - 1 LOOP
+                    queue := queue || jsonb_build_array(to_jsonb(at || kw || i::text));
+                END LOOP;
+            END IF;
+        END LOOP;
+        IF node ? 'not' THEN
+            queue := queue || jsonb_build_array(to_jsonb(at || 'not'::text));
+        END IF;
     END LOOP;
     RETURN NULL;
 END
@@ -2230,7 +2454,7 @@ $$;
 CREATE FUNCTION outbox.mcp_tools_check() RETURNS trigger
     LANGUAGE plpgsql
     SET search_path TO 'pg_catalog', 'pg_temp'
-    AS $$
+    AS $_$
 DECLARE
     problem text;
 BEGIN
@@ -2245,12 +2469,14 @@ BEGIN
             USING ERRCODE = 'OR020',
                   HINT = 'Supported: type, properties, required, additionalProperties, enum, const, minimum, maximum, '
                          'exclusiveMinimum, exclusiveMaximum, multipleOf, minLength, maxLength, pattern, items, '
-                         'minItems, maxItems, uniqueItems, and annotations (README, "For agents: MCP").';
+                         'prefixItems, minItems, maxItems, uniqueItems, patternProperties, propertyNames, '
+                         'minProperties, maxProperties, dependentRequired, allOf, anyOf, oneOf, not, local $ref with '
+                         '$defs, format, and annotations (README, "For agents: MCP").';
     END IF;
     NEW.updated_at := now();
     RETURN NEW;
 END
-$$;
+$_$;
 
 CREATE FUNCTION outbox.needs_approval(payload jsonb, rule jsonpath) RETURNS boolean
     LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE
@@ -4112,8 +4338,20 @@ GRANT ALL ON FUNCTION outbox.mcp_outcomes(p_intent_keys text[]) TO outbox_mcp;
 REVOKE ALL ON FUNCTION outbox.mcp_outcomes(p_token_hashes bytea[], p_intent_keys text[]) FROM PUBLIC;
 GRANT ALL ON FUNCTION outbox.mcp_outcomes(p_token_hashes bytea[], p_intent_keys text[]) TO outbox_mcp;
 
+REVOKE ALL ON FUNCTION outbox.mcp_schema_pattern_problem(p_pattern text) FROM PUBLIC;
+GRANT ALL ON FUNCTION outbox.mcp_schema_pattern_problem(p_pattern text) TO outbox_admin;
+
 REVOKE ALL ON FUNCTION outbox.mcp_schema_problem(p_schema jsonb, p_path text) FROM PUBLIC;
 GRANT ALL ON FUNCTION outbox.mcp_schema_problem(p_schema jsonb, p_path text) TO outbox_admin;
+
+REVOKE ALL ON FUNCTION outbox.mcp_schema_problem_at(p_root jsonb, p_schema jsonb, p_path text, p_keys text[], p_dialect text) FROM PUBLIC;
+GRANT ALL ON FUNCTION outbox.mcp_schema_problem_at(p_root jsonb, p_schema jsonb, p_path text, p_keys text[], p_dialect text) TO outbox_admin;
+
+REVOKE ALL ON FUNCTION outbox.mcp_schema_ref(p_root jsonb, p_ref text, OUT keys text[], OUT why text) FROM PUBLIC;
+GRANT ALL ON FUNCTION outbox.mcp_schema_ref(p_root jsonb, p_ref text, OUT keys text[], OUT why text) TO outbox_admin;
+
+REVOKE ALL ON FUNCTION outbox.mcp_schema_ref_loops(p_root jsonb, p_from text[], p_target text[]) FROM PUBLIC;
+GRANT ALL ON FUNCTION outbox.mcp_schema_ref_loops(p_root jsonb, p_from text[], p_target text[]) TO outbox_admin;
 
 REVOKE ALL ON FUNCTION outbox.mcp_task(p_token_hash bytea, p_task_id text) FROM PUBLIC;
 GRANT ALL ON FUNCTION outbox.mcp_task(p_token_hash bytea, p_task_id text) TO outbox_mcp;
@@ -4359,7 +4597,15 @@ COMMENT ON FUNCTION outbox.mcp_outcomes(p_intent_keys text[]) IS 'Retired in 003
 
 COMMENT ON FUNCTION outbox.mcp_outcomes(p_token_hashes bytea[], p_intent_keys text[]) IS 'The MCP front door''s batched look-up: the answer for each (token hash, intent key) whose key is that client''s (0036).';
 
+COMMENT ON FUNCTION outbox.mcp_schema_pattern_problem(p_pattern text) IS 'NULL when a "pattern" (or a key of "patternProperties") is one the front door can translate, else why not.';
+
 COMMENT ON FUNCTION outbox.mcp_schema_problem(p_schema jsonb, p_path text) IS 'NULL when the JSON Schema uses only the supported subset, else what is wrong and where.';
+
+COMMENT ON FUNCTION outbox.mcp_schema_problem_at(p_root jsonb, p_schema jsonb, p_path text, p_keys text[], p_dialect text) IS 'The walk of outbox.mcp_schema_problem: p_schema at p_path (p_keys from p_root), in the dialect of the root''s $schema.';
+
+COMMENT ON FUNCTION outbox.mcp_schema_ref(p_root jsonb, p_ref text, OUT keys text[], OUT why text) IS 'The keys from the root of the schema a local $ref names (NULL and why when it names none), as relay/mcp/json_schema.c resolves it.';
+
+COMMENT ON FUNCTION outbox.mcp_schema_ref_loops(p_root jsonb, p_from text[], p_target text[]) IS 'Whether a $ref goes round to its own schema without descending into the value (relay/mcp/json_schema.c refuses the same).';
 
 COMMENT ON FUNCTION outbox.needs_approval(payload jsonb, rule jsonpath) IS 'Whether a payload is held for approval: unless the rule is definitely false (as written, and in strict mode with null members as missing; filters widened to let unknown through), it holds.';
 

@@ -1691,6 +1691,8 @@ static bool check_fail(struct check *c, const char *fmt, ...)
 }
 
 static bool check_schema(struct check *c, const json_t *schema, bool root);
+static bool check_member(struct check *c, const json_t *schema, bool has_ref, const char *name,
+                         const json_t *v, bool root);
 
 static bool check_subschema(struct check *c, const char *keyword, const char *key,
                             const json_t *schema)
@@ -1708,30 +1710,77 @@ static bool check_subschema(struct check *c, const char *keyword, const char *ke
     return true;
 }
 
+/* The members of an object in the order PostgreSQL's jsonb keeps them
+ * (shorter keys first, then by bytes), so that the check here and the one
+ * in SQL (outbox.mcp_schema_problem) meet a schema's faults in the same
+ * order and name the same one first, whatever order the JSON was written
+ * in. NULL when out of memory; else freed by the caller. */
+struct member {
+    const char *key;
+    size_t len;
+    const json_t *value;
+};
+
+static int member_cmp(const void *a, const void *b)
+{
+    const struct member *x = a, *y = b;
+    if (x->len != y->len)
+        return x->len < y->len ? -1 : 1;
+    return memcmp(x->key, y->key, x->len);
+}
+
+static struct member *members_sorted(const json_t *obj, size_t *n)
+{
+    *n = json_object_size(obj);
+    struct member *m = malloc((*n ? *n : 1) * sizeof(*m));
+    if (!m)
+        return NULL;
+    size_t i = 0;
+    const char *key;
+    size_t key_len;
+    const json_t *value;
+    json_object_keylen_foreach((json_t *)obj, key, key_len, value)
+    {
+        m[i].key = key;
+        m[i].len = key_len;
+        m[i].value = value;
+        i++;
+    }
+    qsort(m, *n, sizeof(*m), member_cmp);
+    return m;
+}
+
 /* An object whose members are schemas ($defs, properties), or whose keys
  * are also patterns (patternProperties). */
 static bool check_schema_map(struct check *c, const char *name, const json_t *v, bool patterns)
 {
     if (!json_is_object(v))
         return check_fail(c, "\"%s\" must be an object of schemas", name);
-    const char *key;
-    size_t key_len;
-    const json_t *sub;
-    json_object_keylen_foreach((json_t *)v, key, key_len, sub)
-    {
+    size_t n;
+    struct member *members = members_sorted(v, &n);
+    if (!members)
+        return check_fail(c, "the schema cannot be checked: out of memory");
+    for (size_t i = 0; i < n; i++) {
+        const char *key = members[i].key;
+        size_t key_len = members[i].len;
+        const json_t *sub = members[i].value;
         if (patterns) {
             regex_t re;
             char why[160];
             if (!pattern_compile_text(key, key_len, &re, why, sizeof(why))) {
                 (void)path_push_key(&c->path, name);
                 (void)path_push_key(&c->path, key);
+                free(members);
                 return check_fail(c, "the pattern of \"%s\" %s", name, why);
             }
             regfree(&re);
         }
-        if (!check_subschema(c, name, key, sub))
+        if (!check_subschema(c, name, key, sub)) {
+            free(members);
             return false;
+        }
     }
+    free(members);
     return true;
 }
 
@@ -1763,18 +1812,8 @@ static bool check_keyword(struct check *c, const char *name, enum keyword kw, co
             return true;
         return check_fail(c, "\"type\" must be one of null, boolean, object, array, number, "
                              "integer, string, or a non-empty array of them without repeats");
-    case KW_PROPERTIES: {
-        if (!json_is_object(v))
-            return check_fail(c, "\"properties\" must be an object of schemas");
-        const char *key;
-        const json_t *sub;
-        json_object_foreach((json_t *)v, key, sub)
-        {
-            if (!check_subschema(c, "properties", key, sub))
-                return false;
-        }
-        return true;
-    }
+    case KW_PROPERTIES:
+        return check_schema_map(c, name, v, false);
     case KW_REQUIRED:
         if (is_string_set(v, false))
             return true;
@@ -1895,10 +1934,24 @@ static bool check_schema(struct check *c, const json_t *schema, bool root)
         return true;
     if (!json_is_object(schema))
         return check_fail(c, "a schema must be an object or a boolean");
-    const char *name;
-    const json_t *v;
     bool has_ref = json_object_get(schema, "$ref") != NULL;
-    json_object_foreach((json_t *)schema, name, v)
+    size_t n;
+    struct member *members = members_sorted(schema, &n);
+    if (!members)
+        return check_fail(c, "the schema cannot be checked: out of memory");
+    bool ok = true;
+    for (size_t i = 0; i < n && ok; i++) {
+        const char *name = members[i].key;
+        const json_t *v = members[i].value;
+        ok = check_member(c, schema, has_ref, name, v, root);
+    }
+    free(members);
+    return ok;
+}
+
+static bool check_member(struct check *c, const json_t *schema, bool has_ref, const char *name,
+                         const json_t *v, bool root)
+{
     {
         size_t k = 0;
         while (k < sizeof(keywords) / sizeof(keywords[0]) && strcmp(keywords[k].name, name) != 0)
@@ -1913,10 +1966,8 @@ static bool check_schema(struct check *c, const json_t *schema, bool root)
                               "(draft-07 and older); use allOf, or 2020-12",
                               name);
         c->current = schema;
-        if (!check_keyword(c, name, kw, v, root))
-            return false;
+        return check_keyword(c, name, kw, v, root);
     }
-    return true;
 }
 
 bool json_schema_check(const json_t *schema, char *err, size_t errlen)
