@@ -2052,7 +2052,7 @@ CREATE FUNCTION outbox.mcp_schema_problem_at(p_root jsonb, p_schema jsonb, p_pat
 DECLARE
     k       text;
     v       jsonb;
-    e       record;
+    ent     record;
     r       record;
     i       int;
     problem text;
@@ -2102,15 +2102,15 @@ BEGIN
                 IF jsonb_typeof(v) <> 'object' THEN
                     RETURN format('%s/%s: must be an object of schemas', p_path, k);
                 END IF;
-                FOR e IN SELECT * FROM jsonb_each(v) LOOP
+                FOR ent IN SELECT * FROM jsonb_each(v) LOOP
                     IF k = 'patternProperties' THEN
-                        problem := outbox.mcp_schema_pattern_problem(e.key);
+                        problem := outbox.mcp_schema_pattern_problem(ent.key);
                         IF problem IS NOT NULL THEN
-                            RETURN format('%s/patternProperties/%s: the pattern of "patternProperties" %s', p_path, e.key, problem);
+                            RETURN format('%s/patternProperties/%s: the pattern of "patternProperties" %s', p_path, ent.key, problem);
                         END IF;
                     END IF;
-                    problem := outbox.mcp_schema_problem_at(p_root, e.value, p_path || '/' || k || '/' || e.key,
-                                                            p_keys || k || e.key, p_dialect);
+                    problem := outbox.mcp_schema_problem_at(p_root, ent.value, p_path || '/' || k || '/' || ent.key,
+                                                            p_keys || k || ent.key, p_dialect);
                     IF problem IS NOT NULL THEN RETURN problem; END IF;
                 END LOOP;
             WHEN 'allOf', 'anyOf', 'oneOf', 'prefixItems' THEN
@@ -2228,7 +2228,8 @@ DECLARE
     node    jsonb := p_root;
     nxt     text := 'keyword';
     child   jsonb;
-    m       text[];
+    bytes   bytea;
+    i       int;
 BEGIN
     keys := ARRAY[]::text[];
     IF left(p_ref, 1) <> '#' THEN
@@ -2248,15 +2249,25 @@ BEGIN
         -- a URI fragment: percent-decoded, then JSON Pointer-unescaped
         seg := raw;
         IF seg ~ '%' THEN
-            IF seg ~ '%($|.$|[^0-9A-Fa-f]|.[^0-9A-Fa-f])' OR seg ~ '%00' THEN
-                why := 'has a malformed segment';
-                keys := NULL;
-                RETURN;
-            END IF;
+            bytes := ''::bytea;
+            i := 1;
+            WHILE i <= length(seg) LOOP
+                IF substr(seg, i, 1) = '%' THEN
+                    IF substr(seg, i + 1, 2) !~ '^[0-9A-Fa-f]{2}$' OR substr(seg, i + 1, 2) = '00' THEN
+                        why := 'has a malformed segment';
+                        keys := NULL;
+                        RETURN;
+                    END IF;
+                    bytes := bytes || decode(substr(seg, i + 1, 2), 'hex');
+                    i := i + 3;
+                ELSE
+                    bytes := bytes || convert_to(substr(seg, i, 1), 'UTF8');
+                    i := i + 1;
+                END IF;
+            END LOOP;
             BEGIN
-                seg := convert_from(decode(regexp_replace(replace(encode(convert_to(seg, 'UTF8'), 'escape'), '\', '\\'),
-                                                          '%([0-9A-Fa-f]{2})', '\\x\1', 'g'), 'escape'), 'UTF8');
-            EXCEPTION WHEN OTHERS THEN
+                seg := convert_from(bytes, 'UTF8');
+            EXCEPTION WHEN character_not_in_repertoire OR untranslatable_character THEN
                 why := 'has a malformed segment';
                 keys := NULL;
                 RETURN;

@@ -5,7 +5,7 @@ CREATE FUNCTION outbox.mcp_schema_problem_at(p_root jsonb, p_schema jsonb, p_pat
 DECLARE
     k       text;
     v       jsonb;
-    e       record;
+    ent     record;
     r       record;
     i       int;
     problem text;
@@ -55,15 +55,15 @@ BEGIN
                 IF jsonb_typeof(v) <> 'object' THEN
                     RETURN format('%s/%s: must be an object of schemas', p_path, k);
                 END IF;
-                FOR e IN SELECT * FROM jsonb_each(v) LOOP
+                FOR ent IN SELECT * FROM jsonb_each(v) LOOP
                     IF k = 'patternProperties' THEN
-                        problem := outbox.mcp_schema_pattern_problem(e.key);
+                        problem := outbox.mcp_schema_pattern_problem(ent.key);
                         IF problem IS NOT NULL THEN
-                            RETURN format('%s/patternProperties/%s: the pattern of "patternProperties" %s', p_path, e.key, problem);
+                            RETURN format('%s/patternProperties/%s: the pattern of "patternProperties" %s', p_path, ent.key, problem);
                         END IF;
                     END IF;
-                    problem := outbox.mcp_schema_problem_at(p_root, e.value, p_path || '/' || k || '/' || e.key,
-                                                            p_keys || k || e.key, p_dialect);
+                    problem := outbox.mcp_schema_problem_at(p_root, ent.value, p_path || '/' || k || '/' || ent.key,
+                                                            p_keys || k || ent.key, p_dialect);
                     IF problem IS NOT NULL THEN RETURN problem; END IF;
                 END LOOP;
             WHEN 'allOf', 'anyOf', 'oneOf', 'prefixItems' THEN

@@ -8,7 +8,8 @@ DECLARE
     node    jsonb := p_root;
     nxt     text := 'keyword';
     child   jsonb;
-    m       text[];
+    bytes   bytea;
+    i       int;
 BEGIN
     keys := ARRAY[]::text[];
     IF left(p_ref, 1) <> '#' THEN
@@ -28,15 +29,25 @@ BEGIN
         -- a URI fragment: percent-decoded, then JSON Pointer-unescaped
         seg := raw;
         IF seg ~ '%' THEN
-            IF seg ~ '%($|.$|[^0-9A-Fa-f]|.[^0-9A-Fa-f])' OR seg ~ '%00' THEN
-                why := 'has a malformed segment';
-                keys := NULL;
-                RETURN;
-            END IF;
+            bytes := ''::bytea;
+            i := 1;
+            WHILE i <= length(seg) LOOP
+                IF substr(seg, i, 1) = '%' THEN
+                    IF substr(seg, i + 1, 2) !~ '^[0-9A-Fa-f]{2}$' OR substr(seg, i + 1, 2) = '00' THEN
+                        why := 'has a malformed segment';
+                        keys := NULL;
+                        RETURN;
+                    END IF;
+                    bytes := bytes || decode(substr(seg, i + 1, 2), 'hex');
+                    i := i + 3;
+                ELSE
+                    bytes := bytes || convert_to(substr(seg, i, 1), 'UTF8');
+                    i := i + 1;
+                END IF;
+            END LOOP;
             BEGIN
-                seg := convert_from(decode(regexp_replace(replace(encode(convert_to(seg, 'UTF8'), 'escape'), '\', '\\'),
-                                                          '%([0-9A-Fa-f]{2})', '\\x\1', 'g'), 'escape'), 'UTF8');
-            EXCEPTION WHEN OTHERS THEN
+                seg := convert_from(bytes, 'UTF8');
+            EXCEPTION WHEN character_not_in_repertoire OR untranslatable_character THEN
                 why := 'has a malformed segment';
                 keys := NULL;
                 RETURN;
