@@ -668,12 +668,8 @@ bool json_schema_check(const json_t *schema, char *err, size_t errlen)
 bool json_schema_check_doc(const json_t *schema, const struct json_text *schema_doc, char *err,
                            size_t errlen)
 {
-    struct check c;
+    struct check c = {.err = err, .errlen = errlen, .nc = {.docs = {schema_doc, NULL}}};
     js_path_init(&c.path);
-    c.nc.docs[0] = schema_doc;
-    c.nc.docs[1] = NULL;
-    c.err = err;
-    c.errlen = errlen;
     if (err && errlen > 0)
         err[0] = '\0';
     if (!schema)
