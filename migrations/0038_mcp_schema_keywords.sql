@@ -27,6 +27,10 @@
 -- prefixItems and dependentRequired (not keywords there); under 2019-09,
 -- prefixItems.
 --
+-- A schema nested deeper than 64 levels (anywhere, also in enum or const)
+-- is refused, as the front door refuses it (0022 let it register, and the
+-- front door then hid the tool).
+--
 -- outbox.mcp_schema_problem(jsonb, text) keeps its signature and grants;
 -- the walk is in outbox.mcp_schema_problem_at, which carries the root (for
 -- $ref) and the dialect. tests/mcp/schema_agreement.sh hands every schema
@@ -375,14 +379,36 @@ $$;
 COMMENT ON FUNCTION outbox.mcp_schema_pattern_problem(text) IS
     'NULL when a "pattern" (or a key of "patternProperties") is one the front door can translate, else why not.';
 
+-- True when the document nests deeper than 64 levels (the front door's
+-- JSON_SCHEMA_MAX_DEPTH, counted as it counts: every object and array, also
+-- inside enum, const, default and examples). The walk stops one level past.
+CREATE FUNCTION outbox.mcp_schema_too_deep(p_schema jsonb)
+RETURNS boolean
+LANGUAGE sql IMMUTABLE SET search_path = pg_catalog, pg_temp AS $$
+    WITH RECURSIVE walk (v, depth) AS (
+        SELECT p_schema, 0
+        UNION ALL
+        SELECT c.value, w.depth + 1
+          FROM walk w,
+               LATERAL (SELECT e.value FROM jsonb_each(CASE WHEN jsonb_typeof(w.v) = 'object' THEN w.v END) e
+                        UNION ALL
+                        SELECT a.value FROM jsonb_array_elements(CASE WHEN jsonb_typeof(w.v) = 'array' THEN w.v END) a) c
+         WHERE w.depth <= 64)
+    SELECT EXISTS (SELECT 1 FROM walk WHERE depth > 64)
+$$;
+COMMENT ON FUNCTION outbox.mcp_schema_too_deep(jsonb) IS
+    'Whether a schema nests deeper than the 64 levels relay/mcp/json_schema.c accepts.';
+
 CREATE OR REPLACE FUNCTION outbox.mcp_schema_problem(p_schema jsonb, p_path text DEFAULT '')
 RETURNS text
 LANGUAGE sql IMMUTABLE SET search_path = pg_catalog, pg_temp AS $$
-    SELECT outbox.mcp_schema_problem_at(
-        p_schema, p_schema, p_path, ARRAY[]::text[],
-        CASE WHEN p_schema ->> '$schema' ~ '/draft-0[67]/' THEN 'old'
-             WHEN p_schema ->> '$schema' ~ '/2019-09/' THEN '2019'
-             ELSE '2020' END)
+    SELECT CASE WHEN outbox.mcp_schema_too_deep(p_schema)
+                THEN 'the schema is nested deeper than 64 levels'
+                ELSE outbox.mcp_schema_problem_at(
+                         p_schema, p_schema, p_path, ARRAY[]::text[],
+                         CASE WHEN p_schema ->> '$schema' ~ '/draft-0[67]/' THEN 'old'
+                              WHEN p_schema ->> '$schema' ~ '/2019-09/' THEN '2019'
+                              ELSE '2020' END) END
 $$;
 
 CREATE OR REPLACE FUNCTION outbox.mcp_tools_check() RETURNS trigger
@@ -411,6 +437,8 @@ END
 $$;
 
 REVOKE ALL ON FUNCTION outbox.mcp_schema_ref(jsonb, text), outbox.mcp_schema_ref_loops(jsonb, text[], text[]),
-    outbox.mcp_schema_problem_at(jsonb, jsonb, text, text[], text), outbox.mcp_schema_pattern_problem(text) FROM PUBLIC;
+    outbox.mcp_schema_problem_at(jsonb, jsonb, text, text[], text), outbox.mcp_schema_pattern_problem(text),
+    outbox.mcp_schema_too_deep(jsonb) FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION outbox.mcp_schema_ref(jsonb, text), outbox.mcp_schema_ref_loops(jsonb, text[], text[]),
-    outbox.mcp_schema_problem_at(jsonb, jsonb, text, text[], text), outbox.mcp_schema_pattern_problem(text) TO outbox_admin;
+    outbox.mcp_schema_problem_at(jsonb, jsonb, text, text[], text), outbox.mcp_schema_pattern_problem(text),
+    outbox.mcp_schema_too_deep(jsonb) TO outbox_admin;

@@ -2038,11 +2038,13 @@ CREATE FUNCTION outbox.mcp_schema_problem(p_schema jsonb, p_path text DEFAULT ''
     LANGUAGE sql IMMUTABLE
     SET search_path TO 'pg_catalog', 'pg_temp'
     AS $_$
-    SELECT outbox.mcp_schema_problem_at(
-        p_schema, p_schema, p_path, ARRAY[]::text[],
-        CASE WHEN p_schema ->> '$schema' ~ '/draft-0[67]/' THEN 'old'
-             WHEN p_schema ->> '$schema' ~ '/2019-09/' THEN '2019'
-             ELSE '2020' END)
+    SELECT CASE WHEN outbox.mcp_schema_too_deep(p_schema)
+                THEN 'the schema is nested deeper than 64 levels'
+                ELSE outbox.mcp_schema_problem_at(
+                         p_schema, p_schema, p_path, ARRAY[]::text[],
+                         CASE WHEN p_schema ->> '$schema' ~ '/draft-0[67]/' THEN 'old'
+                              WHEN p_schema ->> '$schema' ~ '/2019-09/' THEN '2019'
+                              ELSE '2020' END) END
 $_$;
 
 CREATE FUNCTION outbox.mcp_schema_problem_at(p_root jsonb, p_schema jsonb, p_path text, p_keys text[], p_dialect text) RETURNS text
@@ -2360,6 +2362,22 @@ BEGIN
     RETURN NULL;
 END
 $_$;
+
+CREATE FUNCTION outbox.mcp_schema_too_deep(p_schema jsonb) RETURNS boolean
+    LANGUAGE sql IMMUTABLE
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+    WITH RECURSIVE walk (v, depth) AS (
+        SELECT p_schema, 0
+        UNION ALL
+        SELECT c.value, w.depth + 1
+          FROM walk w,
+               LATERAL (SELECT e.value FROM jsonb_each(CASE WHEN jsonb_typeof(w.v) = 'object' THEN w.v END) e
+                        UNION ALL
+                        SELECT a.value FROM jsonb_array_elements(CASE WHEN jsonb_typeof(w.v) = 'array' THEN w.v END) a) c
+         WHERE w.depth <= 64)
+    SELECT EXISTS (SELECT 1 FROM walk WHERE depth > 64)
+$$;
 
 CREATE FUNCTION outbox.mcp_task(p_token_hash bytea, p_task_id text) RETURNS outbox.mcp_answer
     LANGUAGE plpgsql STABLE SECURITY DEFINER
@@ -4364,6 +4382,9 @@ GRANT ALL ON FUNCTION outbox.mcp_schema_ref(p_root jsonb, p_ref text, OUT keys t
 REVOKE ALL ON FUNCTION outbox.mcp_schema_ref_loops(p_root jsonb, p_from text[], p_target text[]) FROM PUBLIC;
 GRANT ALL ON FUNCTION outbox.mcp_schema_ref_loops(p_root jsonb, p_from text[], p_target text[]) TO outbox_admin;
 
+REVOKE ALL ON FUNCTION outbox.mcp_schema_too_deep(p_schema jsonb) FROM PUBLIC;
+GRANT ALL ON FUNCTION outbox.mcp_schema_too_deep(p_schema jsonb) TO outbox_admin;
+
 REVOKE ALL ON FUNCTION outbox.mcp_task(p_token_hash bytea, p_task_id text) FROM PUBLIC;
 GRANT ALL ON FUNCTION outbox.mcp_task(p_token_hash bytea, p_task_id text) TO outbox_mcp;
 
@@ -4617,6 +4638,8 @@ COMMENT ON FUNCTION outbox.mcp_schema_problem_at(p_root jsonb, p_schema jsonb, p
 COMMENT ON FUNCTION outbox.mcp_schema_ref(p_root jsonb, p_ref text, OUT keys text[], OUT why text) IS 'The keys from the root of the schema a local $ref names (NULL and why when it names none), as relay/mcp/json_schema.c resolves it.';
 
 COMMENT ON FUNCTION outbox.mcp_schema_ref_loops(p_root jsonb, p_from text[], p_target text[]) IS 'Whether a $ref goes round to its own schema without descending into the value (relay/mcp/json_schema.c refuses the same).';
+
+COMMENT ON FUNCTION outbox.mcp_schema_too_deep(p_schema jsonb) IS 'Whether a schema nests deeper than the 64 levels relay/mcp/json_schema.c accepts.';
 
 COMMENT ON FUNCTION outbox.needs_approval(payload jsonb, rule jsonpath) IS 'Whether a payload is held for approval: unless the rule is definitely false (as written, and in strict mode with null members as missing; filters widened to let unknown through), it holds.';
 

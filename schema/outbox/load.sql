@@ -87,6 +87,7 @@ GRANT outbox_operator TO outbox_admin;
 \ir functions/mcp_schema_problem_at.sql
 \ir functions/mcp_schema_ref.sql
 \ir functions/mcp_schema_ref_loops.sql
+\ir functions/mcp_schema_too_deep.sql
 \ir functions/mcp_task.sql
 \ir functions/mcp_task_cancel.sql
 \ir functions/mcp_tasks_list.sql

@@ -175,6 +175,7 @@ SELECT set_eq(
              ('outbox_admin', 'mcp_client'), ('outbox_admin', 'mcp_schema_problem'),
              ('outbox_admin', 'mcp_schema_problem_at'), ('outbox_admin', 'mcp_schema_ref'),
              ('outbox_admin', 'mcp_schema_ref_loops'), ('outbox_admin', 'mcp_schema_pattern_problem'),
+             ('outbox_admin', 'mcp_schema_too_deep'),
              ('outbox_operator', 'needs_person'), ('outbox_admin', 'needs_person'),
              ('outbox_operator', 'approval_reason'), ('outbox_admin', 'approval_reason'),
              ('outbox_operator', 'rule_text'), ('outbox_admin', 'rule_text'),

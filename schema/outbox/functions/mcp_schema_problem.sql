@@ -2,11 +2,13 @@ CREATE FUNCTION outbox.mcp_schema_problem(p_schema jsonb, p_path text DEFAULT ''
     LANGUAGE sql IMMUTABLE
     SET search_path TO 'pg_catalog', 'pg_temp'
     AS $_$
-    SELECT outbox.mcp_schema_problem_at(
-        p_schema, p_schema, p_path, ARRAY[]::text[],
-        CASE WHEN p_schema ->> '$schema' ~ '/draft-0[67]/' THEN 'old'
-             WHEN p_schema ->> '$schema' ~ '/2019-09/' THEN '2019'
-             ELSE '2020' END)
+    SELECT CASE WHEN outbox.mcp_schema_too_deep(p_schema)
+                THEN 'the schema is nested deeper than 64 levels'
+                ELSE outbox.mcp_schema_problem_at(
+                         p_schema, p_schema, p_path, ARRAY[]::text[],
+                         CASE WHEN p_schema ->> '$schema' ~ '/draft-0[67]/' THEN 'old'
+                              WHEN p_schema ->> '$schema' ~ '/2019-09/' THEN '2019'
+                              ELSE '2020' END) END
 $_$;
 
 COMMENT ON FUNCTION outbox.mcp_schema_problem(p_schema jsonb, p_path text) IS 'NULL when the JSON Schema uses only the supported subset, else what is wrong and where.';
