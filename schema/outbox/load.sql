@@ -85,6 +85,8 @@ GRANT outbox_operator TO outbox_admin;
 \ir functions/mcp_schema_pattern_problem.sql
 \ir functions/mcp_schema_problem.sql
 \ir functions/mcp_schema_problem_at.sql
+\ir functions/mcp_schema_re_char.sql
+\ir functions/mcp_schema_re_class.sql
 \ir functions/mcp_schema_ref.sql
 \ir functions/mcp_schema_ref_loops.sql
 \ir functions/mcp_schema_too_deep.sql
