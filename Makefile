@@ -82,7 +82,7 @@ build/asan/unit-tests: $(call asan_obj,$(UNIT_SRC) $(RELAY_SRC))
 
 # The official JSON Schema test suite against the validator of the MCP front
 # door (tests/mcp/schema_suite.sh); sanitizers on, like every test binary.
-build/schema-suite: $(call asan_obj,tests/mcp/schema_suite.c relay/mcp/json_schema.c \
+build/schema-suite: $(call asan_obj,tests/mcp/schema_suite.c $(wildcard relay/mcp/json_schema*.c) \
                         relay/lib/json_text.c)
 	$(CC) $(SAN) $^ -o $@ $(shell pkg-config --libs jansson gmp) -lm
 -include build/asan/obj/tests/mcp/schema_suite.d

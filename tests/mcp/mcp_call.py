@@ -7,6 +7,7 @@ came (whatever it says), 1 when the connection failed.
       --raw: ARGS_JSON goes into the body byte for byte (Python would turn
       19.99 into a float and 1e400 into Infinity)
   mcp_call.py PORT TOKEN get|result|cancel TASK_ID          tasks/get, tasks/result, tasks/cancel
+  mcp_call.py PORT TOKEN list                               tools/list
 """
 import http.client
 import json
@@ -20,6 +21,8 @@ if what == "call":
     if "--task" in sys.argv[7:]:
         params["task"] = {"ttl": 600000}
     method = "tools/call"
+elif what == "list":
+    method, params = "tools/list", {}
 else:
     method = {"get": "tasks/get", "result": "tasks/result", "cancel": "tasks/cancel"}[what]
     params = {"taskId": sys.argv[4]}
