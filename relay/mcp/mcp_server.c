@@ -196,6 +196,7 @@ struct mcp_server {
     size_t count_len, count_cap;
     uint64_t refusals[10];
     struct metrics_histogram call_seconds;
+    uint64_t wakeups[2]; /* waiting calls sent to look again: by NOTIFY, by the recheck */
 
     /* who may use memory, connections and the database (mcp_admission.c) */
     admission_t *adm;
@@ -1148,6 +1149,13 @@ static void write_metrics(struct mcp_server *s, struct strbuf *out)
     metrics_family(out, "outbox_mcp_call_seconds", METRICS_HISTOGRAM,
                    "Time from a tools/call request to its answer.");
     metrics_histogram_render(out, "outbox_mcp_call_seconds", METRICS_NO_LABELS, &s->call_seconds);
+    metrics_family(out, "outbox_mcp_wakeups_total", METRICS_COUNTER,
+                   "Waiting calls sent to look their outcome up again, by what sent them: notify "
+                   "(their intent's NOTIFY), recheck (the once-a-second fallback).");
+    metrics_sample_uint(out, "outbox_mcp_wakeups_total", METRICS_LABELS({"by", "notify"}),
+                        s->wakeups[0]);
+    metrics_sample_uint(out, "outbox_mcp_wakeups_total", METRICS_LABELS({"by", "recheck"}),
+                        s->wakeups[1]);
     int waiting = 0;
     for (struct mcp_call *c = s->waiting; c; c = c->next)
         waiting++;
@@ -1723,6 +1731,10 @@ static void on_batch_timer(uv_timer_t *timer)
     run_batch(s);
 }
 
+/* intent_key: the key a NOTIFY named; NULL: the recheck, every waiting call.
+ * Each call sent to look again is counted by what sent it (/metrics,
+ * outbox_mcp_wakeups_total): a test tells a wait ended by its NOTIFY from
+ * one ended by the fallback without a clock. */
 static void wake(struct mcp_server *s, const char *intent_key)
 {
     bool any = false;
@@ -1733,6 +1745,7 @@ static void wake(struct mcp_server *s, const char *intent_key)
         c->due =
             true; /* in a batch already: looked up again after it (its snapshot may be older) */
         any = true;
+        s->wakeups[intent_key ? 0 : 1]++;
     }
     if (any && !s->batch_scheduled && !s->closing) {
         s->batch_scheduled = true;
