@@ -37,6 +37,7 @@
  * is n log n, not n times the tools.
  */
 #include "lib/json_text.h"
+#include "lib/utf8.h"
 
 #include <errno.h>
 #include <float.h>
@@ -160,30 +161,6 @@ static bool buf_put(struct buf *b, const void *src, size_t n)
     b->len += n;
     b->data[b->len] = '\0';
     return true;
-}
-
-static size_t utf8_encode(unsigned cp, char out[4])
-{
-    if (cp < 0x80) {
-        out[0] = (char)cp;
-        return 1;
-    }
-    if (cp < 0x800) {
-        out[0] = (char)(0xC0 | (cp >> 6));
-        out[1] = (char)(0x80 | (cp & 0x3F));
-        return 2;
-    }
-    if (cp < 0x10000) {
-        out[0] = (char)(0xE0 | (cp >> 12));
-        out[1] = (char)(0x80 | ((cp >> 6) & 0x3F));
-        out[2] = (char)(0x80 | (cp & 0x3F));
-        return 3;
-    }
-    out[0] = (char)(0xF0 | (cp >> 18));
-    out[1] = (char)(0x80 | ((cp >> 12) & 0x3F));
-    out[2] = (char)(0x80 | ((cp >> 6) & 0x3F));
-    out[3] = (char)(0x80 | (cp & 0x3F));
-    return 4;
 }
 
 /* A string token at p->pos (the opening quote), decoded into out. */

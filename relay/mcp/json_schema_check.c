@@ -30,6 +30,7 @@
 #include "mcp/json_schema.h"
 
 #include "lib/json_text.h"
+#include "lib/utf8.h"
 #include "mcp/json_schema_internal.h"
 
 #include <regex.h>
@@ -172,17 +173,6 @@ static bool is_known_dialect(const char *uri)
 
 /* ------------------------------------------------------------ local references */
 
-static int hex_value(unsigned char c)
-{
-    if (c >= '0' && c <= '9')
-        return c - '0';
-    if (c >= 'a' && c <= 'f')
-        return c - 'a' + 10;
-    if (c >= 'A' && c <= 'F')
-        return c - 'A' + 10;
-    return -1;
-}
-
 /* One segment of a "#/..." reference: percent-decoded (a URI fragment),
  * then JSON Pointer-unescaped (~1 is /, ~0 is ~). False when malformed or
  * longer than out. */
@@ -196,8 +186,8 @@ static bool ref_segment(const char *s, size_t n, char *out, size_t outlen)
         if (s[i] == '%') {
             if (i + 2 >= n)
                 return false;
-            int hi = hex_value((unsigned char)s[i + 1]);
-            int lo = hex_value((unsigned char)s[i + 2]);
+            int hi = hex_digit_value((unsigned char)s[i + 1]);
+            int lo = hex_digit_value((unsigned char)s[i + 2]);
             if (hi < 0 || lo < 0 || (hi == 0 && lo == 0))
                 return false;
             dec[d++] = (char)(hi * 16 + lo);

@@ -23,6 +23,8 @@
  * regcomp has read it.
  */
 #include "mcp/json_schema.h"
+
+#include "lib/utf8.h"
 #include "mcp/json_schema_internal.h"
 
 #include <regex.h>
@@ -147,30 +149,6 @@ static bool tr_weigh(struct re_tr *t, unsigned long weight, bool atom)
     return true;
 }
 
-static size_t utf8_encode(uint32_t cp, char out[4])
-{
-    if (cp < 0x80) {
-        out[0] = (char)cp;
-        return 1;
-    }
-    if (cp < 0x800) {
-        out[0] = (char)(0xC0 | (cp >> 6));
-        out[1] = (char)(0x80 | (cp & 0x3F));
-        return 2;
-    }
-    if (cp < 0x10000) {
-        out[0] = (char)(0xE0 | (cp >> 12));
-        out[1] = (char)(0x80 | ((cp >> 6) & 0x3F));
-        out[2] = (char)(0x80 | (cp & 0x3F));
-        return 3;
-    }
-    out[0] = (char)(0xF0 | (cp >> 18));
-    out[1] = (char)(0x80 | ((cp >> 12) & 0x3F));
-    out[2] = (char)(0x80 | ((cp >> 6) & 0x3F));
-    out[3] = (char)(0x80 | (cp & 0x3F));
-    return 4;
-}
-
 /* Reads one UTF-8 character of the pattern (valid UTF-8: jansson checked). */
 static uint32_t tr_next_char(struct re_tr *t)
 {
@@ -184,25 +162,14 @@ static uint32_t tr_next_char(struct re_tr *t)
     return cp;
 }
 
-static int hex_value(unsigned char c)
-{
-    if (c >= '0' && c <= '9')
-        return c - '0';
-    if (c >= 'a' && c <= 'f')
-        return c - 'a' + 10;
-    if (c >= 'A' && c <= 'F')
-        return c - 'A' + 10;
-    return -1;
-}
-
 /* count hex digits at the cursor; false when they are not there. */
 static bool tr_hex(struct re_tr *t, size_t count, uint32_t *out)
 {
     uint32_t v = 0;
     for (size_t k = 0; k < count; k++) {
-        if (t->i >= t->n || hex_value(t->p[t->i]) < 0)
+        if (t->i >= t->n || hex_digit_value(t->p[t->i]) < 0)
             return false;
-        v = v * 16 + (uint32_t)hex_value(t->p[t->i++]);
+        v = v * 16 + (uint32_t)hex_digit_value(t->p[t->i++]);
     }
     *out = v;
     return true;
@@ -215,8 +182,8 @@ static bool tr_unicode_escape(struct re_tr *t, uint32_t *cp)
         t->i++;
         uint32_t v = 0;
         size_t digits = 0;
-        while (t->i < t->n && hex_value(t->p[t->i]) >= 0) {
-            v = v * 16 + (uint32_t)hex_value(t->p[t->i++]);
+        while (t->i < t->n && hex_digit_value(t->p[t->i]) >= 0) {
+            v = v * 16 + (uint32_t)hex_digit_value(t->p[t->i++]);
             if (++digits > 6 || v > 0x10FFFF)
                 return tr_fail(t, "has a \\u{...} escape above U+10FFFF");
         }
