@@ -15,7 +15,7 @@
 #   make clean
 
 CC       ?= cc
-PKGS     := libpq libcurl libuv jansson libcrypto
+PKGS     := libpq libcurl libuv jansson libcrypto gmp
 WARN     := -Wall -Wextra -Werror -Wno-unused-parameter -Wshadow -Wvla -Wstrict-prototypes \
             -Wmissing-prototypes -Wformat=2 -Wimplicit-fallthrough
 BASE     := -std=c11 -D_GNU_SOURCE $(WARN) -g
@@ -82,8 +82,9 @@ build/asan/unit-tests: $(call asan_obj,$(UNIT_SRC) $(RELAY_SRC))
 
 # The official JSON Schema test suite against the validator of the MCP front
 # door (tests/mcp/schema_suite.sh); sanitizers on, like every test binary.
-build/schema-suite: $(call asan_obj,tests/mcp/schema_suite.c relay/mcp/json_schema.c)
-	$(CC) $(SAN) $^ -o $@ $(shell pkg-config --libs jansson) -lm
+build/schema-suite: $(call asan_obj,tests/mcp/schema_suite.c $(wildcard relay/mcp/json_schema*.c) \
+                        relay/lib/json_text.c)
+	$(CC) $(SAN) $^ -o $@ $(shell pkg-config --libs jansson gmp) -lm
 -include build/asan/obj/tests/mcp/schema_suite.d
 
 build/test-receiver: $(call obj,tests/receiver/receiver.c $(HTTPD_SRC))

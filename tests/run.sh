@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # tests/run.sh — every test suite, against real PostgreSQL and real HTTP.
 #
-#   lint         clang-format, banned calls, released migrations unchanged, HACKING.md's
-#                map, the documents' contents and section links, cppcheck
+#   lint         clang-format, banned calls, released migrations unchanged, every migration
+#                in CHANGELOG.md (deploy/README.md only links to it), HACKING.md's map,
+#                the documents' contents and section links, cppcheck
 #   unit         Check, relay modules under ASan+UBSan (build/asan/unit-tests)
 #   schema       the official JSON Schema test suite against the MCP front door's validator
 #   sql          pgTAP via pg_prove, plus schema equivalence (tests/sql/run.sh)
@@ -41,6 +42,7 @@ if want lint; then
     if make --no-print-directory format-check >"$LOG_DIR/lint.log" 2>&1 &&
         tests/lib/banned-calls.sh >>"$LOG_DIR/lint.log" 2>&1 &&
         tests/lib/released-migrations.sh >>"$LOG_DIR/lint.log" 2>&1 &&
+        tests/lib/changelog-migrations.sh >>"$LOG_DIR/lint.log" 2>&1 &&
         tests/lib/hacking-map.sh >>"$LOG_DIR/lint.log" 2>&1 &&
         tests/lib/docs-toc.py >>"$LOG_DIR/lint.log" 2>&1 &&
         make --no-print-directory cppcheck >>"$LOG_DIR/lint.log" 2>&1; then

@@ -55,6 +55,7 @@
 #include "lib/dlist.h"
 
 #include "lib/strbuf.h"
+#include "lib/utf8.h"
 #include "lib/xalloc.h"
 
 #include <arpa/inet.h>
@@ -645,17 +646,6 @@ void httpd_conn_send_raw_and_close(httpd_conn_t *conn, const char *bytes, size_t
 
 /* ---------------------------------------------------------------- requests */
 
-static int hex_value(char c)
-{
-    if (c >= '0' && c <= '9')
-        return c - '0';
-    if (c >= 'a' && c <= 'f')
-        return c - 'a' + 10;
-    if (c >= 'A' && c <= 'F')
-        return c - 'A' + 10;
-    return -1;
-}
-
 static long percent_decode(const char *s, size_t n, char *out, size_t out_size, bool plus_is_space)
 {
     size_t len = 0;
@@ -664,8 +654,8 @@ static long percent_decode(const char *s, size_t n, char *out, size_t out_size, 
         if (c == '+' && plus_is_space) {
             c = ' ';
         } else if (c == '%') {
-            int high = i + 1 < n ? hex_value(s[i + 1]) : -1;
-            int low = i + 2 < n ? hex_value(s[i + 2]) : -1;
+            int high = i + 1 < n ? hex_digit_value(s[i + 1]) : -1;
+            int low = i + 2 < n ? hex_digit_value(s[i + 2]) : -1;
             if (high < 0 || low < 0)
                 return -1;
             c = (char)(high * 16 + low);

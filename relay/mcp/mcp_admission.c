@@ -50,6 +50,7 @@
  */
 #include "mcp/mcp_admission.h"
 
+#include "lib/json_text.h"
 #include "lib/xalloc.h"
 
 #include <malloc.h>
@@ -251,7 +252,12 @@ void adm_request_slim(struct mcp_request *req)
         json_object_set_new(root, "method", json_string(req->method));
     if (req->version && req->version != req->version_buf)
         json_object_set_new(root, "version", json_string(req->version));
-    json_decref(req->root);
+    /* The tree belongs to req->doc (with the exact text of its numbers):
+     * it goes whole; the slim root is the request's own from now on. */
+    json_text_decref(req->doc);
+    req->doc = NULL;
+    free(req->arguments_text);
+    req->arguments_text = NULL;
     req->root = root;
     req->id = json_object_get(root, "id");
     req->method = json_string_value(json_object_get(root, "method"));

@@ -36,7 +36,11 @@ static const char *const legacy_versions[] = {"2025-11-25", "2025-06-18", "2025-
 
 void mcp_request_free(struct mcp_request *req)
 {
-    json_decref(req->root);
+    if (req->doc)
+        json_text_decref(req->doc); /* it owns root */
+    else
+        json_decref(req->root); /* a slimmed request's own (adm_request_slim) */
+    free(req->arguments_text);
     memset(req, 0, sizeof(*req));
 }
 
@@ -206,11 +210,28 @@ bool mcp_parse(const char *body, size_t len, const struct mcp_headers *headers,
                struct mcp_request *req, struct mcp_error *err)
 {
     memset(req, 0, sizeof(*req));
-    json_error_t jerr;
-    req->root = json_loadb(body, len, JSON_REJECT_DUPLICATES, &jerr);
-    if (req->root == NULL) {
+    struct json_text_error jerr;
+    static const char *const arguments_path[] = {"params", "arguments"};
+    struct json_text_span arguments = {.keys = arguments_path, .nkeys = 2};
+    /* A key twice is refused, as jansson did here: a proxy that reads the
+     * first "method" and the front door the last would see two requests. */
+    req->doc = json_text_parse(body, len, JSON_TEXT_REJECT_DUPLICATES, &arguments, 1, &jerr);
+    if (req->doc == NULL) {
         mcp_error_set(err, MCP_PARSE_ERROR, 400, "Parse error: %s", jerr.text);
         return false;
+    }
+    req->root = req->doc->root;
+    if (arguments.found) {
+        req->arguments_texts_start = arguments.texts_start;
+        req->arguments_texts_end = arguments.texts_end;
+        req->arguments_len = arguments.end - arguments.start;
+        req->arguments_text = malloc(req->arguments_len + 1);
+        if (req->arguments_text == NULL) {
+            mcp_error_set(err, MCP_INTERNAL_ERROR, 500, "Internal error: out of memory");
+            return false;
+        }
+        memcpy(req->arguments_text, body + arguments.start, req->arguments_len);
+        req->arguments_text[req->arguments_len] = '\0';
     }
     if (json_is_array(req->root)) {
         mcp_error_set(err, MCP_INVALID_REQUEST, 400, "Batch requests are not supported");
@@ -295,6 +316,52 @@ bool mcp_parse(const char *body, size_t len, const struct mcp_headers *headers,
     return true;
 }
 
+bool mcp_arguments_text(const struct mcp_request *req, const char **text, size_t *len,
+                        struct mcp_error *err)
+{
+    const json_t *arguments = json_object_get(req->params, "arguments");
+    if (arguments == NULL) {
+        *text = "{}";
+        *len = 2;
+        return true;
+    }
+    if (req->arguments_text == NULL) { /* taken already: never "{}" for arguments given */
+        mcp_error_set(err, MCP_INTERNAL_ERROR, 500, "Internal error: the arguments were taken");
+        return false;
+    }
+    if (!json_is_object(arguments)) {
+        mcp_error_set(err, MCP_INVALID_PARAMS, 200,
+                      "Invalid params: arguments must be an object. Nothing was sent.");
+        return false;
+    }
+    /* the first number in the arguments' bytes that numeric cannot hold */
+    const struct json_text_number *first = NULL;
+    const char *why = NULL;
+    for (size_t i = 0; i < req->doc->nnums; i++) {
+        const struct json_text_number *n = &req->doc->nums[i];
+        const char *reason;
+        if (n->text_off < req->arguments_texts_start || n->text_off >= req->arguments_texts_end ||
+            (first != NULL && n->text_off > first->text_off))
+            continue;
+        if (!json_text_number_fits_numeric(req->doc->texts + n->text_off, n->text_len, &reason)) {
+            first = n;
+            why = reason;
+        }
+    }
+    if (first != NULL) {
+        int shown = first->text_len > 40 ? 40 : (int)first->text_len;
+        mcp_error_set(err, MCP_INVALID_PARAMS, 200,
+                      "Invalid params: the number %.*s%s in the arguments cannot be stored: %s. "
+                      "Nothing was sent.",
+                      shown, req->doc->texts + first->text_off, first->text_len > 40 ? "..." : "",
+                      why);
+        return false;
+    }
+    *text = req->arguments_text;
+    *len = req->arguments_len;
+    return true;
+}
+
 const char *mcp_param_string(const struct mcp_request *req, const char *name)
 {
     return json_string_value(json_object_get(req->params, name));
@@ -315,6 +382,12 @@ static json_t *server_info(const char *version)
 
 char *mcp_result_json(const struct mcp_request *req, json_t *result)
 {
+    return mcp_result_json_docs(req, result, NULL, 0);
+}
+
+char *mcp_result_json_docs(const struct mcp_request *req, json_t *result,
+                           const struct json_text *const *docs, size_t ndocs)
+{
     if (req->era == MCP_MODERN) {
         if (json_object_get(result, "resultType") == NULL)
             json_object_set_new(result, "resultType", json_string("complete"));
@@ -326,7 +399,18 @@ char *mcp_result_json(const struct mcp_request *req, json_t *result)
         json_object_set_new(meta, MCP_META_SERVER_INFO, server_info(OUTBOX_RELAY_VERSION));
     }
     json_t *msg = json_pack("{s:s,s:O,s:o}", "jsonrpc", "2.0", "id", req->id, "result", result);
-    char *text = json_dumps(msg, JSON_COMPACT);
+    /* the request's document first, then the caller's: one table of all */
+    const struct json_text *small[4];
+    const struct json_text **all = ndocs + 1 <= 4 ? small : malloc((ndocs + 1) * sizeof(*all));
+    char *text = NULL;
+    if (all != NULL) {
+        all[0] = req->doc;
+        for (size_t i = 0; i < ndocs; i++)
+            all[i + 1] = docs[i];
+        text = json_text_dumps(msg, all, ndocs + 1, JSON_COMPACT);
+        if (all != small)
+            free((void *)all);
+    }
     json_decref(msg);
     return text;
 }
@@ -438,21 +522,26 @@ static json_t *text_array(const char *literal)
     return out;
 }
 
-/* The saved response: parsed when it is JSON, else the text. */
-static json_t *response_value(const char *body)
+/* The saved response (the target's bytes, as the relay saved them): parsed
+ * when it is JSON, its numbers kept as written (*doc, which owns the
+ * value's nodes), else the text. json_text, not jansson: jansson would turn
+ * 19.99 into 19.989999999999998, and refuse 123456789012345678901234567890
+ * or 1e400 so that a JSON answer came back as a string. */
+static json_t *response_value(const char *body, struct json_text **doc)
 {
+    *doc = NULL;
     if (body == NULL)
         return json_null();
-    json_t *parsed = json_loads(body, JSON_DECODE_ANY, NULL);
-    return parsed ? parsed : json_string(body);
+    *doc = json_text_parse(body, strlen(body), JSON_TEXT_DECODE_ANY, NULL, 0, NULL);
+    return *doc ? json_incref((*doc)->root) : json_string(body);
 }
 
 /* The text block: what the outcome means, as one sentence for the model
  * (outbox.mcp_message), then a line break and the same structuredContent as
- * JSON (keys sorted). */
-static json_t *text_content(const char *message, json_t *value)
+ * JSON (keys sorted, the response's numbers as written). */
+static json_t *text_content(const char *message, json_t *value, const struct json_text *doc)
 {
-    char *text = json_dumps(value, JSON_COMPACT | JSON_SORT_KEYS);
+    char *text = json_text_dumps(value, &doc, 1, JSON_COMPACT | JSON_SORT_KEYS);
     json_t *content = json_pack("[{s:s}]", "type", "text");
     json_object_set_new(json_array_get(content, 0), "text",
                         json_sprintf("%s\n%s", message, text ? text : "{}"));
@@ -485,16 +574,19 @@ bool mcp_is_upstream_result(const json_t *r)
     return true;
 }
 
-json_t *mcp_call_result(const struct mcp_answer *a)
+json_t *mcp_call_result(const struct mcp_answer *a, struct json_text **response_doc)
 {
+    struct json_text *doc;
     json_t *sc =
         json_pack("{s:s,s:s,s:s,s:s}", "status", a->status, "key", a->key ? a->key : "", "target",
                   a->target ? a->target : "", "message", a->message ? a->message : "");
     json_object_set_new(sc, "response_status",
                         a->response_status ? json_integer(a->response_status) : json_null());
     /* An MCP upstream's result: its structuredContent is the response, its
-     * content blocks follow the status block (the tool's own words). */
-    json_t *response = response_value(a->response_body);
+     * content blocks follow the status block (the tool's own words). The
+     * nodes stay doc's, so their numbers are written as the upstream wrote
+     * them. */
+    json_t *response = response_value(a->response_body, &doc);
     bool upstream = mcp_is_upstream_result(response);
     if (upstream) {
         json_t *structured = json_object_get(response, "structuredContent");
@@ -507,13 +599,17 @@ json_t *mcp_call_result(const struct mcp_answer *a)
         json_object_set_new(sc, "fields", text_array(a->conflict_fields));
     bool is_error = !strcmp(a->status, "failed") || !strcmp(a->status, "cancelled") ||
                     !strcmp(a->status, "key_conflict");
-    json_t *content = text_content(a->message ? a->message : "", sc);
+    json_t *content = text_content(a->message ? a->message : "", sc, doc);
     if (upstream)
         json_array_extend(content, json_object_get(response, "content"));
     json_decref(response);
     json_t *result = json_pack("{s:o,s:O,s:b}", "content", content, "structuredContent", sc,
                                "isError", is_error);
     json_decref(sc);
+    if (response_doc)
+        *response_doc = doc;
+    else
+        json_text_decref(doc);
     return result;
 }
 

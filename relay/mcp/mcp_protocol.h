@@ -16,6 +16,8 @@
 #ifndef OUTBOX_MCP_PROTOCOL_H
 #define OUTBOX_MCP_PROTOCOL_H
 
+#include "lib/json_text.h"
+
 #include <jansson.h>
 #include <stdbool.h>
 #include <stddef.h>
@@ -48,10 +50,18 @@ enum mcp_era {
     MCP_MODERN, /* 2026-07-28: _meta on every request, resultType on every result */
 };
 
-/* A parsed request; the pointers borrow from root, which it owns. */
+/* A parsed request; the pointers borrow from root, which doc owns (a
+ * slimmed request, adm_request_slim, has no doc and owns root itself). */
 struct mcp_request {
+    struct json_text *doc; /* the tree and the exact text of its numbers */
     json_t *root;
-    json_t *id;         /* NULL: a notification */
+    /* params.arguments as the client wrote it (a copy of its bytes; NULL
+     * when absent): what is enqueued, never a re-serialisation, so that
+     * 19.99 reaches the target as 19.99 */
+    char *arguments_text;
+    size_t arguments_len;
+    size_t arguments_texts_start, arguments_texts_end; /* its numbers in doc (json_text_span) */
+    json_t *id;                                        /* NULL: a notification */
     const char *method; /* NULL only for a client's response (legacy: accepted and dropped) */
     json_t *params;     /* an object or NULL */
     json_t *meta;       /* params._meta, an object or NULL */
@@ -94,27 +104,44 @@ void mcp_error_clear(struct mcp_error *err);
 void mcp_error_set(struct mcp_error *err, int code, int http_status, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
 
-/* Parses one HTTP body into a request: false with err set for a body that
- * is not JSON (-32700), a batch (400, -32600), or not a JSON-RPC 2.0
+/* Parses one HTTP body into a request (lib/json_text.h: the numbers keep
+ * their text, params.arguments its bytes): false with err set for a body
+ * that is not JSON (-32700; also a key twice in one object, or \u0000 in a
+ * string, which jsonb cannot hold), a batch (400, -32600), or not a JSON-RPC 2.0
  * request, notification or response (-32600). Then decides its era and
  * checks the modern envelope and the headers (-32602, -32020, -32022, all
  * with 400). */
 bool mcp_parse(const char *body, size_t len, const struct mcp_headers *headers,
                struct mcp_request *req, struct mcp_error *err);
 
+/* The text of params.arguments to enqueue ("{}" when absent), checked for
+ * what PostgreSQL's jsonb would refuse: arguments that are not an object,
+ * a number its numeric cannot hold (1e-20000, 1e200000). False with err set
+ * (-32602, HTTP 200, saying which number and why). The text is borrowed
+ * from req (req->arguments_text, which the caller may take over). */
+bool mcp_arguments_text(const struct mcp_request *req, const char **text, size_t *len,
+                        struct mcp_error *err);
+
 /* Is this legacy protocol version one the front door speaks? */
 bool mcp_legacy_version_supported(const char *version);
 
 /* {"jsonrpc":"2.0","id":…,"result":result}: a modern result gets resultType
- * (unless it has one) and _meta's serverInfo. Takes result. */
-char *mcp_result_json(const struct mcp_request *req, json_t *result);
+ * (unless it has one) and _meta's serverInfo. Takes result. Written by
+ * json_text_dumps: a number node of the request's document (req->doc) or of
+ * docs[0..ndocs) (a tool's schema, a target's response) is written as its
+ * text, so an agent's or a target's 19.99 is shown as 19.99. */
+char *mcp_result_json_docs(const struct mcp_request *req, json_t *result,
+                           const struct json_text *const *docs, size_t ndocs);
+char *mcp_result_json(const struct mcp_request *req, json_t *result); /* no other document */
 /* {"jsonrpc":"2.0","id":…,"error":{code, message, data}} ("id": null when
  * the request's could not be read). */
 char *mcp_error_json(const json_t *id, const struct mcp_error *err);
 
 json_t *mcp_initialize_result(const struct mcp_request *req, const char *server_version);
 json_t *mcp_discover_result(const char *server_version);
-/* One entry of tools/list. input_schema is borrowed (copied in). idempotent:
+/* One entry of tools/list. input_schema is borrowed (a reference taken: its
+ * nodes are shared, so that the result, written with the schema's document,
+ * shows its numbers as written). idempotent:
  * annotations.idempotentHint (false for a tool whose keys the server mints). */
 json_t *mcp_tool_json(const struct mcp_request *req, const char *name, const char *title,
                       const char *description, const json_t *input_schema, bool destructive,
@@ -122,13 +149,18 @@ json_t *mcp_tool_json(const struct mcp_request *req, const char *name, const cha
 /* The CallToolResult of an answer: structuredContent {status, key, target,
  * response_status, response, attempts, message}; a text block that starts
  * with the message (written for the model), then a line break and the same
- * JSON; isError for failed, cancelled and key_conflict. */
+ * JSON; isError for failed, cancelled and key_conflict. The response is the
+ * saved body parsed (lib/json_text.h) when it is JSON, else its text: the
+ * text block carries its numbers as the target wrote them, and *response_doc
+ * is set to the parsed body's document (NULL when none), which the caller
+ * passes to mcp_result_json_docs so that structuredContent.response does
+ * too, then releases (json_text_decref). */
+json_t *mcp_call_result(const struct mcp_answer *answer, struct json_text **response_doc);
 /* Whether a saved response (parsed) is an MCP tools/call result (what the
  * relay saves for an 'mcp' target): mcp_call_result then puts its content
  * blocks after the status block and its structuredContent in
  * structuredContent.response. */
 bool mcp_is_upstream_result(const json_t *response);
-json_t *mcp_call_result(const struct mcp_answer *answer);
 /* A CallToolResult with isError that names what is wrong (the model reads it). */
 json_t *mcp_tool_error_result(const char *status, const char *key, const char *message,
                               json_t *details);

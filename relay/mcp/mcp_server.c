@@ -196,6 +196,7 @@ struct mcp_server {
     size_t count_len, count_cap;
     uint64_t refusals[10];
     struct metrics_histogram call_seconds;
+    uint64_t wakeups[2]; /* waiting calls sent to look again: by NOTIFY, by the recheck */
 
     /* who may use memory, connections and the database (mcp_admission.c) */
     admission_t *adm;
@@ -363,6 +364,14 @@ static void respond_text(struct mcp_call *call, int status, const char *headers,
 static void respond_result(struct mcp_call *call, json_t *result)
 {
     respond_text(call, 200, NULL, mcp_result_json(&call->req, result));
+}
+
+/* A result that shows numbers of these documents (a tool's schema, a
+ * target's response) as they were written (mcp_result_json_docs). */
+static void respond_result_docs(struct mcp_call *call, json_t *result,
+                                const struct json_text *const *docs, size_t ndocs)
+{
+    respond_text(call, 200, NULL, mcp_result_json_docs(&call->req, result, docs, ndocs));
 }
 
 /* A JSON-RPC error; err is cleared. */
@@ -548,12 +557,14 @@ static void call_answer_final_lookup(struct mcp_call *call)
 /* The answer of a tools/call (or a task's result) from an answer row. */
 static void answer_call(struct mcp_call *call, const struct mcp_answer *a)
 {
-    json_t *result = mcp_call_result(a);
+    struct json_text *response;
+    json_t *result = mcp_call_result(a, &response);
     if (call->task_id && strcmp(call->req.method, "tasks/result") == 0)
         json_object_set_new(result, "_meta",
                             json_pack("{s:{s:s}}", MCP_META_RELATED_TASK, "taskId", call->task_id));
     log_call(call, a->status);
-    respond_result(call, result);
+    respond_result_docs(call, result, (const struct json_text *const *)&response, 1);
+    json_text_decref(response);
 }
 
 /* 2026 with the tasks extension, a wait that ended without an outcome:
@@ -605,9 +616,11 @@ static void on_answer(struct mcp_call *call, const struct mcp_answer *answer)
         }
         if (!strcmp(method, "tasks/get")) {
             json_t *task = mcp_task_json(&a, call->req.era);
+            struct json_text *response = NULL;
             if (call->req.era == MCP_MODERN && a.final && strcmp(a.status, "cancelled") != 0)
-                json_object_set_new(task, "result", mcp_call_result(&a));
-            respond_result(call, task);
+                json_object_set_new(task, "result", mcp_call_result(&a, &response));
+            respond_result_docs(call, task, (const struct json_text *const *)&response, 1);
+            json_text_decref(response);
             return;
         }
         /* tasks/result: wait for the outcome as a call does */
@@ -670,7 +683,7 @@ struct tool_cache_entry {
     char token_hash[68];
     char tool[129];
     char *client;
-    json_t *schema;
+    struct json_text *schema; /* parsed by lib/json_text.h: its numbers exact */
     bool server_keys;
     uint64_t expires_ms; /* 0: empty */
 };
@@ -691,12 +704,12 @@ static struct tool_cache_entry *tool_cache_find(struct mcp_server *s, const char
 static void tool_cache_clear_entry(struct tool_cache_entry *e)
 {
     free(e->client);
-    json_decref(e->schema);
+    json_text_decref(e->schema);
     memset(e, 0, sizeof(*e));
 }
 
 static void tool_cache_put(struct mcp_server *s, const char *token_hash, const char *tool,
-                           const char *client, json_t *schema, bool server_keys)
+                           const char *client, struct json_text *schema, bool server_keys)
 {
     if (strlen(tool) >= sizeof(tool_cache[0].tool))
         return;
@@ -712,7 +725,7 @@ static void tool_cache_put(struct mcp_server *s, const char *token_hash, const c
     snprintf(slot->token_hash, sizeof(slot->token_hash), "%s", token_hash);
     snprintf(slot->tool, sizeof(slot->tool), "%s", tool);
     slot->client = xstrdup(client);
-    slot->schema = json_incref(schema);
+    slot->schema = json_text_incref(schema);
     slot->server_keys = server_keys;
     slot->expires_ms = now + TOOL_CACHE_MS;
 }
@@ -723,7 +736,15 @@ static void tool_cache_free(void)
         tool_cache_clear_entry(&tool_cache[i]);
 }
 
-static void call_with_tool(struct mcp_call *call, json_t *schema, bool server_keys);
+static void call_with_tool(struct mcp_call *call, struct json_text *schema, bool server_keys);
+
+/* A tool's input_schema as PostgreSQL wrote it, read so that its numbers
+ * keep their exact text (multipleOf 0.01 is 1/100, not a double); NULL
+ * when it cannot be read. */
+static struct json_text *schema_parse(const char *text)
+{
+    return json_text_parse(text, strlen(text), JSON_TEXT_DECODE_ANY, NULL, 0, NULL);
+}
 
 static void on_tool_row(struct mcp_call *call, PGresult *res)
 {
@@ -744,24 +765,37 @@ static void on_tool_row(struct mcp_call *call, PGresult *res)
         return;
     }
     bool server_keys = !strcmp(PQgetvalue(res, 0, 4), "t");
-    json_t *schema = json_loads(PQgetvalue(res, 0, 3), 0, NULL);
+    struct json_text *schema = schema_parse(PQgetvalue(res, 0, 3));
     if (schema)
         tool_cache_put(call->s, call->token_hash, call->tool, call->client, schema, server_keys);
     call_with_tool(call, schema, server_keys);
-    json_decref(schema);
+    json_text_decref(schema);
 }
 
 /* The tool is known (schema NULL: it could not be read): check the
- * arguments, then enqueue. */
-static void call_with_tool(struct mcp_call *call, json_t *schema, bool server_keys)
+ * arguments, then enqueue the bytes the client wrote (mcp_arguments_text),
+ * never a re-serialisation: jsonb keeps their numbers exactly, and the
+ * schema judged them exactly. */
+static void call_with_tool(struct mcp_call *call, struct json_text *schema, bool server_keys)
 {
+    const char *arguments_text;
+    size_t arguments_len;
+    struct mcp_error arguments_err = {0};
+    if (!mcp_arguments_text(&call->req, &arguments_text, &arguments_len, &arguments_err)) {
+        refuse_count(call->s, REFUSED_ARGUMENTS, call->tool);
+        log_call(call, "invalid_arguments");
+        respond_error(call, &arguments_err);
+        return;
+    }
     json_t *arguments = json_object_get(call->req.params, "arguments");
     json_t *empty = NULL;
     if (arguments == NULL)
         arguments = empty = json_object();
     struct json_schema_errors errors;
     memset(&errors, 0, sizeof(errors));
-    int bad = schema ? json_schema_validate(schema, arguments, &errors) : 1;
+    int bad =
+        schema ? json_schema_validate_doc(schema->root, schema, arguments, call->req.doc, &errors)
+               : 1;
     if (bad > 0) {
         refuse_count(call->s, REFUSED_ARGUMENTS, call->tool);
         struct strbuf msg = {0};
@@ -782,7 +816,12 @@ static void call_with_tool(struct mcp_call *call, json_t *schema, bool server_ke
         strbuf_free(&msg);
         return;
     }
-    call->arguments_json = json_dumps(arguments, JSON_COMPACT);
+    if (arguments_text == call->req.arguments_text) { /* moved: one copy while the call waits */
+        call->arguments_json = call->req.arguments_text;
+        call->req.arguments_text = NULL;
+    } else {
+        call->arguments_json = xstrndup(arguments_text, arguments_len);
+    }
     json_decref(empty);
     if (call->key == NULL) {
         if (!server_keys) {
@@ -837,29 +876,38 @@ static void on_list_rows(struct mcp_call *call, PGresult *res)
         return;
     }
     json_t *tools = json_array();
+    /* the schemas' documents live until the list is written: their numbers
+     * are shown as the tool's author wrote them (a maximum of 19.99) */
+    struct json_text **schemas = xcalloc((size_t)PQntuples(res) + 1, sizeof(*schemas));
+    size_t nschemas = 0;
     for (int i = 0; i < PQntuples(res); i++) {
         if (PQgetisnull(res, i, 1))
             continue;
-        json_t *schema = json_loads(PQgetvalue(res, i, 4), 0, NULL);
+        struct json_text *schema = schema_parse(PQgetvalue(res, i, 4));
         char problem[256];
-        if (schema == NULL || !json_schema_check(schema, problem, sizeof(problem))) {
+        if (schema == NULL ||
+            !json_schema_check_doc(schema->root, schema, problem, sizeof(problem))) {
             log_event(LOG_WARN, "mcp_tool_hidden", "tool", json_string(PQgetvalue(res, i, 1)),
                       "reason", json_string(schema ? problem : "unreadable schema"), LOG_END);
-            json_decref(schema);
+            json_text_decref(schema);
             continue;
         }
-        json_array_append_new(tools, mcp_tool_json(&call->req, PQgetvalue(res, i, 1),
-                                                   value_or_null(res, i, 2), PQgetvalue(res, i, 3),
-                                                   schema, !strcmp(PQgetvalue(res, i, 5), "t"),
-                                                   strcmp(PQgetvalue(res, i, 6), "t") != 0));
-        json_decref(schema);
+        json_array_append_new(tools,
+                              mcp_tool_json(&call->req, PQgetvalue(res, i, 1),
+                                            value_or_null(res, i, 2), PQgetvalue(res, i, 3),
+                                            schema->root, !strcmp(PQgetvalue(res, i, 5), "t"),
+                                            strcmp(PQgetvalue(res, i, 6), "t") != 0));
+        schemas[nschemas++] = schema;
     }
     json_t *result = json_pack("{s:o}", "tools", tools);
     if (call->req.era == MCP_MODERN) {
         json_object_set_new(result, "ttlMs", json_integer(60000));
         json_object_set_new(result, "cacheScope", json_string("private"));
     }
-    respond_result(call, result);
+    respond_result_docs(call, result, (const struct json_text *const *)schemas, nschemas);
+    for (size_t i = 0; i < nschemas; i++)
+        json_text_decref(schemas[i]);
+    free(schemas);
 }
 
 static void on_tasks_rows(struct mcp_call *call, PGresult *res)
@@ -1101,6 +1149,13 @@ static void write_metrics(struct mcp_server *s, struct strbuf *out)
     metrics_family(out, "outbox_mcp_call_seconds", METRICS_HISTOGRAM,
                    "Time from a tools/call request to its answer.");
     metrics_histogram_render(out, "outbox_mcp_call_seconds", METRICS_NO_LABELS, &s->call_seconds);
+    metrics_family(out, "outbox_mcp_wakeups_total", METRICS_COUNTER,
+                   "Waiting calls sent to look their outcome up again, by what sent them: notify "
+                   "(their intent's NOTIFY), recheck (the once-a-second fallback).");
+    metrics_sample_uint(out, "outbox_mcp_wakeups_total", METRICS_LABELS({"by", "notify"}),
+                        s->wakeups[0]);
+    metrics_sample_uint(out, "outbox_mcp_wakeups_total", METRICS_LABELS({"by", "recheck"}),
+                        s->wakeups[1]);
     int waiting = 0;
     for (struct mcp_call *c = s->waiting; c; c = c->next)
         waiting++;
@@ -1203,9 +1258,9 @@ static void start_tools_call(struct mcp_call *call, const struct httpd_request *
     if (cached != NULL) {
         free(call->client);
         call->client = xstrdup(cached->client);
-        json_t *schema = json_incref(cached->schema); /* the entry may be replaced meanwhile */
+        struct json_text *schema = json_text_incref(cached->schema); /* may be replaced meanwhile */
         call_with_tool(call, schema, cached->server_keys);
-        json_decref(schema);
+        json_text_decref(schema);
         return;
     }
     const char *params[2] = {call->token_hash, call->tool};
@@ -1676,6 +1731,10 @@ static void on_batch_timer(uv_timer_t *timer)
     run_batch(s);
 }
 
+/* intent_key: the key a NOTIFY named; NULL: the recheck, every waiting call.
+ * Each call sent to look again is counted by what sent it (/metrics,
+ * outbox_mcp_wakeups_total): a test tells a wait ended by its NOTIFY from
+ * one ended by the fallback without a clock. */
 static void wake(struct mcp_server *s, const char *intent_key)
 {
     bool any = false;
@@ -1686,6 +1745,7 @@ static void wake(struct mcp_server *s, const char *intent_key)
         c->due =
             true; /* in a batch already: looked up again after it (its snapshot may be older) */
         any = true;
+        s->wakeups[intent_key ? 0 : 1]++;
     }
     if (any && !s->batch_scheduled && !s->closing) {
         s->batch_scheduled = true;

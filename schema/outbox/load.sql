@@ -1,6 +1,6 @@
 -- schema/outbox/load.sql — the net schema of outbox-relay, one file per live
 -- object: what a database looks like after every migration up to and
--- including 0037_mcp_targets.sql. `psql -f schema/outbox/load.sql` builds it (the files in
+-- including 0038_mcp_schema_keywords.sql. `psql -f schema/outbox/load.sql` builds it (the files in
 -- an order that works); tests/sql/run.sh proves it builds the same schema as
 -- migrations/, as it does for schema/outbox.sql.
 --
@@ -83,7 +83,14 @@ GRANT outbox_operator TO outbox_admin;
 \ir functions/mcp_outcome.sql
 \ir functions/mcp_outcomes.sql
 \ir functions/mcp_payload_ok.sql
+\ir functions/mcp_schema_pattern_problem.sql
 \ir functions/mcp_schema_problem.sql
+\ir functions/mcp_schema_problem_at.sql
+\ir functions/mcp_schema_re_char.sql
+\ir functions/mcp_schema_re_class.sql
+\ir functions/mcp_schema_ref.sql
+\ir functions/mcp_schema_ref_loops.sql
+\ir functions/mcp_schema_too_deep.sql
 \ir functions/mcp_task.sql
 \ir functions/mcp_task_cancel.sql
 \ir functions/mcp_tasks_list.sql

@@ -11,13 +11,13 @@ target_add slow "http://127.0.0.1:$RECV_PORT_slow/calls" timeout_ms=10000
 enqueue_many slow "graceful:" 50
 relay_start graceful --grace-ms 8000 --poll-interval-ms 100
 ok "deliveries in flight" wait_for 10 "SELECT count(*) > 0 FROM outbox.intents WHERE state = 'in_flight'" t
-start=$(date +%s%N)
 kill -TERM "$RELAY_PID_graceful"
 relay_wait graceful 15
-rc=$?
-ms=$(( ($(date +%s%N) - start) / 1000000 ))
-is "$rc" 0 "exit 0 after SIGTERM"
-ok "exited within the grace period (took $ms ms)" test "$ms" -lt 8000
+is "$?" 0 "exit 0 after SIGTERM"
+# Within the grace period: no delivery was aborted (an aborted one that was
+# sent would be pending and ambiguous), counted, not timed.
+is "$(sql "SELECT count(*) FROM outbox.intents WHERE ambiguous OR attempts > 1")" 0 \
+    "exited within the grace period: no delivery aborted, none sent twice"
 is "$(sql "SELECT count(*) FROM outbox.intents WHERE state = 'in_flight'")" 0 "no row left in flight"
 is "$(sql "SELECT count(*) FROM outbox.intents WHERE state NOT IN ('succeeded', 'pending')")" 0 \
     "every row succeeded or still pending (never claimed)"
@@ -34,13 +34,12 @@ enqueue_many plain "abort-p:" 10
 relay_start hasty --grace-ms 500 --poll-interval-ms 100
 ok "deliveries in flight" wait_for 10 "SELECT count(*) FROM outbox.intents WHERE state = 'in_flight'" 20
 sleep 0.3
-start=$(date +%s%N)
 kill -TERM "$RELAY_PID_hasty"
 relay_wait hasty 15
-rc=$?
-ms=$(( ($(date +%s%N) - start) / 1000000 ))
-is "$rc" 0 "exit 0 after SIGTERM with aborted deliveries"
-ok "exited soon after the 500 ms grace period (took $ms ms)" test "$ms" -lt 3000
+is "$?" 0 "exit 0 after SIGTERM with aborted deliveries"
+# That it exited at the end of the grace period, before the 5 s answers, is
+# the order the states below prove (an answer read would be a success), not a
+# duration.
 is "$(sql "SELECT count(*) FROM outbox.intents WHERE state = 'in_flight'")" 0 "no row left in flight"
 is "$(sql "SELECT count(*) FROM outbox.intents WHERE key LIKE 'abort-k:%' AND state = 'pending' AND ambiguous")" 10 \
     "aborted after sending, key-honouring target: pending retry, flagged ambiguous"

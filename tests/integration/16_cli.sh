@@ -266,21 +266,21 @@ cli retry 'rt:legacy' --db "$OPERATOR_DB"
 is "$RC" 1 "an operator login cannot retry: 1"
 
 # ---------------------------------------------------------------- retry wakes the relay
-# Clear what the relay should not touch, then let it go idle with a long poll.
+# Clear what the relay should not touch, then let it go idle with a long poll:
+# it polls and reloads its targets once an hour, so a delivery within the
+# bounded wait below is one the retry's NOTIFY started (no clock is read).
 sql "SELECT outbox.resolve(key, 'failed', 'test setup') FROM outbox.intents WHERE state = 'unknown'" >/dev/null
 sql "SELECT outbox.cancel('sk:old-pending')" >/dev/null
-relay_start idle --poll-interval-ms 60000 --targets-refresh-ms 60000
+relay_start idle --poll-interval-ms 3600000 --targets-refresh-ms 3600000
 ok "relay registers as idle" wait_for 15 "SELECT idle FROM outbox.relays WHERE relay_id = 'relay-idle'" t
 
 sql "SELECT outbox.enqueue('wake:later', 'keyed', '{\"n\": 1}', p_not_before => now() + interval '1 hour')" >/dev/null
 sleep 0.5
 is "$(sql "SELECT state FROM outbox.intents WHERE key = 'wake:later'")" pending "a row due in an hour waits"
-start=$(date +%s%N)
 cli retry 'wake:later'
 is "$RC:$OUT" "0:retry requested for 'wake:later': now pending" "retry of a pending row: 0"
-wait_for 5 "SELECT state FROM outbox.intents WHERE key = 'wake:later'" succeeded
-ms=$(( ($(date +%s%N) - start) / 1000000 ))
-ok "retry wakes the idle relay: delivered within 2 s (took $ms ms)" test "$ms" -lt 2000
+ok "retry wakes the idle relay: delivered (its next poll is an hour away)" \
+    wait_for 30 "SELECT state FROM outbox.intents WHERE key = 'wake:later'" succeeded
 
 # unknown on a key-honouring target, within key_ttl: sent again with the same key
 # (the receiver acted once already, and deduplicates).
@@ -291,7 +291,7 @@ set_state 'wake:unknown' "state = 'unknown', ambiguous = true, attempts = 1, fir
 cli retry 'wake:unknown' --by dave
 is "$RC:$OUT" "0:retry requested for 'wake:unknown': now pending" "retry of unknown on a key-honouring target: 0, pending"
 ok "the relay sends it again with the same key and records success" \
-    wait_for 5 "SELECT state FROM outbox.intents WHERE key = 'wake:unknown'" succeeded
+    wait_for 30 "SELECT state FROM outbox.intents WHERE key = 'wake:unknown'" succeeded
 is "$(receiver_stat recv deduplicated_total)" 1 "the receiver saw the same key again and deduplicated it"
 cli status 'wake:unknown' --json
 is "$(jfield '[.status, .attempts, .response_status] | @json')" '["succeeded",2,200]' "status after the retry"

@@ -410,6 +410,28 @@ def check_render(tag, path, kdir):
     check("%s: resources: requests and memory limits on every container (relay 50m/176Mi, 224Mi; "
           "request >= the README memory bound for its options, limit >= bound + 25 %%)" % tag, p)
 
+    # The front door's bound (deploy/README.md, "The front door's memory"):
+    # 12 MiB + 1.25 x mcp-memory-bytes + 80 KiB x mcp-max-connections; the
+    # limit covers it with 10 % to spare.
+    p = []
+    if mcp is not None:
+        r = mcp.get("resources") or {}
+        mem = env_value(objs, mcp_pod, mcp, "OUTBOX_RELAY_MCP_MEMORY_BYTES") or str(20 * 2**20)
+        conns = env_value(objs, mcp_pod, mcp, "OUTBOX_RELAY_MCP_MAX_CONNECTIONS") or "256"
+        if str(mem).isdigit() and str(conns).isdigit():
+            bound = 12 * 2**20 + 1.25 * int(mem) + 80 * 1024 * int(conns)
+            m = re.fullmatch(r"([0-9]+)(Mi|Gi)", str((r.get("limits") or {}).get("memory")))
+            got = int(m.group(1)) * (2**20 if m.group(2) == "Mi" else 2**30) if m else 0
+            if got < bound * 1.10:
+                p.append("front door limits.memory %r < %.1f MiB (its bound + 10 %% for memory-bytes %s, "
+                         "max-connections %s)" % ((r.get("limits") or {}).get("memory"),
+                                                   bound * 1.10 / 2**20, mem, conns))
+        else:
+            p.append("OUTBOX_RELAY_MCP_MEMORY_BYTES %r / OUTBOX_RELAY_MCP_MAX_CONNECTIONS %r are not numbers"
+                     % (mem, conns))
+    check("%s: the front door's memory limit >= its bound for its options + 10 %%" % tag,
+          p if mcp is not None else ["no front door container"])
+
     # References: ConfigMaps and ServiceAccounts exist; Secrets are referenced, never rendered.
     p = []
     inline = []
@@ -972,7 +994,7 @@ for op, arg in runtime:
 for pkg in sorted(runtime_pkgs):
     if pkg.endswith("-dev") or pkg in ("build-essential", "gcc", "make", "pkg-config", "curl", "wget"):
         p.append("runtime stage installs %s" % pkg)
-expected = {"libpq5", "libcurl4", "libuv1", "libjansson4", "libssl3", "ca-certificates"}
+expected = {"libpq5", "libcurl4", "libuv1", "libjansson4", "libssl3", "libgmp10", "ca-certificates"}
 if not expected <= runtime_pkgs:
     p.append("runtime stage lacks %s" % ", ".join(sorted(expected - runtime_pkgs)))
 check("Dockerfile: the runtime stage installs runtime libraries only (%s)" % " ".join(sorted(runtime_pkgs)), p)

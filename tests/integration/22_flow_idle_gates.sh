@@ -34,6 +34,7 @@ commit_rate() {
     echo $(( (c1 - c0) / ($1 + 3) ))
 }
 
+started=$(date +%s)
 relay_start one --admin-listen "127.0.0.1:0"
 admin_port=$(relay_admin_port one)
 ok "the relay is up (admin port)" test -n "$admin_port"
@@ -46,8 +47,13 @@ ok "a disabled target's backlog: fewer than 20 commits/s ($rate)" test "$rate" -
 is "$(sql "SELECT count(*) FROM outbox.intents WHERE target = 'parked' AND state = 'pending' AND attempts = 0")" 1000 \
     "the disabled target's rows are untouched: pending, no attempt"
 claims=$(metric 'outbox_claim_duration_seconds_count')
-echo "# claim statements so far: $claims"
-ok "no claim loop: at most a claim per poll tick (${claims:-?} in ~20 s)" test "${claims:-999}" -le 30
+window=$(($(date +%s) - started + 1)) # whole seconds since the relay started, rounded up
+echo "# claim statements so far: $claims in $window s"
+# A count against the window it was counted in (a slow machine makes the window
+# longer and the bound looser, never tighter): the poll ticks every 2 s; at
+# most two claims a tick (the tick's, and the one after the idle flag), plus 5.
+ok "no claim loop: at most a claim per poll tick (${claims:-?} in $window s)" \
+    test "${claims:-999}" -le $((2 * (window / 2 + 1) + 5))
 
 # ---------------------------------------------------------------- a target at its cap
 enqueue_many narrow "narrow:" 200
@@ -55,13 +61,16 @@ sleep 2
 rate=$(commit_rate 10)
 claimed_before=$(metric 'outbox_claimed_total')
 claims_before=$(metric 'outbox_claim_duration_seconds_count')
-sleep 5
+delivered_since() { test $(($(metric 'outbox_claimed_total') - claimed_before)) -ge "$1"; }
+# Until 10 rows more were claimed (one at a time, ~2/s: about 5 s), however
+# long that takes: what is counted is claims per row, not rows per second.
+wait_cmd 60 delivered_since 10
 claimed_after=$(metric 'outbox_claimed_total')
 claims_after=$(metric 'outbox_claim_duration_seconds_count')
 rows=$((claimed_after - claimed_before)); stmts=$((claims_after - claims_before))
-echo "# target at its cap (1 in flight, 500 ms per request): $rate commits/s; in 5 s: $stmts claims for $rows rows"
+echo "# target at its cap (1 in flight, 500 ms per request): $rate commits/s; $stmts claims for $rows rows"
 ok "a target at its cap: fewer than 20 commits/s ($rate)" test "$rate" -lt 20
-ok "rows were delivered meanwhile (one at a time, ~2/s): $rows" test "$rows" -ge 5
+ok "rows were delivered meanwhile (one at a time): $rows" test "$rows" -ge 10
 ok "about one claim per row, not a loop ($stmts claims for $rows rows)" test "$stmts" -le $((3 * rows + 5))
 is "$(sql "SELECT count(*) FROM outbox.intents WHERE target = 'narrow' AND state = 'in_flight'")" 1 \
     "never more than the cap in flight"
@@ -69,7 +78,7 @@ is "$(sql "SELECT count(*) FROM outbox.intents WHERE target = 'narrow' AND state
 # ---------------------------------------------------------------- enabling the target drains it
 sql "UPDATE outbox.targets SET enabled = true WHERE name = 'parked'" >/dev/null
 start=$(date +%s)
-ok "enabled again: its 1000 intents are delivered (the relay reloads targets every 10 s)" wait_for 40 \
+ok "enabled again: its 1000 intents are delivered (the relay reloads targets every 10 s)" wait_for 120 \
     "SELECT count(*) FROM outbox.intents WHERE target = 'parked' AND state = 'succeeded'" 1000
 echo "# parked target drained $(( $(date +%s) - start )) s after it was enabled"
 is "$(receiver_stat fast keys_with_duplicate_effects)" 0 "no duplicate effects"

@@ -4,7 +4,7 @@
 # Limits (relay.c: 64 connections for any request, 32 of them long-polls, 16
 # more for the probes): 32 long-polls wait, the 33rd gets 429 with
 # Retry-After; with every regular connection taken by long-polls and idle
-# sockets, /healthz and /readyz are still answered at once (the probe lane),
+# sockets, /healthz and /readyz are still answered (the probe lane),
 # /metrics gets 503; a flood of idle sockets beyond the probe lane makes room
 # by closing the oldest; idle sockets are closed after 5 s; the long-polls
 # then all end with an operator's cancel (one re-check per key).
@@ -20,12 +20,10 @@ MAX_CONNECTIONS=64
 MAX_WAITS=32
 PROBE_RESERVE=16
 
-# http ARGS... → HTTP_STATUS, HTTP_BODY, HTTP_MS (status 000: no answer)
+# http ARGS... → HTTP_STATUS, HTTP_BODY (status 000: no answer within curl's 5 s)
 http() {
-    local out start
-    start=$(date +%s%N)
+    local out
     out=$(curl -s -m 5 -D "$T/headers" -w '\n%{http_code}' "$@")
-    HTTP_MS=$((($(date +%s%N) - start) / 1000000))
     HTTP_STATUS=${out##*$'\n'}
     HTTP_BODY=${out%$'\n'*}
 }
@@ -79,7 +77,7 @@ for i in $(seq 1 100); do curl -sf "$ADMIN/readyz" >/dev/null && break; sleep 0.
 # ---------------------------------------------------------------- long-polls: a cap of their own
 POLL_PIDS=()
 for i in $(seq 1 $MAX_WAITS); do
-    curl -s -m 90 -o "$T/poll-$i.body" -w '%{http_code}' \
+    curl -s -m 50 -o "$T/poll-$i.body" -w '%{http_code}' \
         "$ADMIN/v1/intents/held:$((i % 4 + 1))?wait=60s" >"$T/poll-$i.code" &
     POLL_PIDS+=($!)
 done
@@ -101,8 +99,7 @@ open_idle $((MAX_CONNECTIONS - MAX_WAITS + 8)) || bail "could not open idle conn
 sleep 0.3
 for path in /healthz /readyz /healthz /readyz; do
     http "$ADMIN$path"
-    is "$HTTP_STATUS" 200 "$path with every regular connection taken: 200"
-    ok "  promptly (${HTTP_MS} ms)" test "$HTTP_MS" -lt 1000
+    is "$HTTP_STATUS" 200 "$path with every regular connection taken: 200 (not 000: no slot freed first)"
 done
 http -I "$ADMIN/healthz"
 is "$HTTP_STATUS" 200 "HEAD /healthz too"
@@ -116,16 +113,16 @@ sleep 0.3
 for path in /healthz /readyz; do
     http "$ADMIN$path"
     is "$HTTP_STATUS" 200 "$path with the probe lane flooded too: 200"
-    ok "  promptly (${HTTP_MS} ms)" test "$HTTP_MS" -lt 1000
 done
 ok "the first idle connection of the probe lane was closed to make room" \
     closed_by_server "${IDLE_FDS[$((MAX_CONNECTIONS - MAX_WAITS))]}"
 
 # ---------------------------------------------------------------- idle connections close
-sleep 5.5
+# Closed by the server (EOF or reset), each waited for up to 30 s: a bound
+# that keeps the scenario from hanging, not the 5 s idle timeout measured.
 open=0
-for fd in "${IDLE_FDS[@]}"; do closed_by_server "$fd" || open=$((open + 1)); done
-is "$open" 0 "all ${#IDLE_FDS[@]} idle connections were closed within 5 s"
+for fd in "${IDLE_FDS[@]}"; do wait_cmd 30 closed_by_server "$fd" || open=$((open + 1)); done
+is "$open" 0 "all ${#IDLE_FDS[@]} idle connections were closed by the server"
 for fd in "${IDLE_FDS[@]}"; do exec {fd}>&-; done
 http "$ADMIN/metrics"
 is "$HTTP_STATUS" 200 "/metrics is served again"
@@ -139,24 +136,27 @@ ok "  outbox_admin_connections{lane=\"probe\"} 0" \
 exec {ka}<>"/dev/tcp/127.0.0.1/$ADMIN_PORT"
 start=$(date +%s%N)
 printf 'GET /healthz HTTP/1.1\r\nHost: localhost\r\n\r\n' >&$ka
-answer=$(timeout 9 cat <&$ka)
+answer=$(timeout 30 cat <&$ka)
+rc=$?
 ms=$((($(date +%s%N) - start) / 1000000))
 exec {ka}>&-
 ok "a keep-alive connection is answered" grep -q '^HTTP/1.1 200' <<<"$answer"
-ok "  and closed once idle for 5 s (after $ms ms)" test "$ms" -ge 4500 -a "$ms" -lt 8000
+ok "  and closed by the server (EOF before cat's 30 s bound)" test "$rc" = 0
+# A lower bound only: a slow machine makes it longer, never shorter.
+ok "  not before it was idle for 5 s (after $ms ms)" test "$ms" -ge 4500
 running=0
 for pid in "${POLL_PIDS[@]}"; do kill -0 "$pid" 2>/dev/null && running=$((running + 1)); done
 is "$running" $MAX_WAITS "the long-polls are still held (not idle: waiting)"
 
 # ---------------------------------------------------------------- long-polls end with an operator's cancel
-start=$(date +%s%N)
+# Each curl gives up after 50 s, before the polls' 60 s deadline: a poll
+# answered at its deadline (which would also read "cancelled") has no 200.
 sql "SELECT count(outbox.cancel('held:' || g, 'test over')) FROM generate_series(1, 4) g" >/dev/null
 for pid in "${POLL_PIDS[@]}"; do wait "$pid"; done
-ms=$((($(date +%s%N) - start) / 1000000))
-ok "all $MAX_WAITS long-polls answered within ~1 s of the cancel (took $ms ms)" test "$ms" -lt 3000
 cancelled=$(grep -l '"status":"cancelled"' "$T"/poll-*.body | wc -l)
 is "$cancelled" $MAX_WAITS "each says cancelled"
-is "$(for f in "$T"/poll-*.code; do cat "$f"; echo; done | sort -u)" 200 "each with 200"
+is "$(for f in "$T"/poll-*.code; do cat "$f"; echo; done | sort -u)" 200 \
+    "each with 200, before its 60 s deadline: woken by the re-check after the cancel"
 
 # ---------------------------------------------------------------- bearer token
 TOKEN="tok-$RANDOM$RANDOM-admin"

@@ -33,7 +33,6 @@ ok "the slow receiver has all 10 requests" wait_cmd 10 \
     bash -c "[ \"\$(curl -s http://127.0.0.1:$RECV_PORT_slow/_stats | sed -n 's/.*\"deliveries_total\":\([0-9]*\).*/\1/p')\" = 10 ]"
 is "$(sql "SELECT count(*) FROM outbox.relays WHERE relay_id = 'relay-a'")" 1 "the relay is listed in outbox.relays"
 
-start=$(date +%s%N)
 kill -TERM "$RELAY_PID_a"
 ok "the first SIGTERM is logged as a shutdown with a 30 s grace" \
     wait_cmd 5 grep -q '"event":"shutdown","reason":"SIGTERM","in_flight":16,"grace_ms":30000' "$T/relay-a.log"
@@ -42,10 +41,10 @@ ok "a second later the relay still waits for its deliveries" kill -0 "$RELAY_PID
 is "$(sql "SELECT count(*) FROM outbox.intents WHERE state = 'in_flight'")" 16 "all 16 still in flight"
 kill -TERM "$RELAY_PID_a"
 relay_wait a 10
-rc=$?
-ms=$(( ($(date +%s%N) - start) / 1000000 ))
-is "$rc" 0 "exit 0 after the second SIGTERM"
-ok "it exited within 4 s of the first signal, before the 8 s answers (took $ms ms)" test "$ms" -lt 4000
+is "$?" 0 "exit 0 after the second SIGTERM"
+# That it exited before the 8 s answers, not at the end of the 30 s grace, is
+# an order the log and the states below prove (16 aborted, none succeeded),
+# not a duration.
 ok "the second SIGTERM is logged as shutdown_now" grep -q '"event":"shutdown_now","reason":"SIGTERM"' "$T/relay-a.log"
 ok "the aborted deliveries are counted" grep -q '"event":"grace_period_over","aborted":16' "$T/relay-a.log"
 

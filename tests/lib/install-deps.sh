@@ -22,6 +22,7 @@ done
 build_packages=(
     build-essential pkg-config
     libpq-dev libcurl4-openssl-dev libuv1-dev libjansson-dev libssl-dev libhttp-parser-dev
+    libgmp-dev # exact decimal numbers of the MCP front door's JSON Schema check (relay/mcp/json_schema.c)
     check
 )
 packages=(

@@ -556,6 +556,28 @@ static enum fault_mode requested_fault(const struct httpd_request *request, json
 }
 
 /*
+ * Reads {"_answer": "<text>"} from a JSON object body: the body the receiver
+ * answers with when it acts, exactly that text (a string, so that no JSON
+ * parser here rewrites its numbers: a test of what a client shows of a
+ * target's 19.99 needs the target to say 19.99). NULL when there is none;
+ * else malloc'd, its length in *length.
+ */
+static char *requested_answer(const struct httpd_request *request, size_t *length)
+{
+    if (request->body_len == 0 || !memmem(request->body, request->body_len, "_answer", 7))
+        return NULL;
+    json_t *document = json_loadb(request->body, request->body_len, 0, NULL);
+    json_t *answer = json_object_get(document, "_answer");
+    char *text = NULL;
+    if (json_is_string(answer)) {
+        *length = json_string_length(answer);
+        text = copy_bytes(json_string_value(answer), *length);
+    }
+    json_decref(document);
+    return text;
+}
+
+/*
  * Reads a top-level string field "ref" from a JSON object body, the client
  * reference a legacy API uses when no idempotency key header is sent.
  */
@@ -671,9 +693,11 @@ static bool is_plain_json_text(const char *bytes, size_t length)
 
 /*
  * The side effect.  With --dedupe a key that was acted on before is answered
- * from its stored response instead.
+ * from its stored response instead.  The answer is {"ok":true,"key":…,
+ * "effect":n}, or the body's "_answer" (requested_answer).
  */
-static void act_on_delivery(struct receiver *receiver, struct key_state *entry)
+static void act_on_delivery(struct receiver *receiver, struct key_state *entry,
+                            const struct httpd_request *request)
 {
     if (receiver->options.dedupe && entry->stored_status != 0) {
         receiver->stats.deduplicated_total++;
@@ -706,6 +730,13 @@ static void act_on_delivery(struct receiver *receiver, struct key_state *entry)
         entry->stored_body = json_dump_compact(answer);
         entry->stored_body_length = strlen(entry->stored_body);
         json_decref(answer);
+    }
+    size_t length = 0;
+    char *asked = requested_answer(request, &length);
+    if (asked) {
+        free(entry->stored_body);
+        entry->stored_body = asked;
+        entry->stored_body_length = length;
     }
     entry->stored_status = 200;
 }
@@ -800,15 +831,15 @@ static void answer_delivery(const struct exchange *ex, struct key_state *entry,
     static const char gone[] = "{\"error\":\"gone\"}";
     switch (fault) {
     case FAULT_NONE:
-        act_on_delivery(receiver, entry);
+        act_on_delivery(receiver, entry, ex->request);
         send_stored_response(ex, entry, receiver->options.delay_ms);
         break;
     case FAULT_DROP_AFTER:
-        act_on_delivery(receiver, entry);
+        act_on_delivery(receiver, entry, ex->request);
         httpd_conn_close(ex->conn);
         break;
     case FAULT_LATE:
-        act_on_delivery(receiver, entry);
+        act_on_delivery(receiver, entry, ex->request);
         send_stored_response(ex, entry, receiver->options.late_ms);
         break;
     case FAULT_RESET_BEFORE:
@@ -821,7 +852,7 @@ static void answer_delivery(const struct exchange *ex, struct key_state *entry,
         send_response(ex, 429, "Retry-After: 1\r\n", slow_down, sizeof slow_down - 1, 0);
         break;
     case FAULT_GARBAGE_AFTER:
-        act_on_delivery(receiver, entry);
+        act_on_delivery(receiver, entry, ex->request);
         httpd_conn_send_raw_and_close(ex->conn, garbage, sizeof garbage - 1);
         break;
     case FAULT_STATUS_410:

@@ -14,7 +14,7 @@
 --   decisions   approve and reject name session_user in the attempts row
 -- Across connections (dblink), so nothing here runs in one wrapping transaction: every setup
 -- commits (the database is a throwaway copy made by run.sh).
-SELECT plan(150);
+SELECT plan(149);
 
 -- ---------------------------------------------------------------------------
 -- helpers (as in 07_concurrency)
@@ -350,19 +350,27 @@ SELECT is_empty($$SELECT g FROM gen WHERE outbox.fingerprint(doc, '{"{d,0}", "{x
                 'payloads: ...also with volatile paths');
 
 -- Linear time. The walk copied every level's result into the level above: 0.5 MB of 1.0
--- values 90 levels deep took over 4 s; 2 MB of them flat, over a second.
+-- values 90 levels deep took over 4 s; 2 MB of them flat, over a second. Asserted as the
+-- ratio of two costs measured side by side (the least of 3 runs each), never against a
+-- clock: a slow machine slows both. 90 levels deep costs what the same values cost flat:
+-- measured 0.8 to 1.7 (the walk of 0002 above: 12.5). How long 2 MB takes is a timing,
+-- make bench's to judge.
 CREATE TEMP TABLE big AS
 SELECT (SELECT (repeat('{"d": ', 90) || '[' || string_agg('1.0', ', ') || ']' || repeat('}', 90))::jsonb
           FROM generate_series(1, 100000)) AS deep,
-       (SELECT ('{"v": [' || string_agg('1.0', ', ') || ']}')::jsonb FROM generate_series(1, 400000)) AS flat;
+       (SELECT ('{"v": [' || string_agg('1.0', ', ') || ']}')::jsonb FROM generate_series(1, 100000)) AS flat;
 CREATE FUNCTION pg_temp.ms(doc jsonb) RETURNS float8 LANGUAGE plpgsql AS $$
-DECLARE t0 timestamptz := clock_timestamp();
+DECLARE t0 timestamptz; best float8;
 BEGIN
-    PERFORM outbox.fingerprint(doc, '{}');
-    RETURN extract(epoch FROM clock_timestamp() - t0) * 1000;
+    FOR i IN 1..3 LOOP
+        t0 := clock_timestamp();
+        PERFORM outbox.fingerprint(doc, '{}');
+        best := least(best, extract(epoch FROM clock_timestamp() - t0) * 1000);
+    END LOOP;
+    RETURN greatest(best, 0.001);
 END $$;
-SELECT cmp_ok(pg_temp.ms(deep), '<', 1000::float8, 'payloads: the fingerprint of 0.5 MB of 1.0 values 90 levels deep in under 1 s') FROM big;
-SELECT cmp_ok(pg_temp.ms(flat), '<', 600::float8, 'payloads: the fingerprint of 2 MB of 1.0 values in under 0.6 s') FROM big;
+SELECT cmp_ok(pg_temp.ms(deep) / pg_temp.ms(flat), '<', 5::float8,
+              'payloads: 0.5 MB of 1.0 values 90 levels deep cost what they cost flat (ratio under 5)') FROM big;
 
 -- The depth bound: OR010 past 100 levels, whether or not a number has a trailing zero.
 SELECT is((SELECT inserted FROM outbox.enqueue('deep-100', 'hk', (repeat('{"d": ', 99) || '[1.0]' || repeat('}', 99))::jsonb)), true,

@@ -8,7 +8,7 @@
 --   the settle NOTIFY   an MCP intent that settles notifies outbox_mcp with its key
 --   outbox_mcp          reaches exactly its functions, and no table
 BEGIN;
-SELECT plan(35);
+SELECT plan(39);
 
 INSERT INTO outbox.targets (name, url) VALUES ('t-refund', 'https://r.test/refund'), ('t-note', 'https://n.test/note');
 
@@ -18,8 +18,8 @@ SELECT lives_ok($$INSERT INTO outbox.mcp_tools (tool, target, description, input
       "tags": {"type": "array", "items": {"type": "string", "pattern": "^[a-z]+$"}, "maxItems": 3}},
       "required": ["amount"], "additionalProperties": false}')$$, 'a schema in the subset is registered');
 SELECT throws_ok($$INSERT INTO outbox.mcp_tools (tool, target, input_schema) VALUES
-    ('bad1', 't-refund', '{"type": "object", "properties": {"a": {"oneOf": []}}}')$$, 'OR020',
-    'outbox.mcp_tools: the input_schema of tool ''bad1'' is refused: unsupported keyword "oneOf" at /properties/a',
+    ('bad1', 't-refund', '{"type": "object", "properties": {"a": {"if": {}}}}')$$, 'OR020',
+    'outbox.mcp_tools: the input_schema of tool ''bad1'' is refused: unsupported keyword "if" at /properties/a',
     'a keyword outside the subset is refused, naming it and where');
 SELECT throws_ok($$INSERT INTO outbox.mcp_tools (tool, target, input_schema) VALUES
     ('bad2', 't-refund', '{"type": "array"}')$$, 'OR020', NULL, 'the root must be an object schema');
@@ -30,6 +30,26 @@ SELECT throws_ok($$INSERT INTO outbox.mcp_tools (tool, target, input_schema) VAL
 SELECT throws_ok($$INSERT INTO outbox.mcp_tools (tool, target, input_schema) VALUES
     ('bad4', 't-refund', '{"type": "object", "properties": {"a": {"pattern": "("}}}')$$, 'OR020', NULL,
     'a pattern that does not compile is refused');
+SELECT lives_ok($$INSERT INTO outbox.mcp_tools (tool, target, input_schema) VALUES
+    ('book', 't-refund', '{"$defs": {"Address": {"properties": {"city": {"type": "string"},
+        "zip": {"anyOf": [{"type": "string"}, {"type": "null"}], "default": null}}, "required": ["city"], "type": "object"}},
+      "properties": {"when": {"format": "date-time", "type": "string"},
+        "who": {"anyOf": [{"type": "string"}, {"type": "null"}], "default": null},
+        "address": {"$ref": "#/$defs/Address"}}, "required": ["when", "address"], "type": "object"}')$$,
+    'a FastMCP schema registers: anyOf with null, $defs and $ref, format (issue 36)');
+SELECT lives_ok($$INSERT INTO outbox.mcp_tools (tool, target, input_schema) VALUES
+    ('signup', 't-refund', '{"type": "object", "properties": {"id": {"type": "string", "format": "uuid"},
+        "email": {"type": "string", "format": "email"}, "kind": {"anyOf": [{"const": "a"}, {"type": "integer"}]}},
+      "required": ["id"], "additionalProperties": false, "$schema": "http://json-schema.org/draft-07/schema#"}')$$,
+    'a zod schema registers: $schema draft-07, format, a union as anyOf');
+SELECT throws_ok($$INSERT INTO outbox.mcp_tools (tool, target, input_schema) VALUES
+    ('bad5', 't-refund', '{"type": "object", "$defs": {"a": {"anyOf": [{"$ref": "#/$defs/a"}]}}}')$$, 'OR020',
+    'outbox.mcp_tools: the input_schema of tool ''bad5'' is refused: "$ref" loops back to this schema without descending into the value (through $ref, allOf, anyOf, oneOf or not) at /$defs/a/anyOf/0',
+    'a $ref that loops without descending into the value is refused, naming $ref and where');
+SELECT throws_ok($$INSERT INTO outbox.mcp_tools (tool, target, input_schema) VALUES
+    ('bad6', 't-refund', '{"type": "object", "properties": {"a": {"$ref": "https://example.com/a.json"}}}')$$, 'OR020',
+    'outbox.mcp_tools: the input_schema of tool ''bad6'' is refused: "$ref" is not local: only "#" and "#/..." pointers into this schema are supported at /properties/a',
+    'a remote $ref is refused');
 SELECT throws_ok($$INSERT INTO outbox.mcp_tools (tool, target) VALUES ('bad name', 't-refund')$$, '23514', NULL,
     'a tool name outside ^[A-Za-z0-9_.-]{1,128}$ is refused');
 SELECT throws_ok($$INSERT INTO outbox.mcp_tools (tool, target) VALUES ('ghost', 'no-such-target')$$, '23503', NULL,

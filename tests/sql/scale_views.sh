@@ -12,11 +12,14 @@
 # Then, for SELECT * FROM outbox.stuck and SELECT * FROM outbox.target_health:
 # the plan of EXPLAIN (ANALYZE, BUFFERS) as TAP comments, its execution time, and
 # the median of 3 timed runs through psql (\timing); asserts that no plan has a
-# Seq Scan on outbox.intents and that each query takes under SCALE_LIMIT_MS
-# (default 2000) ms: a guard against a plan that reads the whole table (seconds
-# on a million rows), not a speed figure — the times are printed, and a busy
-# 2-core machine once took 508 ms for a plan that takes 300 alone. Also checks the view's numbers against direct counts, and that the
-# whole script took under 90 s.
+# Seq Scan on outbox.intents and that each query touches fewer pages (shared
+# buffers hit or read, from EXPLAIN's BUFFERS) than half of what outbox.intents
+# holds (target_health reads the last 5 minutes' 100,000 intents and their
+# attempts: 17,460 pages of about 58,000): a guard against a plan that reads the whole table,
+# counted, not timed (a busy 2-core machine once took 508 ms for a plan that
+# takes 300 alone; the times are printed, and judged by make bench). Also
+# checks the view's numbers against direct counts. How long the script took is
+# printed.
 #
 # Output: TAP (ok N - ..., then 1..N). Exit status 0 only if every test passed.
 set -u -o pipefail
@@ -27,8 +30,6 @@ repo=$(cd "$here/../.." && pwd)
 
 N=${SCALE_INTENTS:-1000000}
 RECENT=${SCALE_RECENT:-100000}
-LIMIT_MS=${SCALE_LIMIT_MS:-2000}
-BUDGET_S=${SCALE_BUDGET_S:-90}
 
 tap_n=0
 tap_failed=0
@@ -137,7 +138,7 @@ no_seq_scan_on_intents() { ! grep -q 'Seq Scan on intents' <<<"$1"; }
 
 # explain_and_time NAME QUERY: the plan as comments, then the tests.
 explain_and_time() {
-    local name=$1 query=$2 plan exec_ms times median
+    local name=$1 query=$2 plan exec_ms times median buffers
     sql -c "$query" >/dev/null || { ok "$name runs" false; return; }   # warm the cache once
     plan=$(sql -c "EXPLAIN (ANALYZE, BUFFERS) $query") || { ok "$name: EXPLAIN ANALYZE" false; return; }
     sed 's/^/#   /' <<<"$plan"
@@ -149,10 +150,14 @@ explain_and_time() {
     median=$(sed -n 2p <<<"$times")
     echo "# $name: EXPLAIN ANALYZE execution time ${exec_ms} ms; timed runs (psql timing): $(tr '\n' ' ' <<<"$times")ms, median ${median} ms"
     ok "$name: no Seq Scan on outbox.intents" no_seq_scan_on_intents "$plan"
-    ok "$name: under $LIMIT_MS ms (median of 3: ${median:-?} ms; EXPLAIN ANALYZE: ${exec_ms:-?} ms)" \
-        awk -v t="${median:-999999}" -v l="$LIMIT_MS" 'BEGIN { exit !(t < l) }'
+    # The top node's first Buffers line counts its children's too.
+    buffers=$(grep -m1 -E '^ *Buffers: shared' <<<"$plan" |
+        awk '{ n = 0; for (i = 1; i <= NF; i++) if ($i ~ /^(hit|read)=/) { split($i, kv, "="); n += kv[2] } print n }')
+    ok "$name: ${buffers:-?} pages touched, under half of the $table_pages pages of outbox.intents" \
+        test "${buffers:-999999999}" -lt $((table_pages / 2))
 }
 
+table_pages=$(sql -c "SELECT relpages FROM pg_class WHERE oid = 'outbox.intents'::regclass")
 explain_and_time "outbox.stuck" "SELECT * FROM outbox.stuck"
 explain_and_time "outbox.target_health" "SELECT * FROM outbox.target_health"
 
@@ -181,6 +186,6 @@ is "$(sql -c "SELECT count(*) FILTER (WHERE reason = 'in flight past its lease')
                      count(*) FILTER (WHERE reason = 'awaiting approval for over 24 hours') FROM outbox.stuck")" \
    "10 200 100 5" "stuck lists the crafted live rows: 10 past lease, 200 unknown, 100 overdue pending, 5 old approvals"
 
-ok "the whole script took under $BUDGET_S s (${SECONDS} s)" test "$SECONDS" -lt "$BUDGET_S"
+echo "# the whole script took ${SECONDS} s"
 echo "1..$tap_n"
 [ "$tap_failed" = 0 ]

@@ -30,5 +30,7 @@ Suite *ui_suite(void);
 Suite *json_schema_suite(void);
 Suite *mcp_protocol_suite(void);
 Suite *mcp_admission_suite(void);
+Suite *json_text_suite(void);
+Suite *mcp_arguments_suite(void);
 
 #endif

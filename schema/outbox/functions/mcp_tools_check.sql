@@ -1,7 +1,7 @@
 CREATE FUNCTION outbox.mcp_tools_check() RETURNS trigger
     LANGUAGE plpgsql
     SET search_path TO 'pg_catalog', 'pg_temp'
-    AS $$
+    AS $_$
 DECLARE
     problem text;
 BEGIN
@@ -16,11 +16,13 @@ BEGIN
             USING ERRCODE = 'OR020',
                   HINT = 'Supported: type, properties, required, additionalProperties, enum, const, minimum, maximum, '
                          'exclusiveMinimum, exclusiveMaximum, multipleOf, minLength, maxLength, pattern, items, '
-                         'minItems, maxItems, uniqueItems, and annotations (README, "For agents: MCP").';
+                         'prefixItems, minItems, maxItems, uniqueItems, patternProperties, propertyNames, '
+                         'minProperties, maxProperties, dependentRequired, allOf, anyOf, oneOf, not, local $ref with '
+                         '$defs, format, and annotations (README, "For agents: MCP").';
     END IF;
     NEW.updated_at := now();
     RETURN NEW;
 END
-$$;
+$_$;
 
 REVOKE ALL ON FUNCTION outbox.mcp_tools_check() FROM PUBLIC;

@@ -9,6 +9,7 @@
  */
 #include "../unit.h"
 
+#include "lib/json_text.h"
 #include "mcp/json_schema.h"
 
 #include <stdint.h>
@@ -73,6 +74,33 @@ static bool valid(const char *schema_text, const char *instance_text)
 {
     struct json_schema_errors errors;
     return validate_text(schema_text, instance_text, &errors) == 0;
+}
+
+/* The same, with both texts read by lib/json_text.h (as the front door
+ * reads a tool's schema and a call's arguments): numbers exact. */
+static int validate_exact(const char *schema_text, const char *instance_text,
+                          struct json_schema_errors *out)
+{
+    struct json_text_error err;
+    struct json_text *schema =
+        json_text_parse(schema_text, strlen(schema_text), JSON_TEXT_DECODE_ANY, NULL, 0, &err);
+    ck_assert_msg(schema != NULL, "bad schema in the test: %s", err.text);
+    struct json_text *instance =
+        json_text_parse(instance_text, strlen(instance_text), JSON_TEXT_DECODE_ANY, NULL, 0, &err);
+    ck_assert_msg(instance != NULL, "bad instance in the test: %s", err.text);
+    char problem[256];
+    ck_assert_msg(json_schema_check_doc(schema->root, schema, problem, sizeof(problem)),
+                  "schema refused: %s", problem);
+    int count = json_schema_validate_doc(schema->root, schema, instance->root, instance, out);
+    json_text_decref(schema);
+    json_text_decref(instance);
+    return count;
+}
+
+static bool exact(const char *schema_text, const char *instance_text)
+{
+    struct json_schema_errors errors;
+    return validate_exact(schema_text, instance_text, &errors) == 0;
 }
 
 /* Exactly one violation, with this message. */
@@ -144,15 +172,15 @@ END_TEST
 
 START_TEST(check_refuses_unsupported_keywords_with_their_path)
 {
-    assert_refused("{\"properties\": {\"a\": {\"oneOf\": [true]}}}",
-                   "unsupported keyword \"oneOf\" at /properties/a");
-    assert_refused("{\"$ref\": \"#/$defs/a\", \"$defs\": {\"a\": true}}",
-                   "unsupported keyword \"$ref\" at /");
-    assert_refused("{\"items\": {\"properties\": {\"x/y~z\": {\"format\": \"date\"}}}}",
-                   "unsupported keyword \"format\" at /items/properties/x~1y~0z");
-    assert_refused("{\"additionalProperties\": {\"patternProperties\": {}}}",
-                   "unsupported keyword \"patternProperties\" at /additionalProperties");
-    assert_refused("{\"prefixItems\": [true]}", "unsupported keyword \"prefixItems\" at /");
+    assert_refused("{\"properties\": {\"a\": {\"if\": true}}}",
+                   "unsupported keyword \"if\" at /properties/a");
+    assert_refused("{\"$dynamicRef\": \"#a\"}", "unsupported keyword \"$dynamicRef\" at /");
+    assert_refused("{\"items\": {\"properties\": {\"x/y~z\": {\"contains\": true}}}}",
+                   "unsupported keyword \"contains\" at /items/properties/x~1y~0z");
+    assert_refused("{\"additionalProperties\": {\"unevaluatedProperties\": false}}",
+                   "unsupported keyword \"unevaluatedProperties\" at /additionalProperties");
+    assert_refused("{\"anyOf\": [{\"dependentSchemas\": {}}]}",
+                   "unsupported keyword \"dependentSchemas\" at /anyOf/0");
 }
 END_TEST
 
@@ -289,10 +317,10 @@ START_TEST(check_messages_fit_and_stay_utf8)
     }
     json_decref(schema);
     /* a key too long for the path: the path ends with "/..." */
-    schema = json_pack("{s{s{s[]}}}", "properties", key, "allOf");
+    schema = json_pack("{s{s{s[]}}}", "properties", key, "contains");
     char err[256];
     ck_assert(!json_schema_check(schema, err, sizeof(err)));
-    ck_assert_str_eq(err, "unsupported keyword \"allOf\" at /properties/...");
+    ck_assert_str_eq(err, "unsupported keyword \"contains\" at /properties/...");
     json_decref(schema);
     ck_assert(!json_schema_check(NULL, NULL, 0));
     ck_assert(!json_schema_check(NULL, err, sizeof(err)));
@@ -660,6 +688,9 @@ START_TEST(validate_unchecked_schema_safely)
         "{\"additionalProperties\": 3, \"items\": [true], \"multipleOf\": -1}",
         "{\"properties\": {\"b\": {\"uniqueItems\": 1, \"minItems\": 1.5}}, \"const\": null}",
         "{\"type\": [\"bogus\", 1], \"oneOf\": []}",
+        "{\"$ref\": \"#\"}",
+        "{\"anyOf\": [{\"$ref\": \"#\"}, {\"not\": {\"$ref\": \"#\"}}]}",
+        "{\"$ref\": \"#/nowhere\", \"patternProperties\": {\"(?=x)\": true}, \"format\": 3}",
         "[1]",
     };
     for (size_t k = 0; k < sizeof(schemas) / sizeof(schemas[0]); k++) {
@@ -682,6 +713,332 @@ START_TEST(validate_unchecked_schema_safely)
 }
 END_TEST
 
+/* ---------------------------------------------------------------- exact numbers */
+
+START_TEST(exact_type_integer)
+{
+    ck_assert(exact("{\"type\": \"integer\"}", "1.0"));
+    ck_assert(exact("{\"type\": \"integer\"}", "1e400"));
+    ck_assert(exact("{\"type\": \"integer\"}", "-1.5e400"));
+    ck_assert(exact("{\"type\": \"integer\"}", "123456789012345678901234567890"));
+    ck_assert(exact("{\"type\": \"integer\"}", "-0"));
+    ck_assert(exact("{\"type\": \"integer\"}", "12.50e1"));
+    /* a double would round these to integers */
+    ck_assert(!exact("{\"type\": \"integer\"}", "1.0000000000000000001"));
+    ck_assert(!exact("{\"type\": \"integer\"}", "12345678901234567.5"));
+    ck_assert(!exact("{\"type\": \"integer\"}", "1e-400"));
+    struct json_schema_errors errors;
+    ck_assert_int_eq(validate_exact("{\"type\": \"string\"}", "1e400", &errors), 1);
+    ck_assert_str_eq(errors.msg[0], "/: must be string, got integer");
+}
+END_TEST
+
+START_TEST(exact_bounds)
+{
+    ck_assert(!exact("{\"maximum\": 12345678901234567.5}", "12345678901234567.6"));
+    ck_assert(exact("{\"maximum\": 12345678901234567.5}", "12345678901234567.5"));
+    ck_assert(!exact("{\"exclusiveMaximum\": 12345678901234567.5}", "12345678901234567.5"));
+    ck_assert(exact("{\"minimum\": 0.1}", "0.1"));
+    ck_assert(!exact("{\"minimum\": 0.10000000000000001}", "0.1"));
+    ck_assert(exact("{\"maximum\": 123456789012345678901234567890}",
+                    "123456789012345678901234567889.999"));
+    ck_assert(
+        !exact("{\"maximum\": 123456789012345678901234567890}", "123456789012345678901234567891"));
+    ck_assert(!exact("{\"maximum\": 1e400}", "1.0000000000000000000001e400"));
+    ck_assert(exact("{\"maximum\": 1e400}", "9999e396"));
+    ck_assert(exact("{\"minimum\": -1e400}", "-1e400"));
+    ck_assert(!exact("{\"minimum\": -1e400}", "-1.5e400"));
+    ck_assert(exact("{\"exclusiveMinimum\": -1e-400}", "-0"));
+    ck_assert(!exact("{\"exclusiveMinimum\": 0}", "-0"));
+    ck_assert(exact("{\"exclusiveMinimum\": 0}", "1e-400"));
+    /* the bound in the message is the schema's text */
+    struct json_schema_errors errors;
+    ck_assert_int_eq(validate_exact("{\"properties\": {\"amount\": {\"maximum\": 19.99}}}",
+                                    "{\"amount\": 19.991}", &errors),
+                     1);
+    ck_assert_str_eq(errors.msg[0], "/amount: must be <= 19.99");
+}
+END_TEST
+
+START_TEST(exact_multiple_of)
+{
+    ck_assert(exact("{\"multipleOf\": 0.01}", "19.99"));
+    ck_assert(!exact("{\"multipleOf\": 0.01}", "19.991"));
+    ck_assert(!exact("{\"multipleOf\": 0.01}", "19.999999999999999"));
+    ck_assert(exact("{\"multipleOf\": 0.0001}", "0.0075"));
+    ck_assert(!exact("{\"multipleOf\": 0.123456789}", "1e308"));
+    ck_assert(exact("{\"multipleOf\": 1e-8}", "12391239123"));
+    ck_assert(exact("{\"multipleOf\": 0.5}", "1e308"));
+    ck_assert(exact("{\"multipleOf\": 0.5}", "1e400"));
+    ck_assert(exact("{\"multipleOf\": 3}", "123456789012345678901234567890"));
+    ck_assert(exact("{\"multipleOf\": 7}", "123456789012345678901234567890"));
+    ck_assert(!exact("{\"multipleOf\": 11}", "123456789012345678901234567890"));
+    ck_assert(exact("{\"multipleOf\": 1e-400}", "0.3"));
+    ck_assert(!exact("{\"multipleOf\": 1e400}", "1e399"));
+    ck_assert(exact("{\"multipleOf\": 1e399}", "1e400"));
+    ck_assert(exact("{\"multipleOf\": 0.01}", "-0"));
+    /* the ulp tolerance is gone: 0.3 is not a multiple of 0.1 plus a hair */
+    ck_assert(!exact("{\"multipleOf\": 0.1}", "0.30000000000000004"));
+    ck_assert(exact("{\"multipleOf\": 0.1}", "0.3"));
+    /* 10^16383 against 10^-16383: bounded work, no 10^32766 written out */
+    ck_assert(exact("{\"multipleOf\": 1e-16383}", "1e131071"));
+    ck_assert(!exact("{\"multipleOf\": 3e-16383}", "1e131071"));
+    struct json_schema_errors errors;
+    ck_assert_int_eq(validate_exact("{\"properties\": {\"amount\": {\"multipleOf\": 0.01}}}",
+                                    "{\"amount\": 19.991}", &errors),
+                     1);
+    ck_assert_str_eq(errors.msg[0], "/amount: must be a multiple of 0.01");
+    /* the check: > 0 exactly */
+    char err[256];
+    const char *tiny_text = "{\"multipleOf\": 1e-400}";
+    struct json_text *tiny = json_text_parse(tiny_text, strlen(tiny_text), 0, NULL, 0, NULL);
+    ck_assert(json_schema_check_doc(tiny->root, tiny, err, sizeof(err)));
+    json_text_decref(tiny);
+}
+END_TEST
+
+START_TEST(exact_enum_const_unique)
+{
+    ck_assert(!exact("{\"const\": 9007199254740993}", "9007199254740992"));
+    ck_assert(exact("{\"const\": 9007199254740993}", "9007199254740993.0"));
+    ck_assert(
+        !exact("{\"const\": 123456789012345678901234567890}", "123456789012345678901234567891"));
+    ck_assert(
+        exact("{\"const\": 123456789012345678901234567890}", "1.2345678901234567890123456789e29"));
+    ck_assert(!exact("{\"const\": 0.1}", "0.10000000000000001"));
+    ck_assert(exact("{\"const\": 0.1}", "1e-1"));
+    ck_assert(exact("{\"const\": 1e400}", "10e399"));
+    ck_assert(exact("{\"enum\": [19.99, 5]}", "19.990"));
+    ck_assert(!exact("{\"enum\": [19.99, 5]}", "19.989999999999998"));
+    ck_assert(exact("{\"enum\": [{\"a\": [0.1]}]}", "{\"a\": [0.100]}"));
+    ck_assert(!exact("{\"enum\": [{\"a\": [0.1]}]}", "{\"a\": [0.1000000000000000001]}"));
+    ck_assert(exact("{\"uniqueItems\": true}", "[0.1, 0.10000000000000001, 1e400, 1e401]"));
+    ck_assert(!exact("{\"uniqueItems\": true}", "[1e400, 10e399]"));
+    ck_assert(!exact("{\"uniqueItems\": true}", "[[1.0], [1]]"));
+    ck_assert(exact("{\"uniqueItems\": true}",
+                    "[123456789012345678901234567890, 123456789012345678901234567891]"));
+}
+END_TEST
+
+/* ---------------------------------------------------------------- real-world schemas (issue 36) */
+
+/* What FastMCP (pydantic) writes for
+ *   class Address(BaseModel): city: str; zip: str | None = None
+ *   def book(when: datetime, who: Optional[str] = None, address: Address, tags: list[str] = [])
+ */
+static const char *const fastmcp_schema =
+    "{\"$defs\": {\"Address\": {\"properties\": {\"city\": {\"title\": \"City\", \"type\": "
+    "\"string\"},"
+    "   \"zip\": {\"anyOf\": [{\"type\": \"string\"}, {\"type\": \"null\"}], \"default\": null,"
+    "             \"title\": \"Zip\"}},"
+    "   \"required\": [\"city\"], \"title\": \"Address\", \"type\": \"object\"}},"
+    " \"properties\": {\"when\": {\"format\": \"date-time\", \"title\": \"When\", \"type\": "
+    "\"string\"},"
+    "   \"who\": {\"anyOf\": [{\"type\": \"string\"}, {\"type\": \"null\"}], \"default\": null},"
+    "   \"address\": {\"$ref\": \"#/$defs/Address\"},"
+    "   \"tags\": {\"items\": {\"type\": \"string\"}, \"type\": \"array\", \"default\": []}},"
+    " \"required\": [\"when\", \"address\"], \"title\": \"bookArguments\", \"type\": \"object\"}";
+
+/* What zod-to-json-schema writes for
+ *   z.object({ id: z.string().uuid(), email: z.string().email(),
+ *              kind: z.union([z.literal("a"), z.number().int()]), day: z.string().date()
+ * }).strict()
+ */
+static const char *const zod_schema =
+    "{\"type\": \"object\", \"properties\": {\"id\": {\"type\": \"string\", \"format\": \"uuid\"},"
+    "   \"email\": {\"type\": \"string\", \"format\": \"email\"},"
+    "   \"kind\": {\"anyOf\": [{\"type\": \"string\", \"const\": \"a\"}, {\"type\": \"integer\"}]},"
+    "   \"day\": {\"type\": \"string\", \"format\": \"date\"}},"
+    " \"required\": [\"id\", \"email\", \"kind\"], \"additionalProperties\": false,"
+    " \"$schema\": \"http://json-schema.org/draft-07/schema#\"}";
+
+START_TEST(real_world_schemas_are_accepted)
+{
+    assert_accepted(fastmcp_schema);
+    assert_accepted(zod_schema);
+    assert_accepted("{\"$schema\": \"http://json-schema.org/draft-07/schema#\","
+                    " \"definitions\": {\"a\": {\"type\": \"string\"}},"
+                    " \"properties\": {\"x\": {\"$ref\": \"#/definitions/a\"}}}");
+    /* recursion through properties consumes the value: fine */
+    assert_accepted(
+        "{\"$defs\": {\"node\": {\"type\": \"object\", \"properties\": {"
+        " \"children\": {\"type\": \"array\", \"items\": {\"$ref\": \"#/$defs/node\"}}}}},"
+        " \"$ref\": \"#/$defs/node\"}");
+    assert_accepted("{\"properties\": {\"a\": {\"$ref\": \"#\"}}, \"prefixItems\": [true],"
+                    " \"patternProperties\": {\"^x-\": {\"type\": \"string\"}},"
+                    " \"propertyNames\": {\"maxLength\": 3}, \"minProperties\": 1,"
+                    " \"maxProperties\": 2.0, \"dependentRequired\": {\"a\": [\"b\"]},"
+                    " \"not\": {\"required\": [\"z\"]}, \"oneOf\": [true], \"allOf\": [true],"
+                    " \"format\": \"hostname\"}");
+}
+END_TEST
+
+START_TEST(ref_loops_and_bad_refs_are_refused)
+{
+    assert_refused("{\"$ref\": \"#\"}",
+                   "\"$ref\" loops back to this schema without descending "
+                   "into the value (through $ref, allOf, anyOf, oneOf or not) at /");
+    assert_refused("{\"$defs\": {\"a\": {\"anyOf\": [{\"$ref\": \"#/$defs/b\"}]},"
+                   " \"b\": {\"not\": {\"$ref\": \"#/$defs/a\"}}}}",
+                   "\"$ref\" loops back to this schema without descending into the value "
+                   "(through $ref, allOf, anyOf, oneOf or not) at /$defs/a/anyOf/0");
+    assert_refused("{\"$ref\": \"https://example.com/s.json\"}",
+                   "\"$ref\" is not local: only \"#\" and \"#/...\" pointers into this schema are "
+                   "supported at /");
+    assert_refused(
+        "{\"$ref\": \"#anchor\"}",
+        "\"$ref\" names an anchor: only \"#\" and \"#/...\" pointers are supported at /");
+    assert_refused("{\"$ref\": \"#/$defs/missing\", \"$defs\": {}}",
+                   "\"$ref\" points to nothing in this schema at /");
+    assert_refused("{\"$ref\": \"#/enum/0\", \"enum\": [{}]}",
+                   "\"$ref\" points into \"enum\", which holds no schema at /");
+    assert_refused("{\"$ref\": \"#/$defs\", \"$defs\": {}}",
+                   "\"$ref\" does not point to a schema at /");
+    assert_refused("{\"$schema\": \"http://json-schema.org/draft-07/schema#\","
+                   " \"properties\": {\"a\": {\"$ref\": \"#/definitions/x\", \"maxLength\": 2}},"
+                   " \"definitions\": {\"x\": true}}",
+                   "\"maxLength\" beside \"$ref\" is ignored by the $schema named (draft-07 and "
+                   "older); use allOf, or 2020-12 at /properties/a");
+    assert_refused(
+        "{\"$schema\": \"http://json-schema.org/draft-07/schema#\", \"prefixItems\": [true]}",
+        "\"prefixItems\" is a 2020-12 keyword; the $schema named ignores it (use "
+        "2020-12) at /");
+    assert_refused("{\"anyOf\": []}", "\"anyOf\" must be a non-empty array of schemas at /");
+    assert_refused("{\"patternProperties\": {\"(?=a)\": true}}",
+                   "the pattern of \"patternProperties\" has a lookahead (?=: not supported by "
+                   "POSIX ERE at /patternProperties/(?=a)");
+    assert_refused("{\"dependentRequired\": {\"a\": [1]}}",
+                   "\"dependentRequired\" must map each property to an array of strings without "
+                   "repeats (not \"a\") at /");
+    assert_refused("{\"format\": 1}", "\"format\" must be a string at /");
+}
+END_TEST
+
+START_TEST(real_world_messages)
+{
+    const char *ok = "{\"when\": \"2026-12-07T10:00:00Z\", \"who\": null,"
+                     " \"address\": {\"city\": \"Oslo\", \"zip\": null}}";
+    struct json_schema_errors errors;
+    ck_assert_int_eq(validate_text(fastmcp_schema, ok, &errors), 0);
+    assert_one_violation(
+        fastmcp_schema,
+        "{\"when\": \"2026-12-07T10:00:00Z\", \"who\": 5, \"address\": {\"city\": \"Oslo\"}}",
+        "/who: must match at least one schema in \"anyOf\" (0: must be string, got "
+        "integer; 1: must be null, got integer)");
+    assert_one_violation(fastmcp_schema,
+                         "{\"when\": \"2026-12-07T10:00:00Z\", \"address\": {\"zip\": \"0150\"}}",
+                         "/address: missing required property \"city\"");
+    assert_one_violation(fastmcp_schema,
+                         "{\"when\": \"tomorrow\", \"address\": {\"city\": \"Oslo\"}}",
+                         "/when: must be a date-time (RFC 3339, as 2026-12-07T10:00:00Z)");
+    assert_one_violation(fastmcp_schema,
+                         "{\"when\": \"2026-02-30T10:00:00Z\", \"address\": {\"city\": \"Oslo\"}}",
+                         "/when: must be a date-time (RFC 3339, as 2026-12-07T10:00:00Z)");
+    const char *zok =
+        "{\"id\": \"123e4567-e89b-12d3-a456-426614174000\", \"email\": \"a@b.example\","
+        " \"kind\": 3, \"day\": \"2024-02-29\"}";
+    ck_assert_int_eq(validate_text(zod_schema, zok, &errors), 0);
+    ck_assert_int_eq(validate_text(zod_schema,
+                                   "{\"id\": \"123\", \"email\": \"a@@b\", \"kind\": \"b\","
+                                   " \"day\": \"2023-02-29\", \"x\": 1}",
+                                   &errors),
+                     5);
+    ck_assert_str_eq(errors.msg[0],
+                     "/id: must be a UUID (as 123e4567-e89b-12d3-a456-426614174000)");
+    ck_assert_str_eq(errors.msg[1], "/email: must be an e-mail address (as name@example.com)");
+    ck_assert_str_eq(errors.msg[2],
+                     "/kind: must match at least one schema in \"anyOf\" (0: must be "
+                     "\"a\"; 1: must be integer, got string)");
+    ck_assert_str_eq(errors.msg[3], "/day: must be a date (RFC 3339 full-date, as 2026-12-07)");
+    ck_assert_str_eq(errors.msg[4], "/x: additional property not allowed");
+}
+END_TEST
+
+START_TEST(applicator_messages)
+{
+    assert_one_violation("{\"oneOf\": [{\"type\": \"integer\"}, {\"minimum\": 2}]}", "3",
+                         "/: must match exactly one schema in \"oneOf\", but matches 0 and 1");
+    assert_one_violation("{\"oneOf\": [{\"type\": \"integer\"}, {\"minimum\": 2}]}", "1.5",
+                         "/: must match exactly one schema in \"oneOf\" (0: must be integer, got "
+                         "number; 1: must be >= 2)");
+    assert_one_violation("{\"not\": {\"type\": \"string\"}}", "\"x\"",
+                         "/: must not match the schema in \"not\"");
+    assert_one_violation("{\"allOf\": [{\"minLength\": 2}, {\"maxLength\": 3}]}", "\"abcd\"",
+                         "/: must be at most 3 characters long");
+    assert_one_violation("{\"prefixItems\": [{\"type\": \"string\"}], \"items\": false}",
+                         "[\"a\", 2]", "/: must have at most 1 items");
+    assert_one_violation(
+        "{\"prefixItems\": [{\"type\": \"string\"}], \"items\": {\"type\": \"integer\"}}", "[1, 2]",
+        "/0: must be string, got integer");
+    assert_one_violation("{\"patternProperties\": {\"^n_\": {\"type\": \"number\"}},"
+                         " \"additionalProperties\": false}",
+                         "{\"n_a\": 1, \"b\": 2}", "/b: additional property not allowed");
+    assert_one_violation("{\"patternProperties\": {\"^n_\": {\"type\": \"number\"}}}",
+                         "{\"n_a\": \"x\"}", "/n_a: must be number, got string");
+    assert_one_violation(
+        "{\"propertyNames\": {\"pattern\": \"^[a-z]+$\"}}", "{\"Ab\": 1}",
+        "/: property name \"Ab\" is not allowed: must match the pattern \"^[a-z]+$\"");
+    assert_one_violation("{\"minProperties\": 2}", "{\"a\": 1}",
+                         "/: must have at least 2 properties");
+    assert_one_violation("{\"maxProperties\": 0}", "{\"a\": 1}",
+                         "/: must have at most 0 properties");
+    assert_one_violation("{\"dependentRequired\": {\"card\": [\"cvc\"]}}", "{\"card\": 1}",
+                         "/: missing property \"cvc\", required when \"card\" is present");
+    assert_one_violation("{\"$defs\": {\"pos\": {\"minimum\": 0}},"
+                         " \"properties\": {\"n\": {\"$ref\": \"#/$defs/pos\"}}}",
+                         "{\"n\": -1}", "/n: must be >= 0");
+}
+END_TEST
+
+START_TEST(applicators_are_bounded)
+{
+    /* anyOf of anyOfs through $ref, 2^40 ways to try without a loop: stopped */
+    char schema[8192];
+    size_t len = (size_t)snprintf(schema, sizeof(schema), "{\"$defs\": {");
+    for (int k = 0; k < 40; k++)
+        len += (size_t)snprintf(schema + len, sizeof(schema) - len,
+                                "\"d%d\": {\"anyOf\": [{\"$ref\": \"#/$defs/d%d\"}, {\"$ref\": "
+                                "\"#/$defs/d%d\"}]},",
+                                k, k + 1, k + 1);
+    snprintf(schema + len, sizeof(schema) - len,
+             "\"d40\": {\"type\": \"string\"}}, \"$ref\": \"#/$defs/d0\"}");
+    struct json_schema_errors errors;
+    assert_accepted(schema);
+    ck_assert_int_eq(validate_text(schema, "\"x\"", &errors), 0); /* the first way fits */
+    ck_assert_int_ge(validate_text(schema, "1", &errors), 1);
+    ck_assert_str_eq(errors.msg[errors.kept - 1],
+                     "/: cannot be checked: the schema applies more than 100000 schemas, or refers "
+                     "more than 256 levels deep, for this value");
+    /* a loop the check would refuse, validated anyway: stopped, never a crash */
+    json_t *loop = json_loads("{\"$ref\": \"#\"}", 0, NULL);
+    json_t *one = json_integer(1);
+    ck_assert_int_eq(json_schema_validate(loop, one, &errors), 1);
+    json_decref(loop);
+    json_decref(one);
+}
+END_TEST
+
+START_TEST(formats_say_what_they_accept)
+{
+    const char *dt = "{\"format\": \"date-time\"}";
+    ck_assert(validate_text(dt, "\"1998-12-31T23:59:60Z\"", NULL) == 0);
+    ck_assert(validate_text(dt, "\"1998-12-31T15:59:60.5-08:00\"", NULL) == 0);
+    ck_assert(validate_text(dt, "\"1998-12-31T23:58:60Z\"", NULL) == 1);
+    ck_assert(validate_text(dt, "\"2026-12-07 10:00:00Z\"", NULL) == 1);
+    ck_assert(validate_text(dt, "\"2026-12-07T10:00:00\"", NULL) == 1);
+    ck_assert(validate_text(dt, "5", NULL) == 0); /* formats judge strings only */
+    const char *email = "{\"format\": \"email\"}";
+    ck_assert(validate_text(email, "\"\\\"a b\\\"@[IPv6:::1]\"", NULL) == 0);
+    ck_assert(validate_text(email, "\"a..b@example.com\"", NULL) == 1);
+    ck_assert(validate_text(email, "\"a@-example.com\"", NULL) == 1);
+    ck_assert(validate_text("{\"format\": \"uuid\"}", "\"123E4567-e89b-12d3-a456-42661417400G\"",
+                            NULL) == 1);
+    ck_assert(validate_text("{\"format\": \"date\"}", "\"2000-02-29\"", NULL) == 0);
+    ck_assert(validate_text("{\"format\": \"date\"}", "\"1900-02-29\"", NULL) == 1);
+    ck_assert(validate_text("{\"format\": \"hostname\"}", "\"not a host\"", NULL) == 0);
+}
+END_TEST
+
 Suite *json_schema_suite(void)
 {
     Suite *s = suite_create("json_schema");
@@ -694,6 +1051,15 @@ Suite *json_schema_suite(void)
     tcase_add_test(tc, check_patterns);
     tcase_add_test(tc, check_depth_is_bounded);
     tcase_add_test(tc, check_messages_fit_and_stay_utf8);
+    suite_add_tcase(s, tc);
+
+    tc = tcase_create("real_world");
+    tcase_add_test(tc, real_world_schemas_are_accepted);
+    tcase_add_test(tc, ref_loops_and_bad_refs_are_refused);
+    tcase_add_test(tc, real_world_messages);
+    tcase_add_test(tc, applicator_messages);
+    tcase_add_test(tc, applicators_are_bounded);
+    tcase_add_test(tc, formats_say_what_they_accept);
     suite_add_tcase(s, tc);
 
     tc = tcase_create("messages");
@@ -716,6 +1082,13 @@ Suite *json_schema_suite(void)
     tcase_add_test(tc, validate_keys_with_nul);
     tcase_add_test(tc, validate_depth_is_bounded);
     tcase_add_test(tc, validate_unchecked_schema_safely);
+    suite_add_tcase(s, tc);
+
+    tc = tcase_create("exact numbers");
+    tcase_add_test(tc, exact_type_integer);
+    tcase_add_test(tc, exact_bounds);
+    tcase_add_test(tc, exact_multiple_of);
+    tcase_add_test(tc, exact_enum_const_unique);
     suite_add_tcase(s, tc);
     return s;
 }

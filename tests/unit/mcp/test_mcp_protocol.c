@@ -5,7 +5,8 @@
  * JSON-RPC 2.0 (section 5) says an error carries the request's id, and
  * null when the id could not be read (a parse error, an invalid request):
  * a client matches answers to requests by it, and one with no id at all is
- * not a response.
+ * not a response. And what the front door shows of a target's answer or a
+ * tool's schema carries their numbers as written (issue 35).
  */
 #include "../unit.h"
 
@@ -86,7 +87,7 @@ START_TEST(upstream_result_in_the_answer)
         .attempts = 1,
         .task_ttl_ms = -1,
     };
-    json_t *r = mcp_call_result(&a);
+    json_t *r = mcp_call_result(&a, NULL);
     json_t *content = json_object_get(r, "content");
     ck_assert_int_eq(json_array_size(content), 2);
     ck_assert_str_eq(json_string_value(json_object_get(json_array_get(content, 1), "text")),
@@ -104,7 +105,7 @@ START_TEST(upstream_result_in_the_answer)
 
     /* a webhook's answer: one block, the body as the response */
     a.response_body = "{\"content\":\"not blocks\",\"id\":3}";
-    r = mcp_call_result(&a);
+    r = mcp_call_result(&a, NULL);
     ck_assert_int_eq(json_array_size(json_object_get(r, "content")), 1);
     sc = json_object_get(r, "structuredContent");
     ck_assert_int_eq(json_integer_value(json_object_get(json_object_get(sc, "response"), "id")), 3);
@@ -122,6 +123,96 @@ START_TEST(upstream_result_in_the_answer)
 }
 END_TEST
 
+/* A legacy tools/call request, as the front door parses it. */
+static void legacy_request(struct mcp_request *req)
+{
+    static const char body[] = "{\"jsonrpc\":\"2.0\",\"id\":3,\"method\":\"tools/call\","
+                               "\"params\":{\"name\":\"refund\",\"arguments\":{\"amount\":19.99}}}";
+    struct mcp_error err = {0};
+    struct mcp_headers headers = {.protocol_version = "2025-11-25"};
+    ck_assert(mcp_parse(body, strlen(body), &headers, req, &err));
+}
+
+/* The result of an answer whose saved response is body, as written. */
+static char *call_result_text(const char *body)
+{
+    struct mcp_request req;
+    legacy_request(&req);
+    struct mcp_answer a = {.key = "k",
+                           .target = "pay",
+                           .status = "succeeded",
+                           .message = "done",
+                           .response_status = 200,
+                           .response_body = body,
+                           .attempts = 1,
+                           .task_ttl_ms = -1};
+    struct json_text *response = NULL;
+    json_t *result = mcp_call_result(&a, &response);
+    const struct json_text *docs[] = {response};
+    char *text = mcp_result_json_docs(&req, result, docs, 1);
+    json_text_decref(response);
+    mcp_request_free(&req);
+    ck_assert_ptr_nonnull(text);
+    return text;
+}
+
+/* A target's 19.99 is shown to the agent as 19.99 (jansson wrote
+ * 19.989999999999998), in structuredContent.response and in the text
+ * block; numbers jansson cannot read (past 2^63, 1e400) no longer turn the
+ * response into a string. */
+START_TEST(a_targets_numbers_come_back_as_written)
+{
+    char *text = call_result_text("{\"refunded\": 19.99, \"big\": 123456789012345678901234567890, "
+                                  "\"tiny\": 1e-7, \"huge\": 1e400}");
+    ck_assert_msg(strstr(text, "\"response\":{\"refunded\":19.99,\"big\":"
+                               "123456789012345678901234567890,\"tiny\":1e-7,\"huge\":1e400}"),
+                  "structuredContent.response: %s", text);
+    ck_assert_msg(strstr(text, "\\\"response\\\":{\\\"big\\\":123456789012345678901234567890,"
+                               "\\\"huge\\\":1e400,\\\"refunded\\\":19.99,\\\"tiny\\\":1e-7}"),
+                  "the text block: %s", text);
+    ck_assert_msg(strstr(text, "19.98999") == NULL, "%s", text);
+    struct json_text *msg = json_text_parse(text, strlen(text), 0, NULL, 0, NULL);
+    ck_assert_msg(msg != NULL, "not JSON: %s", text);
+    ck_assert_int_eq(json_integer_value(json_object_get(msg->root, "id")), 3);
+    json_text_decref(msg);
+    free(text);
+    /* one jansson could read, and rewrote */
+    text = call_result_text("{\"refunded\": 19.99}");
+    ck_assert_msg(strstr(text, "\"response\":{\"refunded\":19.99}") &&
+                      strstr(text, "\\\"response\\\":{\\\"refunded\\\":19.99}"),
+                  "%s", text);
+    free(text);
+    /* a response that is not JSON is its text, as before */
+    text = call_result_text("refunded 19.99");
+    ck_assert_msg(strstr(text, "\"response\":\"refunded 19.99\""), "%s", text);
+    free(text);
+}
+END_TEST
+
+/* tools/list shows a schema's numbers as its author wrote them. */
+START_TEST(a_schemas_numbers_are_listed_as_written)
+{
+    struct mcp_request req;
+    legacy_request(&req);
+    static const char schema_text[] =
+        "{\"type\": \"object\", \"properties\": {\"amount\": {\"type\": \"number\", "
+        "\"maximum\": 19.99, \"multipleOf\": 0.01}}}";
+    struct json_text *schema = json_text_parse(schema_text, strlen(schema_text), 0, NULL, 0, NULL);
+    ck_assert_ptr_nonnull(schema);
+    json_t *tools = json_array();
+    json_array_append_new(
+        tools, mcp_tool_json(&req, "refund", NULL, "Refund.", schema->root, false, true));
+    const struct json_text *docs[] = {schema};
+    char *text = mcp_result_json_docs(&req, json_pack("{s:o}", "tools", tools), docs, 1);
+    ck_assert_msg(strstr(text, "\"inputSchema\":{\"type\":\"object\",\"properties\":{\"amount\":{"
+                               "\"type\":\"number\",\"maximum\":19.99,\"multipleOf\":0.01}}}"),
+                  "%s", text);
+    free(text);
+    json_text_decref(schema);
+    mcp_request_free(&req);
+}
+END_TEST
+
 Suite *mcp_protocol_suite(void)
 {
     Suite *s = suite_create("mcp_protocol");
@@ -130,5 +221,9 @@ Suite *mcp_protocol_suite(void)
     tcase_add_test(tc, readable_ids_are_kept);
     tcase_add_test(tc, upstream_result_in_the_answer);
     suite_add_tcase(s, tc);
+    TCase *tn = tcase_create("numbers");
+    tcase_add_test(tn, a_targets_numbers_come_back_as_written);
+    tcase_add_test(tn, a_schemas_numbers_are_listed_as_written);
+    suite_add_tcase(s, tn);
     return s;
 }
