@@ -13,12 +13,12 @@ SET check_function_bodies = false;
 SET client_min_messages = warning;
 
 -- Roles are cluster-wide, so not part of a schema dump: created when missing, as
--- migration 0005 does.
+-- migrations 0005 and 0022 do (every role the privileges below grant to).
 DO $$
 DECLARE
     role_name text;
 BEGIN
-    FOREACH role_name IN ARRAY ARRAY['outbox_app', 'outbox_relay', 'outbox_operator', 'outbox_admin'] LOOP
+    FOREACH role_name IN ARRAY ARRAY['outbox_app', 'outbox_relay', 'outbox_operator', 'outbox_admin', 'outbox_mcp'] LOOP
         IF NOT EXISTS (SELECT 1 FROM pg_roles WHERE rolname = role_name) THEN
             EXECUTE format('CREATE ROLE %I NOLOGIN', role_name);
         END IF;

@@ -37,12 +37,12 @@ SET client_min_messages = warning;
 
 -- ====================================================================== 1. roles and the schema
 -- Roles are cluster-wide, so not part of a schema dump: created when missing, as
--- migration 0005 does.
+-- migrations 0005 and 0022 do (every role the privileges below grant to).
 DO $$
 DECLARE
     role_name text;
 BEGIN
-    FOREACH role_name IN ARRAY ARRAY['outbox_app', 'outbox_relay', 'outbox_operator', 'outbox_admin'] LOOP
+    FOREACH role_name IN ARRAY ARRAY[{roles}] LOOP
         IF NOT EXISTS (SELECT 1 FROM pg_roles WHERE rolname = role_name) THEN
             EXECUTE format('CREATE ROLE %I NOLOGIN', role_name);
         END IF;
@@ -51,6 +51,19 @@ END
 $$;
 GRANT outbox_operator TO outbox_admin;
 """
+
+GRANTEE_RE = re.compile(r"^GRANT .* TO (\w+);$", re.M)
+
+
+def grantees(dump):
+    """Every role the dump grants to, in order of first grant: the roles the
+    schema needs to exist before its privileges can load (PUBLIC exists)."""
+    out = []
+    for role in GRANTEE_RE.findall(dump):
+        if role != "PUBLIC" and role not in out:
+            out.append(role)
+    return ", ".join("'%s'" % r for r in out)
+
 
 NAME_RE = re.compile(r"^-- Name: (.*); Type: (.*); Schema: (.*); Owner: .*$")
 
@@ -157,7 +170,7 @@ def main():
             print(note)
         print()
 
-    print(HEADER.format(last=last))
+    print(HEADER.format(last=last, roles=grantees(dump)))
     for name, kind, body in schema:
         print(body)
         note = comments.pop("SCHEMA " + name, None)
@@ -225,7 +238,7 @@ def file_name(name):
     return FILE_NAME_RE.sub("_", name.split("(")[0]).strip("_")
 
 
-def split(objs, outdir, last):
+def split(objs, outdir, last, roles_sql):
     """Writes one file per live object under outdir, and outdir/load.sql.
 
     Types, tables (with identity, constraints, indexes and comments), foreign
@@ -322,7 +335,7 @@ def split(objs, outdir, last):
     with open(os.path.join(outdir, "load.sql"), "w") as f:
         f.write(LOADER_HEADER.format(last=last))
         f.write("\nSET check_function_bodies = false;\nSET client_min_messages = warning;\n")
-        roles = HEADER[HEADER.index("-- Roles are cluster-wide"):]
+        roles = HEADER[HEADER.index("-- Roles are cluster-wide"):].format(roles=roles_sql)
         f.write("\n" + roles + "\n")
         for kind in kinds:
             for path in order:
@@ -332,6 +345,7 @@ def split(objs, outdir, last):
 
 if __name__ == "__main__":
     if len(sys.argv) > 4 and sys.argv[3] == "--split":
-        split(blocks(open(sys.argv[1]).read()), sys.argv[4], sys.argv[2])
+        dump = open(sys.argv[1]).read()
+        split(blocks(dump), sys.argv[4], sys.argv[2], grantees(dump))
     else:
         main()

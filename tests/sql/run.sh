@@ -112,5 +112,15 @@ else
     failed=$((failed + 1))
 fi
 
+# --- the generated schema loads into a fresh cluster (no outbox_* role yet) ----
+echo "--- schema/outbox.sql and schema/outbox/load.sql in a fresh cluster"
+if "$here/schema_fresh_cluster.sh"; then
+    echo "schema_fresh_cluster .. ok"
+    passed=$((passed + 1))
+else
+    echo "schema_fresh_cluster .. FAILED"
+    failed=$((failed + 1))
+fi
+
 echo "$passed passed, $failed failed"
 [ "$failed" = 0 ]
