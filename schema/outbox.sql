@@ -1,5 +1,5 @@
 -- schema/outbox.sql — the net schema of outbox-relay: what a database looks
--- like after every migration up to and including 0038_mcp_schema_keywords.sql.
+-- like after every migration up to and including 0039_settle_every_event.sql.
 --
 -- Read it to learn the data model; build databases with migrations/
 -- (`outbox-relay migrate`), which also records what is applied. The file is
@@ -3660,10 +3660,10 @@ BEGIN
          WHERE u.chosen AND i.id = u.id AND i.state IN ('in_flight', 'unknown') AND i.lease_owner = p_relay
            AND i.attempts = u.attempt
         RETURNING u.ord, i.id, u.state, i.ordering_key,
-                  -- what a person may have to act on (outbox.intent_event)
-                  CASE WHEN u.state = 'failed'
-                         OR (u.state = 'unknown' AND u.class NOT IN ('reconcile_inconclusive', 'reconciled_executed',
-                                                                      'reconciled_not_executed'))
+                  -- what a person may have to act on (outbox.intent_event); a failed
+                  -- intent's event is built by outbox.settle, with every final state's
+                  CASE WHEN u.state = 'unknown' AND u.class NOT IN ('reconcile_inconclusive', 'reconciled_executed',
+                                                                     'reconciled_not_executed')
                        THEN outbox.intent_event(i, u.class, u.http, u.error) END
     LOOP
         applied[o] := true;
@@ -4179,6 +4179,7 @@ CREATE FUNCTION outbox.settle(p_ids bigint[], p_states outbox.intent_state[], p_
     AS $$
 DECLARE
     moving text[];
+    ev     jsonb;
 BEGIN
     IF cardinality(p_ids) IS DISTINCT FROM cardinality(p_states)
        OR cardinality(p_ids) IS DISTINCT FROM cardinality(p_groups) THEN
@@ -4190,6 +4191,31 @@ BEGIN
         RAISE EXCEPTION 'outbox.settle: only succeeded, failed or cancelled is final, got %', p_states
             USING ERRCODE = '22023';
     END IF;
+
+    -- Events for people (outbox_events): a failed intent, from the outcome
+    -- that made it failed (the newest recorded row of its history); not when
+    -- that row is a person's resolution. Built before the groups move on, so
+    -- 'blocks' counts the group as it stood.
+    FOR ev IN
+        SELECT outbox.intent_event(i, a.class, a.http_status, a.error)
+          FROM unnest(p_ids, p_states) WITH ORDINALITY AS s(id, state, ord)
+          JOIN outbox.intents i ON i.id = s.id
+          CROSS JOIN LATERAL (SELECT h.class, h.http_status, h.error
+                                FROM outbox.attempts h
+                               WHERE h.intent_id = s.id AND h.recorded
+                               ORDER BY h.id DESC
+                               LIMIT 1) AS a
+         WHERE s.state = 'failed' AND a.class <> 'resolved'
+         ORDER BY s.ord
+    LOOP
+        PERFORM pg_notify('outbox_events', ev::text);
+        IF ev ? 'blocks' THEN
+            PERFORM pg_notify('outbox_events',
+                              jsonb_build_object('event', 'group_blocked', 'group', ev->>'ordering_key',
+                                                 'head', ev->>'key', 'blocks', ev->'blocks',
+                                                 'at', ev->>'at')::text);
+        END IF;
+    END LOOP;
 
     -- Ordered delivery: the next intent of a group is due once this one
     -- succeeded or was cancelled; a failed one keeps the group waiting.
@@ -5107,7 +5133,7 @@ COMMENT ON FUNCTION outbox.retries_due_now(p_target text) IS 'After a target''s 
 
 COMMENT ON FUNCTION outbox.retry_now(p_key text, p_by text) IS 'Send an intent now where that is safe: pending (due now), unknown on a key-honouring target within key_ttl, failed with no ambiguous attempt. Otherwise OR007.';
 
-COMMENT ON FUNCTION outbox.settle(p_ids bigint[], p_states outbox.intent_state[], p_groups text[]) IS 'What follows an intent becoming final (succeeded, failed, cancelled), called once by each path that makes intents final, with their ids, new states and ordering groups: today, the release of the groups that may move on.';
+COMMENT ON FUNCTION outbox.settle(p_ids bigint[], p_states outbox.intent_state[], p_groups text[]) IS 'What follows an intent becoming final (succeeded, failed, cancelled), called once by each path that makes intents final, with their ids, new states and ordering groups: the events for people (intent_failed, group_blocked) and the release of the groups that may move on.';
 
 COMMENT ON FUNCTION outbox.take_over(p_relay text, p_limit integer, p_lease_ms integer, p_held bigint[]) IS 'Take over in-flight rows whose lease expired (never the caller''s own, p_held), with the key stamp of the request that may have executed.';
 

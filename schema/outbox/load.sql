@@ -1,6 +1,6 @@
 -- schema/outbox/load.sql — the net schema of outbox-relay, one file per live
 -- object: what a database looks like after every migration up to and
--- including 0038_mcp_schema_keywords.sql. `psql -f schema/outbox/load.sql` builds it (the files in
+-- including 0039_settle_every_event.sql. `psql -f schema/outbox/load.sql` builds it (the files in
 -- an order that works); tests/sql/run.sh proves it builds the same schema as
 -- migrations/, as it does for schema/outbox.sql.
 --
