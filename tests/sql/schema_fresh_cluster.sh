@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # tests/sql/schema_fresh_cluster.sh — the generated schema loads into a fresh
 # cluster: a new initdb'd cluster (tests/lib/pgcluster.sh), where none of the
-# outbox_* roles exist yet, a new database owned by outbox_owner, and each
-# generated view (schema/outbox.sql, schema/outbox/load.sql) loaded as
-# `psql -f FILE` would load it: no ON_ERROR_STOP, so every failing statement
+# outbox_* roles exist yet, a new database owned by outbox_owner, and the
+# generated schema (schema/outbox/load.sql) loaded as `psql -f FILE` would
+# load it: no ON_ERROR_STOP, so every failing statement
 # is seen. Passes when psql exits 0, stderr holds no ERROR, and the database
 # then has the outbox tables and the grants to every role.
 #
@@ -22,7 +22,7 @@ fail() { echo "schema_fresh_cluster: $*" >&2; exit 1; }
 
 pgcluster_start "$work/pg" >/dev/null 2>&1 || fail "cannot start a fresh cluster"
 n=0
-for file in "$repo/schema/outbox.sql" "$repo/schema/outbox/load.sql"; do
+for file in "$repo/schema/outbox/load.sql"; do
     n=$((n + 1))
     db="fresh_$n"
     psql -X -q -v ON_ERROR_STOP=1 -d postgres -c "CREATE DATABASE $db OWNER outbox_owner" >/dev/null ||
