@@ -223,6 +223,12 @@ void config_print_help(FILE *out)
         "                                      send again the target's failed intents settled in\n"
         "                                      [since, until) (e.g. 2026-03-01T09:00:00Z) that no\n"
         "                                      attempt may have executed; --dry-run lists them\n"
+        "  mcp-import TARGET [--prefix P] [--only NAME,NAME]\n"
+        "                                      register the tools of the upstream MCP server of\n"
+        "                                      'mcp' target TARGET in outbox.mcp_tools as P+name\n"
+        "                                      (P default 'TARGET.'); run again: updates, "
+        "disables\n"
+        "                                      what the upstream dropped; needs outbox_admin\n"
         "  exit codes: 0 ok, 1 database or connection error, 2 usage error, 3 no such key,\n"
         "  4 refused (wrong state, or not safe); errors go to stderr\n\n"
         "options (every option also reads OUTBOX_RELAY_<NAME>):\n");
