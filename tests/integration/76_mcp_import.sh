@@ -10,6 +10,8 @@
 #   - run again: unchanged; the upstream changes a description and drops a
 #     tool: updated, disabled (the row stays);
 #   - --only and --prefix, on a stateful (Mcp-Session-Id) target;
+#   - the 2026-07-28 era (server/discover, the _meta envelope): our own
+#     front door as the upstream;
 #   - the role: an operator's login is refused with the hint, outbox_admin's
 #     works; no such target, an http target, a missing token: errors;
 #   - @modelcontextprotocol/server-everything (npm, pinned in
@@ -168,6 +170,16 @@ is "$(field "$T/call1.json" "r['content'][1]['text']")" "called create_ticket" "
 is "$(grep -c '^call create_ticket mcp:agent:t-1$' "$T/log-up")" 1 "one call upstream for the key"
 is "$(field "$T/call2.json" "r['structuredContent']")" "$(field "$T/call1.json" "r['structuredContent']")" \
     "the replayed key gets the saved answer"
+
+# ---- the 2026-07-28 era: our own front door as the upstream ---------------------------------------
+target_add fd "http://127.0.0.1:$MCP_PORT/mcp" "protocol='mcp'" "auth_secret='OUTBOX_SECRET_IMPORT_FD'" timeout_ms=5000
+OUTBOX_SECRET_IMPORT_FD="$AGENT_TOKEN" import fd --only up.get_ticket
+is "$RC" 0 "our front door as the upstream: exit 0"
+ok "found 2026-07-28 by server/discover, tools/list with the _meta envelope" \
+    grep -qx "1 added, 0 updated, 0 unchanged, 0 disabled, 0 skipped (target 'fd', 2026-07-28)" "$T/out"
+ok "fd.up.get_ticket: added" grep -qx "fd.up.get_ticket: added" "$T/out"
+is "$(row fd.up.get_ticket)" "fd | up.get_ticket | Get a ticket | Read a ticket. | f | t" \
+    "what the front door lists comes back as it was imported"
 
 # ---- @modelcontextprotocol/server-everything -----------------------------------------------------
 EV_PORT=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
