@@ -35,6 +35,9 @@
  * after the first cannot be read, the tools read are imported and nothing
  * is disabled (the list is incomplete).
  *
+ * The request is the relay's for that target: its static headers
+ * (targets.headers), its ca_file (else --ca-file) and client certificate.
+ *
  * The role: INSERT/UPDATE on outbox.mcp_tools is outbox_admin's, so the
  * command runs with an admin's connection (--db / PG*, as the other
  * commands). A refused grant stops the import (exit 1) with that hint.
@@ -62,8 +65,11 @@
 
 struct upstream {
     const char *url;
-    const char *ca_file;
-    char *auth_header; /* "Authorization: Bearer ..." or NULL */
+    const char *ca_file;     /* the target's, else --ca-file */
+    const char *client_cert; /* the target's client_cert_file / client_key_file, or NULL */
+    const char *client_key;
+    char **static_headers; /* targets.headers, as the relay sends them */
+    char *auth_header;     /* "Authorization: Bearer ..." or NULL */
     enum upstream_era era;
     char *session_id;
     char *version; /* legacy: agreed by initialize */
@@ -135,6 +141,8 @@ static CURLcode send_request(struct upstream *u, const char *body, const char *m
     struct curl_slist *h = NULL;
     h = curl_slist_append(h, "Content-Type: application/json");
     h = curl_slist_append(h, "Accept: application/json, text/event-stream");
+    for (char **s = u->static_headers; s && *s; s++)
+        h = curl_slist_append(h, *s);
     if (u->auth_header)
         h = curl_slist_append(h, u->auth_header);
     if (u->era == UPSTREAM_ERA_MODERN || (u->era == UPSTREAM_ERA_UNKNOWN && method)) {
@@ -164,6 +172,10 @@ static CURLcode send_request(struct upstream *u, const char *body, const char *m
     curl_easy_setopt(c, CURLOPT_PROTOCOLS_STR, "http,https");
     if (u->ca_file && *u->ca_file)
         curl_easy_setopt(c, CURLOPT_CAINFO, u->ca_file);
+    if (u->client_cert) {
+        curl_easy_setopt(c, CURLOPT_SSLCERT, u->client_cert);
+        curl_easy_setopt(c, CURLOPT_SSLKEY, u->client_key);
+    }
     CURLcode rc = curl_easy_perform(c);
     curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &a->status);
     char *ct = NULL;
@@ -514,7 +526,8 @@ int mcp_import_run(PGconn *conn, const char *target, const char *prefix, const c
 {
     const char *p[1] = {target};
     PGresult *res = PQexecParams(conn,
-                                 "SELECT url, protocol, mcp_version, auth_secret FROM "
+                                 "SELECT url, protocol, mcp_version, auth_secret, headers, "
+                                 "ca_file, client_cert_file, client_key_file FROM "
                                  "outbox.targets WHERE name = $1",
                                  1, NULL, p, NULL, NULL, 0);
     if (PQresultStatus(res) != PGRES_TUPLES_OK) {
@@ -537,6 +550,14 @@ int mcp_import_run(PGconn *conn, const char *target, const char *prefix, const c
     char *url = xstrdup(PQgetvalue(res, 0, 0));
     enum upstream_pref pref = upstream_pref_parse(PQgetvalue(res, 0, 2));
     char *secret = PQgetisnull(res, 0, 3) ? NULL : xstrdup(PQgetvalue(res, 0, 3));
+    u.static_headers = target_parse_static_headers(target, PQgetvalue(res, 0, 4));
+    char *target_ca = PQgetisnull(res, 0, 5) ? NULL : xstrdup(PQgetvalue(res, 0, 5));
+    char *cert = PQgetisnull(res, 0, 6) ? NULL : xstrdup(PQgetvalue(res, 0, 6));
+    char *key = PQgetisnull(res, 0, 7) ? NULL : xstrdup(PQgetvalue(res, 0, 7));
+    if (target_ca)
+        u.ca_file = target_ca;
+    u.client_cert = cert;
+    u.client_key = key;
     PQclear(res);
     u.url = url;
     if (secret) {
@@ -548,6 +569,12 @@ int mcp_import_run(PGconn *conn, const char *target, const char *prefix, const c
                             secret);
             free(secret);
             free(url);
+            free(target_ca);
+            free(cert);
+            free(key);
+            for (char **s = u.static_headers; *s; s++)
+                free(*s);
+            free(u.static_headers);
             return code;
         }
         struct strbuf h;
@@ -657,5 +684,11 @@ int mcp_import_run(PGconn *conn, const char *target, const char *prefix, const c
     free(u.session_id);
     free(u.version);
     free(url);
+    free(target_ca);
+    free(cert);
+    free(key);
+    for (char **s = u.static_headers; *s; s++)
+        free(*s);
+    free(u.static_headers);
     return rc;
 }

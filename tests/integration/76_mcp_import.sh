@@ -9,7 +9,8 @@
 #     door's subset (OR020's message) are skipped, the others imported;
 #   - run again: unchanged; the upstream changes a description and drops a
 #     tool: updated, disabled (the row stays);
-#   - --only and --prefix, on a stateful (Mcp-Session-Id) target;
+#   - --only and --prefix, on a stateful (Mcp-Session-Id) target that wants
+#     a header of targets.headers (its value from an OUTBOX_SECRET_ variable);
 #   - the 2026-07-28 era (server/discover, the _meta envelope): our own
 #     front door as the upstream;
 #   - the role: an operator's login is refused with the hint, outbox_admin's
@@ -76,10 +77,12 @@ cat >"$T/tools.json" <<'EOF'
 EOF
 TOKEN=$(head -c 16 /dev/urandom | od -An -tx1 | tr -d ' \n')
 server_start up TOOLS="$T/tools.json" PAGE=2 TOKEN="$TOKEN"
-server_start sess TOOLS="$T/tools.json" PAGE=2 MODE=stateful
+server_start sess TOOLS="$T/tools.json" PAGE=2 MODE=stateful HEADER=X-Tenant:acme
 target_add up "http://127.0.0.1:$PORT_up/mcp" "protocol='mcp'" "auth_secret='OUTBOX_SECRET_IMPORT_UP'" \
     timeout_ms=5000
-target_add sess "http://127.0.0.1:$PORT_sess/mcp" "protocol='mcp'" "mcp_version='2025-11-25'" timeout_ms=5000
+target_add sess "http://127.0.0.1:$PORT_sess/mcp" "protocol='mcp'" "mcp_version='2025-11-25'" timeout_ms=5000 \
+    "headers='{\"X-Tenant\": {\"env\": \"OUTBOX_SECRET_TENANT\"}}'"
+export OUTBOX_SECRET_TENANT=acme
 target_add hook "http://127.0.0.1:1/hook"
 
 ok "outbox-relay --help lists mcp-import" bash -c "'$RELAY_BIN' --help | grep -q '^  mcp-import TARGET'"
@@ -150,6 +153,9 @@ ok "a name --only gives that the upstream does not list: said" \
 is "$(sql "SELECT string_agg(tool, ',' ORDER BY tool) FROM outbox.mcp_tools WHERE target = 'sess'")" ro_get_ticket \
     "one row for that target"
 is "$(grep -c '^session ' "$T/log-sess")" 1 "one session (initialize, then tools/list with its Mcp-Session-Id)"
+OUTBOX_SECRET_TENANT=other import sess --only get_ticket --prefix ro_
+is "$RC" 1 "the target's header with another value: the upstream refuses (403), nothing read: exit 1"
+ok "saying what failed" grep -q "cannot read the tools of 'sess': initialize: HTTP 403" "$T/err"
 
 # ---- through the front door ---------------------------------------------------------------------
 AGENT_TOKEN=$(head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n')

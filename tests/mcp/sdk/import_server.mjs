@@ -10,6 +10,7 @@
 //   MODE=stateless a new server and transport per request (JSON answers)
 //   MODE=stateful  sessions (Mcp-Session-Id)
 //   TOKEN=T        requests must carry "Authorization: Bearer T"
+//   HEADER=N:V     requests must carry the header N with the value V
 //   LOG=FILE       each tools/list appends "list <cursor>", each call
 //                  "call <name> <key>"
 // Any tool call answers "called <name>" as a text block.
@@ -25,6 +26,7 @@ const MODE = process.env.MODE || "stateless";
 const PAGE = Number(process.env.PAGE || 2);
 const TOKEN = process.env.TOKEN || "";
 const LOG = process.env.LOG || "/dev/null";
+const [HEADER_NAME, HEADER_VALUE] = (process.env.HEADER || "").split(":");
 const KEY_META = "outbox-relay/idempotency-key";
 
 function makeServer() {
@@ -59,6 +61,10 @@ const httpServer = http.createServer(async (req, res) => {
     try {
         if (TOKEN && req.headers.authorization !== `Bearer ${TOKEN}`) {
             res.writeHead(401, { "content-type": "application/json" }).end('{"error":"unauthorized"}');
+            return;
+        }
+        if (HEADER_NAME && req.headers[HEADER_NAME.toLowerCase()] !== HEADER_VALUE) {
+            res.writeHead(403, { "content-type": "application/json" }).end('{"error":"header missing"}');
             return;
         }
         const body = req.method === "POST" ? await readBody(req) : undefined;
