@@ -228,7 +228,9 @@ void config_print_help(FILE *out)
         "                                      'mcp' target TARGET in outbox.mcp_tools as P+name\n"
         "                                      (P default 'TARGET.'); run again: updates, "
         "disables\n"
-        "                                      what the upstream dropped; needs outbox_admin\n"
+        "                                      what the upstream dropped; one line per tool;\n"
+        "                                      needs outbox_admin; exit 0 unless nothing could\n"
+        "                                      be read (3: no such target, 2: not mcp)\n"
         "  exit codes: 0 ok, 1 database or connection error, 2 usage error, 3 no such key,\n"
         "  4 refused (wrong state, or not safe); errors go to stderr\n\n"
         "options (every option also reads OUTBOX_RELAY_<NAME>):\n");
