@@ -27,8 +27,9 @@
  * another target is never taken over. One statement per tool, in
  * autocommit: one refused tool does not keep the others out.
  *
- * Run again: a tool whose row differs is updated (and enabled again: the
- * upstream lists it), an equal one is left alone; a row of this target with
+ * Run again: a tool whose row differs is updated, an equal one is left
+ * alone; a disabled row stays disabled (enabling it is a person's decision,
+ * and its line says how); a row of this target with
  * the prefix and an upstream_tool that the upstream no longer lists is
  * disabled, never deleted (intents and outcomes name it). With --only, only
  * the named tools are considered, for adding and for disabling. When a page
@@ -353,6 +354,10 @@ static bool in_list(const char *const *names, size_t count, const char *name)
     return false;
 }
 
+/* A row disabled here (by a person, or by an import after the upstream
+ * dropped the tool) stays disabled: enabling is a person's decision. */
+#define DISABLED_HERE "disabled here; UPDATE outbox.mcp_tools SET enabled = true enables it"
+
 struct tally {
     int added, updated, unchanged, disabled, skipped;
     bool denied;
@@ -407,8 +412,8 @@ static void import_tool(PGconn *conn, const char *target, const char *prefix, js
     PGresult *res = PQexecParams(
         conn,
         "SELECT target, (title IS NOT DISTINCT FROM $3 AND description = $4 AND input_schema = "
-        "$5::jsonb AND destructive = $6::boolean AND upstream_tool IS NOT DISTINCT FROM $7 AND "
-        "enabled) FROM outbox.mcp_tools WHERE tool = $1 AND $2::text IS NOT NULL",
+        "$5::jsonb AND destructive = $6::boolean AND upstream_tool IS NOT DISTINCT FROM $7), "
+        "enabled FROM outbox.mcp_tools WHERE tool = $1 AND $2::text IS NOT NULL",
         7, NULL, values, NULL, NULL, 0);
     const char *what = NULL;
     if (PQresultStatus(res) != PGRES_TUPLES_OK) {
@@ -423,16 +428,17 @@ static void import_tool(PGconn *conn, const char *target, const char *prefix, js
         line(full.data, "skipped", why);
         t->skipped++;
     } else if (PQntuples(res) == 1 && !strcmp(PQgetvalue(res, 0, 1), "t")) {
-        line(full.data, "unchanged", NULL);
+        line(full.data, "unchanged", strcmp(PQgetvalue(res, 0, 2), "t") ? DISABLED_HERE : NULL);
         t->unchanged++;
     } else {
         bool exists = PQntuples(res) == 1;
+        bool disabled = exists && strcmp(PQgetvalue(res, 0, 2), "t") != 0;
         PQclear(res);
         res = PQexecParams(
             conn,
             exists ? "UPDATE outbox.mcp_tools SET title = $3, description = $4, input_schema = "
-                     "$5::jsonb, destructive = $6::boolean, upstream_tool = $7, enabled = true "
-                     "WHERE tool = $1 AND target = $2"
+                     "$5::jsonb, destructive = $6::boolean, upstream_tool = $7 WHERE tool = $1 "
+                     "AND target = $2"
                    : "INSERT INTO outbox.mcp_tools (tool, target, title, description, "
                      "input_schema, destructive, upstream_tool) VALUES ($1, $2, $3, $4, "
                      "$5::jsonb, $6::boolean, $7)",
@@ -443,7 +449,7 @@ static void import_tool(PGconn *conn, const char *target, const char *prefix, js
             t->skipped++;
         } else {
             what = exists ? "updated" : "added";
-            line(full.data, what, NULL);
+            line(full.data, what, disabled ? DISABLED_HERE : NULL);
             if (exists)
                 t->updated++;
             else

@@ -8,7 +8,8 @@
 #     annotations; a name that does not fit and a schema outside the front
 #     door's subset (OR020's message) are skipped, the others imported;
 #   - run again: unchanged; the upstream changes a description and drops a
-#     tool: updated, disabled (the row stays);
+#     tool: updated, disabled (the row stays); lists it again: it stays
+#     disabled (a person enables it);
 #   - --only and --prefix, on a stateful (Mcp-Session-Id) target that wants
 #     a header of targets.headers (its value from an OUTBOX_SECRET_ variable);
 #   - the 2026-07-28 era (server/discover, the _meta envelope): our own
@@ -143,6 +144,18 @@ ok "the other: unchanged" grep -qx "up.get_ticket: unchanged" "$T/out"
 is "$(row up.close_ticket)" "up | close_ticket | Close a ticket | Close it for good. | t | f" "the row stays, disabled"
 is "$(sql "SELECT description FROM outbox.mcp_tools WHERE tool = 'up.create_ticket'")" \
     "Open a ticket (now with a priority)." "the new description"
+python3 - "$T/tools.json" <<'EOF'
+import json, sys
+tools = json.load(open(sys.argv[1]))
+tools.append({"name": "close_ticket", "title": "Close a ticket", "description": "Close it for good.",
+              "inputSchema": {"type": "object", "properties": {"id": {"type": "string"}}},
+              "annotations": {"destructiveHint": True}})
+json.dump(tools, open(sys.argv[1], "w"))
+EOF
+import up
+ok "the upstream lists it again: it stays disabled, and the line says how to enable it" \
+    grep -qx "up.close_ticket: unchanged: disabled here; UPDATE outbox.mcp_tools SET enabled = true enables it" "$T/out"
+is "$(sql "SELECT enabled FROM outbox.mcp_tools WHERE tool = 'up.close_ticket'")" f "still disabled"
 
 # ---- --only, --prefix, a session ---------------------------------------------------------------
 import sess --only get_ticket,gone --prefix ro_
