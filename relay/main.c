@@ -6,6 +6,8 @@
  *   outbox-relay mcp       the MCP front door (mcp/mcp_server.c)
  *   outbox-relay status|stuck|resolve|approve|reject|cancel|retry|targets
  *                          operator commands (cli.c; they parse their own arguments)
+ *   outbox-relay mcp-import
+ *                          register an upstream MCP server's tools (cli/mcp_import.c)
  *   outbox-relay version
  *
  * Exit codes: 0 success, 1 failure at run time, 2 bad usage or configuration;

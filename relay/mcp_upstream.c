@@ -115,6 +115,20 @@ char *upstream_setup_body(enum upstream_step step)
     return text;
 }
 
+char *upstream_list_body(enum upstream_era era, const char *cursor, long long id)
+{
+    json_t *params = json_object();
+    if (cursor != NULL)
+        json_object_set_new(params, "cursor", json_string(cursor));
+    if (era == UPSTREAM_ERA_MODERN)
+        json_object_set_new(params, "_meta", modern_meta());
+    json_t *body = json_pack("{s:s,s:I,s:s,s:o}", "jsonrpc", "2.0", "id", (json_int_t)id, "method",
+                             "tools/list", "params", params);
+    char *text = json_dumps(body, JSON_COMPACT);
+    json_decref(body);
+    return text;
+}
+
 char *upstream_header_value(const char *text)
 {
     bool plain = *text != ' ' && *text != '\0';

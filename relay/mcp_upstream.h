@@ -69,6 +69,9 @@ char *upstream_call_body(enum upstream_era era, const char *payload, const char 
                          char **tool_out);
 /* The body of a setup request (id UPSTREAM_SETUP_ID; the notification has none). */
 char *upstream_setup_body(enum upstream_step step);
+/* The body of tools/list (one page: cursor NULL for the first), with the
+ * _meta envelope in the modern era (outbox-relay mcp-import, cli/mcp_import.c). */
+char *upstream_list_body(enum upstream_era era, const char *cursor, long long id);
 /* A header value as the 2026 transport wants it: the text if it is
  * printable ASCII, else "=?base64?<base64 of its UTF-8>?=". Caller frees. */
 char *upstream_header_value(const char *text);

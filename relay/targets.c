@@ -143,7 +143,7 @@ static const char *static_header_value(const char *target, const char *name, jso
     return text;
 }
 
-static char **parse_static_headers(const char *target, const char *json_text)
+char **target_parse_static_headers(const char *target, const char *json_text)
 {
     json_error_t err;
     json_t *obj = json_loads(json_text, 0, &err);
@@ -336,7 +336,7 @@ void targets_load(struct target_set *set, PGresult *res)
         t->backoff_cap_ms = (int)strtol(PQgetvalue(res, r, 9), NULL, 10);
         t->reconcile_delay_ms = (int)strtol(PQgetvalue(res, r, 10), NULL, 10);
         t->max_in_flight = (int)strtol(PQgetvalue(res, r, 11), NULL, 10);
-        t->static_headers = parse_static_headers(t->name, PQgetvalue(res, r, 12));
+        t->static_headers = target_parse_static_headers(t->name, PQgetvalue(res, r, 12));
         t->secret_env = dup_or_null(res, r, 13);
         t->enabled = PQgetvalue(res, r, 14)[0] == 't';
         t->retry_for_ms = strtoll(PQgetvalue(res, r, 15), NULL, 10);

@@ -113,6 +113,11 @@ size_t targets_claimable(const struct target_set *set, int relay_cap, double sta
  * variables with this prefix: never DATABASE_URL, PGPASSWORD or the like. */
 #define TARGET_SECRET_ENV_PREFIX "OUTBOX_SECRET_"
 bool target_secret_env_allowed(const char *name);
+/* targets.headers (a JSON object) as "Name: value" lines, NULL-terminated
+ * (caller frees each and the array); {"env": VAR} values read from VAR;
+ * a header that cannot be sent is left out with a warning. Also used by
+ * mcp-import (cli/mcp_import.c). */
+char **target_parse_static_headers(const char *target, const char *json_text);
 
 /* Headers for one delivery: key header, content type, static headers,
  * and Standard Webhooks signature headers when the target has secrets

@@ -3,10 +3,12 @@
 #
 #   lint         clang-format, banned calls, released migrations unchanged, every migration
 #                in CHANGELOG.md (deploy/README.md only links to it), HACKING.md's map,
-#                the documents' contents and section links, cppcheck
+#                the documents' contents and section links, tests/README.md's index of
+#                tests by behaviour (every mutation named, every file there), cppcheck
 #   unit         Check, relay modules under ASan+UBSan (build/asan/unit-tests)
 #   schema       the official JSON Schema test suite against the MCP front door's validator
-#   sql          pgTAP via pg_prove, plus schema equivalence (tests/sql/run.sh)
+#   sql          pgTAP via pg_prove, plus schema equivalence and the generated schema
+#                loaded into a fresh cluster (tests/sql/run.sh)
 #   scale        operator views on a million rows (tests/sql/scale_views.sh)
 #   model        SPIN model of the delivery protocol, seeded bugs (tests/model/run.sh)
 #   integration  scenarios with the sanitizer-built relay (tests/integration/*.sh)
@@ -45,6 +47,7 @@ if want lint; then
         tests/lib/changelog-migrations.sh >>"$LOG_DIR/lint.log" 2>&1 &&
         tests/lib/hacking-map.sh >>"$LOG_DIR/lint.log" 2>&1 &&
         tests/lib/docs-toc.py >>"$LOG_DIR/lint.log" 2>&1 &&
+        tests/lib/tests-readme.py >>"$LOG_DIR/lint.log" 2>&1 &&
         make --no-print-directory cppcheck >>"$LOG_DIR/lint.log" 2>&1; then
         count lint 1 0
     else

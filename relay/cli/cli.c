@@ -1,6 +1,6 @@
 /*
  * cli.c — the operator commands (status, stuck, approvals, resolve, approve, reject,
- * cancel, retry, targets, prune, redrive).
+ * cancel, retry, targets, prune, redrive, mcp-import: cli/mcp_import.c).
  *
  * Shape: each command is a short-lived process that runs one statement, so
  * it uses libpq's blocking API (the event-loop rule applies to `run` only),
@@ -36,6 +36,7 @@
  */
 #include "cli/cli.h"
 
+#include "cli/mcp_import.h"
 #include "config.h"
 #include "lib/strbuf.h"
 #include "lib/xalloc.h"
@@ -61,6 +62,8 @@ enum cli_flag {
     FLAG_SINCE = 1u << 6,
     FLAG_UNTIL = 1u << 7,
     FLAG_LIMIT = 1u << 8,
+    FLAG_PREFIX = 1u << 9,
+    FLAG_ONLY = 1u << 10,
 };
 
 /* Options of config_load that take no value (the OPT_BOOL rows of config.c). */
@@ -80,7 +83,10 @@ struct cli_args {
     const char *since;
     const char *until;
     const char *limit;
-    int prune_batch; /* --prune-batch, for prune */
+    int prune_batch;    /* --prune-batch, for prune */
+    const char *prefix; /* mcp-import */
+    const char *only;
+    char *ca_file; /* --ca-file, for mcp-import */
 };
 
 /* The commands' own flags: one row each, like config.c's options. A flag
@@ -107,6 +113,8 @@ static const struct flag_def flag_defs[] = {
     FLAG("since", FLAG_SINCE, true, since),
     FLAG("until", FLAG_UNTIL, true, until),
     FLAG("limit", FLAG_LIMIT, true, limit),
+    FLAG("prefix", FLAG_PREFIX, true, prefix),
+    FLAG("only", FLAG_ONLY, true, only),
 };
 
 #define FLAG_COUNT (sizeof(flag_defs) / sizeof(flag_defs[0]))
@@ -1033,6 +1041,12 @@ static int command_redrive(PGconn *conn, const struct cli_args *args)
     return CLI_EXIT_OK;
 }
 
+/* mcp-import: cli/mcp_import.c (it speaks to the upstream, then writes rows). */
+static int command_mcp_import(PGconn *conn, const struct cli_args *args)
+{
+    return mcp_import_run(conn, args->positional[0], args->prefix, args->only, args->ca_file);
+}
+
 static const struct command_def commands[] = {
     {"status", "status KEY [--json]", 1, 1, FLAG_JSON, 0, command_status},
     {"stuck", "stuck [--json]", 0, 0, FLAG_JSON, 0, command_stuck},
@@ -1052,6 +1066,8 @@ static const struct command_def commands[] = {
      "redrive --target NAME --since TIME --until TIME [--limit N] [--by NAME] [--dry-run] [--json]",
      0, 0, FLAG_JSON | FLAG_DRY_RUN | FLAG_TARGET | FLAG_SINCE | FLAG_UNTIL | FLAG_LIMIT | FLAG_BY,
      FLAG_TARGET | FLAG_SINCE | FLAG_UNTIL, command_redrive},
+    {"mcp-import", "mcp-import TARGET [--prefix P] [--only NAME,NAME]", 1, 1,
+     FLAG_PREFIX | FLAG_ONLY, 0, command_mcp_import},
 };
 
 #define COMMAND_COUNT (sizeof(commands) / sizeof(commands[0]))
@@ -1177,7 +1193,10 @@ static enum parse_result parse_arguments(const struct command_def *cmd, int argc
     }
     if (args->positional_count < cmd->min_positional) {
         /* Only resolve has a second positional argument. */
-        usage_error(cmd, "missing %s", args->positional_count == 0 ? "KEY" : "succeeded|failed");
+        usage_error(cmd, "missing %s",
+                    args->positional_count > 0       ? "succeeded|failed"
+                    : cmd->run == command_mcp_import ? "TARGET"
+                                                     : "KEY");
         return PARSE_ERROR;
     }
     for (size_t f = 0; f < FLAG_COUNT; f++) {
@@ -1252,10 +1271,14 @@ int cli_run(const char *command, int argc, char **argv)
     }
     PGconn *conn = connect_database(&cfg, cmd->name);
     args.prune_batch = cfg.prune_batch;
+    args.ca_file = cfg.ca_file ? xstrdup(cfg.ca_file) : NULL;
     config_free(&cfg);
-    if (conn == NULL)
+    if (conn == NULL) {
+        free(args.ca_file);
         return CLI_EXIT_DATABASE;
+    }
     int rc = cmd->run(conn, &args);
+    free(args.ca_file);
     PQfinish(conn);
     if (fflush(stdout) != 0 || ferror(stdout)) {
         fprintf(stderr, "outbox-relay %s: cannot write the output: %m\n", cmd->name);

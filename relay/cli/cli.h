@@ -1,14 +1,16 @@
 /*
  * cli.h — the operator commands: status, stuck, approvals, resolve, approve, reject,
- * cancel, retry, targets. Thin over the SQL functions (schema/outbox/functions/:
- * outcome, resolve, cancel, retry_now, ...); the database decides, the CLI shows and maps the
- * answer to an exit code.
+ * cancel, retry, targets, prune, redrive; and mcp-import (mcp_import.h). Thin over
+ * the SQL functions (schema/outbox/functions/: outcome, resolve, cancel, retry_now,
+ * ...); the database decides, the CLI shows and maps the answer to an exit code.
  *
  * Exit codes (a contract for scripts; --help lists them too):
  *   0  ok (stuck with nothing stuck is ok)
- *   1  database or connection error (also: permission denied, output not written)
- *   2  usage error: bad command line, or an argument the database rejects (SQLSTATE 22023)
- *   3  no such key (SQLSTATE OR008)
+ *   1  database or connection error (also: permission denied, output not written);
+ *      mcp-import: the upstream's tools could not be read
+ *   2  usage error: bad command line, or an argument the database rejects (SQLSTATE 22023);
+ *      mcp-import: the target is not an mcp target
+ *   3  no such key (SQLSTATE OR008); mcp-import: no such target
  *   4  refused: the intent is in the wrong state, or the action is not safe (SQLSTATE OR007)
  *
  * Errors go to stderr as "outbox-relay COMMAND: MESSAGE"; stdout then stays

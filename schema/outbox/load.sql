@@ -1,24 +1,26 @@
 -- schema/outbox/load.sql — the net schema of outbox-relay, one file per live
 -- object: what a database looks like after every migration up to and
--- including 0038_mcp_schema_keywords.sql. `psql -f schema/outbox/load.sql` builds it (the files in
--- an order that works); tests/sql/run.sh proves it builds the same schema as
--- migrations/, as it does for schema/outbox.sql.
+-- including 0039_settle_every_event.sql. `psql -f schema/outbox/load.sql` builds it (the files in
+-- an order that works); tests/sql/schema_equivalence.sh proves it builds the
+-- same schema as migrations/, tests/sql/schema_fresh_cluster.sh that it loads
+-- into a fresh cluster. Read it to learn the data model; build databases with
+-- migrations/ (`outbox-relay migrate`), which also records what is applied.
 --
 -- Why one file per object: `git log -p schema/outbox/functions/record.sql`
 -- is the history of outbox.record, each change a small diff, and a new
 -- migration is reviewed through the diff it makes here. Written by
--- `make schema` with schema/outbox.sql; do not edit by hand.
+-- `make schema` (tests/lib/schema-file.sh); do not edit by hand.
 
 SET check_function_bodies = false;
 SET client_min_messages = warning;
 
 -- Roles are cluster-wide, so not part of a schema dump: created when missing, as
--- migration 0005 does.
+-- migrations 0005 and 0022 do (every role the privileges below grant to).
 DO $$
 DECLARE
     role_name text;
 BEGIN
-    FOREACH role_name IN ARRAY ARRAY['outbox_app', 'outbox_relay', 'outbox_operator', 'outbox_admin'] LOOP
+    FOREACH role_name IN ARRAY ARRAY['outbox_app', 'outbox_relay', 'outbox_operator', 'outbox_admin', 'outbox_mcp'] LOOP
         IF NOT EXISTS (SELECT 1 FROM pg_roles WHERE rolname = role_name) THEN
             EXECUTE format('CREATE ROLE %I NOLOGIN', role_name);
         END IF;

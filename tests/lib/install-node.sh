@@ -16,6 +16,7 @@
 #   node_modules/@modelcontextprotocol/client          2.4.0 (2026-07-28 client)
 #   node_modules/@modelcontextprotocol/conformance     0.2.0-alpha.12
 #   node_modules/conformance-0.1.16                    the conformance suite 0.1.16
+#   node_modules/@modelcontextprotocol/server-everything 2026.8.31 (an upstream, tests/integration/76)
 # and build/node/bin/node links to that node. Cached: when the stamp says the
 # installed tree came from the same lock file, nothing is done. Without a
 # network the install fails with a message and a non-zero exit: the scenarios

@@ -1,17 +1,18 @@
 #!/usr/bin/env bash
-# Writes schema/outbox.sql: the net schema, what a database looks like after
-# every migration, ordered for reading; and schema/outbox/: the same, one file
-# per live object (functions/enqueue.sql, tables/intents.sql, ...) and
-# schema/outbox/load.sql that builds it. `make schema` runs it whenever a
-# migration is added; tests/sql/schema_equivalence.sh proves that the file
-# builds the same schema as migrations/.
+# Writes schema/outbox/: the net schema, what a database looks like after
+# every migration, one file per live object (functions/enqueue.sql,
+# tables/intents.sql, ...) and schema/outbox/load.sql that builds it. The one
+# generated view of the schema: `git log -p schema/outbox/functions/X.sql` is
+# the history of one object. `make schema` runs it whenever a migration is
+# added; tests/sql/schema_equivalence.sh proves that load.sql builds the same
+# schema as migrations/, tests/sql/schema_fresh_cluster.sh that it loads into
+# a fresh cluster.
 #
 # How: a throwaway cluster (tests/lib/pgcluster.sh), the migrations applied
 # in order, pg_dump --schema-only of schema outbox, then tests/lib/schema-order.py
-# regroups the dump (types, tables with their indexes and constraints,
-# functions, views, triggers, privileges) and writes each object's COMMENT
-# as a comment above it. Roles are cluster-wide and not in a schema dump:
-# the header creates them as migration 0005 does.
+# writes each object's file. Roles are cluster-wide and not in a schema dump:
+# load.sql creates every role the privileges grant to, as migrations 0005
+# and 0022 do.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
 . "$root/tests/lib/pgcluster.sh"
@@ -25,8 +26,5 @@ for m in "$root"/migrations/0*.sql; do
 done
 "$(pgcluster_bindir)/pg_dump" --schema-only --schema=outbox --no-owner -d postgres >"$work/dump.sql"
 python3 "$root/tests/lib/schema-order.py" "$work/dump.sql" "$(ls "$root"/migrations/0*.sql | tail -1 | xargs basename)" \
-    >"$root/schema/outbox.sql"
-python3 "$root/tests/lib/schema-order.py" "$work/dump.sql" "$(ls "$root"/migrations/0*.sql | tail -1 | xargs basename)" \
     --split "$root/schema/outbox"
-echo "schema/outbox.sql written ($(wc -l <"$root/schema/outbox.sql") lines)"
 echo "schema/outbox/ written ($(find "$root/schema/outbox" -name '*.sql' | wc -l) files)"

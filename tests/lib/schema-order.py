@@ -1,48 +1,29 @@
 #!/usr/bin/env python3
-"""Regroups a pg_dump --schema-only of schema outbox into schema/outbox.sql.
+"""Writes schema/outbox/ from a pg_dump --schema-only of schema outbox: one
+file per live object (types/, tables/, functions/, views/, triggers/, ...)
+and load.sql, which builds the schema from them.
 
-pg_dump writes objects by kind and dependency: every function before any
-table, comments and privileges far from what they describe. For reading,
-this writes them as a reader looks for them: types; each table with its
-identity, constraints, indexes and comments; functions (each with its
-comment above it); views; triggers; privileges. Statements are pg_dump's own,
-so the result builds the same schema (tests/sql/schema_equivalence.sh).
-Usage: schema-order.py DUMP LAST_MIGRATION > schema/outbox.sql
-       schema-order.py DUMP LAST_MIGRATION --split schema/outbox   (one file per object)
+pg_dump writes objects by kind and dependency, comments and privileges far
+from what they describe; here each object's file holds its definition with
+its comments, indexes, constraints and privileges. Statements are pg_dump's
+own, so load.sql builds the same schema (tests/sql/schema_equivalence.sh).
+The one generated view of the schema (issue 39: two, a single file beside
+this folder, told the same thing twice).
+Usage: schema-order.py DUMP LAST_MIGRATION --split schema/outbox
 """
+import os
+import shutil
 import re
 import sys
 
-HEADER = """\
--- schema/outbox.sql — the net schema of outbox-relay: what a database looks
--- like after every migration up to and including {last}.
---
--- Read it to learn the data model; build databases with migrations/
--- (`outbox-relay migrate`), which also records what is applied. The file is
--- written by `make schema` (tests/lib/schema-file.sh: the migrations applied
--- to a throwaway cluster, pg_dump, regrouped for reading by
--- tests/lib/schema-order.py); tests/sql/schema_equivalence.sh proves that it
--- builds the same schema as migrations/. Do not edit it by hand.
---
--- Why migrations stay the source: applied migrations are checksummed by
--- `outbox-relay migrate` and never edited, so a function redefined by a later
--- migration has several bodies in migrations/ and one here. The design is in
--- docs/design.md; why each change was made is in the header of its migration.
---
--- Sections: 1 roles and the schema · 2 types · 3 tables (each with its constraints, indexes
--- and comments) · 4 functions · 5 views · 6 triggers · 7 privileges.
-
-SET check_function_bodies = false;
-SET client_min_messages = warning;
-
--- ====================================================================== 1. roles and the schema
+ROLES = """\
 -- Roles are cluster-wide, so not part of a schema dump: created when missing, as
--- migration 0005 does.
+-- migrations 0005 and 0022 do (every role the privileges below grant to).
 DO $$
 DECLARE
     role_name text;
 BEGIN
-    FOREACH role_name IN ARRAY ARRAY['outbox_app', 'outbox_relay', 'outbox_operator', 'outbox_admin'] LOOP
+    FOREACH role_name IN ARRAY ARRAY[{roles}] LOOP
         IF NOT EXISTS (SELECT 1 FROM pg_roles WHERE rolname = role_name) THEN
             EXECUTE format('CREATE ROLE %I NOLOGIN', role_name);
         END IF;
@@ -51,6 +32,19 @@ END
 $$;
 GRANT outbox_operator TO outbox_admin;
 """
+
+GRANTEE_RE = re.compile(r"^GRANT .* TO (\w+);$", re.M)
+
+
+def grantees(dump):
+    """Every role the dump grants to, in order of first grant: the roles the
+    schema needs to exist before its privileges can load (PUBLIC exists)."""
+    out = []
+    for role in GRANTEE_RE.findall(dump):
+        if role != "PUBLIC" and role not in out:
+            out.append(role)
+    return ", ".join("'%s'" % r for r in out)
+
 
 NAME_RE = re.compile(r"^-- Name: (.*); Type: (.*); Schema: (.*); Owner: .*$")
 
@@ -77,144 +71,19 @@ def blocks(text):
     return out
 
 
-def comment_text(body):
-    """The text of a COMMENT ON ... IS '...'; statement, unquoted."""
-    m = re.search(r" IS '(.*)';\s*$", body, re.S)
-    return m.group(1).replace("''", "'") if m else None
-
-
-def as_sql_comment(text, width=78):
-    words, lines, cur = text.split(), [], "--"
-    for w in words:
-        if len(cur) + 1 + len(w) > width and cur != "--":
-            lines.append(cur)
-            cur = "--"
-        cur += " " + w
-    lines.append(cur)
-    return "\n".join(lines)
-
-
-def main():
-    dump, last = open(sys.argv[1]).read(), sys.argv[2]
-    objs = blocks(dump)
-    reading_order = ["targets", "intents", "attempts", "target_state", "tombstones", "mismatches", "relays"]
-    table_names = sorted((n for n, t, _ in objs if t == "TABLE"),
-                         key=lambda n: (reading_order.index(n) if n in reading_order else len(reading_order), n))
-    view_names = [n for n, t, _ in objs if t == "VIEW"]
-    view_columns = {v: [] for v in view_names}
-
-    def table_of(name, kind):
-        if kind in ("CONSTRAINT", "FK CONSTRAINT", "CHECK CONSTRAINT", "TRIGGER"):
-            return name.split(" ")[0]
-        if kind == "COMMENT" and name.startswith(("TABLE ", "COLUMN ")):
-            return name.split(" ")[1].split(".")[0]
-        return None
-
-    schema, types, funcs, views, triggers, acls, other = [], [], [], [], [], [], []
-    per_table = {t: [] for t in table_names}
-    comments = {}
-    for name, kind, body in objs:
-        if kind == "COMMENT" and not name.startswith(("TABLE ", "COLUMN ")):
-            comments[name] = body
-            continue
-        owner = table_of(name, kind)
-        if kind == "COMMENT" and owner in view_columns:
-            view_columns[owner].append(body)
-            continue
-        if kind == "SCHEMA":
-            schema.append((name, kind, body))
-        elif kind == "TYPE":
-            types.append((name, kind, body))
-        elif kind == "TABLE":
-            per_table[name].insert(0, (name, kind, body))
-        elif kind == "SEQUENCE":
-            m = re.search(r"ALTER TABLE outbox\.(\w+)", body)
-            per_table[m.group(1)].append((name, kind, body))
-        elif kind == "INDEX":
-            m = re.search(r" ON outbox\.(\w+)", body)
-            per_table[m.group(1)].append((name, kind, body))
-        elif kind == "TRIGGER":
-            triggers.append((name, kind, body))
-        elif owner in per_table and kind != "FK CONSTRAINT":
-            per_table[owner].append((name, kind, body))
-        elif kind == "FUNCTION":
-            funcs.append((name, kind, body))
-        elif kind == "VIEW":
-            views.append((name, kind, body))
-        elif kind == "ACL":
-            acls.append((name, kind, body))
-        else:
-            other.append((name, kind, body))  # foreign keys: after every table
-
-    def emit_commented(name, kind, body):
-        note = comments.pop("%s %s" % (kind, name), None)
-        if note:
-            text = comment_text(note)
-            if text:
-                print(as_sql_comment(text))
-        print(body)
-        if note:
-            print(note)
-        print()
-
-    print(HEADER.format(last=last))
-    for name, kind, body in schema:
-        print(body)
-        note = comments.pop("SCHEMA " + name, None)
-        if note:
-            print(note)
-        print()
-    print("-- ====================================================================== 2. types")
-    for name, kind, body in types:
-        emit_commented(name, kind, body)
-    print("-- ====================================================================== 3. tables")
-    for t in table_names:
-        items = per_table[t]
-        print("-- ---------------------------------------------------------------------- %s" % t)
-        for n, k, b in items:
-            if k == "COMMENT" and n.startswith("TABLE "):
-                tc = comment_text(b)
-                if tc:
-                    print(as_sql_comment(tc))
-        for n, k, b in items:
-            print(b)
-            print()
-    for name, kind, body in other:
-        print(body)
-        print()
-    print("-- ====================================================================== 4. functions")
-    for name, kind, body in funcs:
-        emit_commented(name, kind, body)
-    print("-- ====================================================================== 5. views")
-    for name, kind, body in views:
-        emit_commented(name, kind, body)
-        for note in view_columns[name]:
-            print(note)
-            print()
-    print("-- ====================================================================== 6. triggers")
-    for name, kind, body in triggers:
-        print(body)
-        print()
-    print("-- ====================================================================== 7. privileges")
-    for name, kind, body in acls:
-        print(body)
-        print()
-    for name, body in comments.items():  # anything left: never lost
-        print(body)
-        print()
-
-
 LOADER_HEADER = """\
 -- schema/outbox/load.sql — the net schema of outbox-relay, one file per live
 -- object: what a database looks like after every migration up to and
 -- including {last}. `psql -f schema/outbox/load.sql` builds it (the files in
--- an order that works); tests/sql/run.sh proves it builds the same schema as
--- migrations/, as it does for schema/outbox.sql.
+-- an order that works); tests/sql/schema_equivalence.sh proves it builds the
+-- same schema as migrations/, tests/sql/schema_fresh_cluster.sh that it loads
+-- into a fresh cluster. Read it to learn the data model; build databases with
+-- migrations/ (`outbox-relay migrate`), which also records what is applied.
 --
 -- Why one file per object: `git log -p schema/outbox/functions/record.sql`
 -- is the history of outbox.record, each change a small diff, and a new
 -- migration is reviewed through the diff it makes here. Written by
--- `make schema` with schema/outbox.sql; do not edit by hand.
+-- `make schema` (tests/lib/schema-file.sh); do not edit by hand.
 """
 
 FILE_NAME_RE = re.compile(r"[^A-Za-z0-9_]+")
@@ -225,15 +94,13 @@ def file_name(name):
     return FILE_NAME_RE.sub("_", name.split("(")[0]).strip("_")
 
 
-def split(objs, outdir, last):
+def split(objs, outdir, last, roles_sql):
     """Writes one file per live object under outdir, and outdir/load.sql.
 
     Types, tables (with identity, constraints, indexes and comments), foreign
     keys, functions (every overload of a name in one file, with comments and
     privileges), views, triggers; each object's privileges go in its file.
     """
-    import os
-    import shutil
 
     tables = {n for n, t, _ in objs if t == "TABLE"}
     views = {n for n, t, _ in objs if t == "VIEW"}
@@ -322,7 +189,7 @@ def split(objs, outdir, last):
     with open(os.path.join(outdir, "load.sql"), "w") as f:
         f.write(LOADER_HEADER.format(last=last))
         f.write("\nSET check_function_bodies = false;\nSET client_min_messages = warning;\n")
-        roles = HEADER[HEADER.index("-- Roles are cluster-wide"):]
+        roles = ROLES.format(roles=roles_sql)
         f.write("\n" + roles + "\n")
         for kind in kinds:
             for path in order:
@@ -332,6 +199,7 @@ def split(objs, outdir, last):
 
 if __name__ == "__main__":
     if len(sys.argv) > 4 and sys.argv[3] == "--split":
-        split(blocks(open(sys.argv[1]).read()), sys.argv[4], sys.argv[2])
+        dump = open(sys.argv[1]).read()
+        split(blocks(dump), sys.argv[4], sys.argv[2], grantees(dump))
     else:
-        main()
+        sys.exit("usage: schema-order.py DUMP LAST_MIGRATION --split schema/outbox")

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# tests/sql/schema_equivalence.sh — schema/outbox.sql must build exactly the schema
+# tests/sql/schema_equivalence.sh — schema/outbox/load.sql must build exactly the schema
 # that migrations/*.sql (applied in order) build.
 #
 # Builds one database from each, dumps schema "outbox" of both with
@@ -13,13 +13,13 @@
 # actually contain the outbox tables.
 #
 # Needs the PG* environment of a running cluster (see tests/lib/pgcluster.sh).
-# OUTBOX_SCHEMA_FILE overrides the schema file (default: schema/outbox.sql).
+# OUTBOX_SCHEMA_FILE overrides the schema file (default: schema/outbox/load.sql).
 
 set -u -o pipefail
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 repo=$(cd "$here/../.." && pwd)
-schema_file=${OUTBOX_SCHEMA_FILE:-$repo/schema/outbox.sql}
+schema_file=${OUTBOX_SCHEMA_FILE:-$repo/schema/outbox/load.sql}
 export PGUSER=${PGUSER:-postgres}
 
 prefix="outbox_schemaeq_$$"

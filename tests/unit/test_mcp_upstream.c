@@ -1,8 +1,8 @@
 /*
  * test_mcp_upstream.c — relay/mcp_upstream.h's pure parts: the bodies of
- * tools/call and of a session's setup in either era, the Mcp-Name header
- * value, and reading an answer (JSON, a batch, an event stream with
- * notifications and a request of the server before the response).
+ * tools/call, of tools/list (mcp-import) and of a session's setup in either era, the Mcp-Name
+ * header value, and reading an answer (JSON, a batch, an event stream with notifications and a
+ * request of the server before the response).
  */
 #include "unit.h"
 
@@ -93,6 +93,29 @@ START_TEST(setup_bodies)
     j = parse(b);
     ck_assert_str_eq(json_string_value(json_object_get(j, "method")), "notifications/initialized");
     ck_assert_ptr_null(json_object_get(j, "id")); /* a notification */
+    json_decref(j);
+    free(b);
+}
+END_TEST
+
+START_TEST(list_bodies)
+{
+    char *b = upstream_list_body(UPSTREAM_ERA_LEGACY, NULL, 1);
+    json_t *j = parse(b);
+    ck_assert_str_eq(json_string_value(json_object_get(j, "method")), "tools/list");
+    ck_assert_int_eq(json_integer_value(json_object_get(j, "id")), 1);
+    json_t *params = json_object_get(j, "params");
+    ck_assert_ptr_null(json_object_get(params, "cursor"));
+    ck_assert_ptr_null(json_object_get(params, "_meta")); /* no envelope in 2025 */
+    json_decref(j);
+    free(b);
+    b = upstream_list_body(UPSTREAM_ERA_MODERN, "page-2", 2);
+    j = parse(b);
+    params = json_object_get(j, "params");
+    ck_assert_str_eq(json_string_value(json_object_get(params, "cursor")), "page-2");
+    ck_assert_str_eq(
+        json_string_value(json_object_get(json_object_get(params, "_meta"), UPSTREAM_META_VERSION)),
+        UPSTREAM_MODERN_VERSION);
     json_decref(j);
     free(b);
 }
@@ -217,6 +240,7 @@ Suite *mcp_upstream_suite(void)
     tcase_add_test(tc, call_body_legacy);
     tcase_add_test(tc, call_body_modern_has_the_envelope);
     tcase_add_test(tc, call_body_refuses_other_payloads);
+    tcase_add_test(tc, list_bodies);
     tcase_add_test(tc, setup_bodies);
     tcase_add_test(tc, header_value_base64_when_not_plain);
     suite_add_tcase(s, tc);

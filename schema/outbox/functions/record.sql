@@ -45,10 +45,10 @@ BEGIN
          WHERE u.chosen AND i.id = u.id AND i.state IN ('in_flight', 'unknown') AND i.lease_owner = p_relay
            AND i.attempts = u.attempt
         RETURNING u.ord, i.id, u.state, i.ordering_key,
-                  -- what a person may have to act on (outbox.intent_event)
-                  CASE WHEN u.state = 'failed'
-                         OR (u.state = 'unknown' AND u.class NOT IN ('reconcile_inconclusive', 'reconciled_executed',
-                                                                      'reconciled_not_executed'))
+                  -- what a person may have to act on (outbox.intent_event); a failed
+                  -- intent's event is built by outbox.settle, with every final state's
+                  CASE WHEN u.state = 'unknown' AND u.class NOT IN ('reconcile_inconclusive', 'reconciled_executed',
+                                                                     'reconciled_not_executed')
                        THEN outbox.intent_event(i, u.class, u.http, u.error) END
     LOOP
         applied[o] := true;

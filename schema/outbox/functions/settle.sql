@@ -4,6 +4,7 @@ CREATE FUNCTION outbox.settle(p_ids bigint[], p_states outbox.intent_state[], p_
     AS $$
 DECLARE
     moving text[];
+    ev     jsonb;
 BEGIN
     IF cardinality(p_ids) IS DISTINCT FROM cardinality(p_states)
        OR cardinality(p_ids) IS DISTINCT FROM cardinality(p_groups) THEN
@@ -16,6 +17,31 @@ BEGIN
             USING ERRCODE = '22023';
     END IF;
 
+    -- Events for people (outbox_events): a failed intent, from the outcome
+    -- that made it failed (the newest recorded row of its history); not when
+    -- that row is a person's resolution. Built before the groups move on, so
+    -- 'blocks' counts the group as it stood.
+    FOR ev IN
+        SELECT outbox.intent_event(i, a.class, a.http_status, a.error)
+          FROM unnest(p_ids, p_states) WITH ORDINALITY AS s(id, state, ord)
+          JOIN outbox.intents i ON i.id = s.id
+          CROSS JOIN LATERAL (SELECT h.class, h.http_status, h.error
+                                FROM outbox.attempts h
+                               WHERE h.intent_id = s.id AND h.recorded
+                               ORDER BY h.id DESC
+                               LIMIT 1) AS a
+         WHERE s.state = 'failed' AND a.class <> 'resolved'
+         ORDER BY s.ord
+    LOOP
+        PERFORM pg_notify('outbox_events', ev::text);
+        IF ev ? 'blocks' THEN
+            PERFORM pg_notify('outbox_events',
+                              jsonb_build_object('event', 'group_blocked', 'group', ev->>'ordering_key',
+                                                 'head', ev->>'key', 'blocks', ev->'blocks',
+                                                 'at', ev->>'at')::text);
+        END IF;
+    END LOOP;
+
     -- Ordered delivery: the next intent of a group is due once this one
     -- succeeded or was cancelled; a failed one keeps the group waiting.
     SELECT array_agg(DISTINCT s.grp) INTO moving
@@ -27,6 +53,6 @@ BEGIN
 END
 $$;
 
-COMMENT ON FUNCTION outbox.settle(p_ids bigint[], p_states outbox.intent_state[], p_groups text[]) IS 'What follows an intent becoming final (succeeded, failed, cancelled), called once by each path that makes intents final, with their ids, new states and ordering groups: today, the release of the groups that may move on.';
+COMMENT ON FUNCTION outbox.settle(p_ids bigint[], p_states outbox.intent_state[], p_groups text[]) IS 'What follows an intent becoming final (succeeded, failed, cancelled), called once by each path that makes intents final, with their ids, new states and ordering groups: the events for people (intent_failed, group_blocked) and the release of the groups that may move on.';
 
 REVOKE ALL ON FUNCTION outbox.settle(p_ids bigint[], p_states outbox.intent_state[], p_groups text[]) FROM PUBLIC;
