@@ -30,6 +30,7 @@ static struct relay *relay_new(const struct config *cfg)
     r->rng = uv_hrtime() ^ ((uint64_t)getpid() << 32) ^ 0x9E3779B97F4A7C15ULL;
     record_queue_init(&r->records); /* the other buffers start zeroed, i.e. empty */
     uv_loop_init(&r->loop);
+    log_batch_start(&r->loop); /* a line per delivery, one write per loop turn */
     signal(SIGPIPE, SIG_IGN);
     curl_global_init(CURL_GLOBAL_DEFAULT);
     relay_attach(r);
@@ -59,6 +60,8 @@ static void relay_start(struct relay *r)
  * code, 1 also when a handle was left open. */
 static int relay_free(struct relay *r)
 {
+    log_batch_stop();
+    uv_run(&r->loop, UV_RUN_DEFAULT); /* its close callback */
     int rc = uv_loop_close(&r->loop);
     if (rc != 0) {
         log_event(LOG_ERROR, "loop_not_closed", "error", json_string(uv_strerror(rc)), LOG_END);

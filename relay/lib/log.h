@@ -11,6 +11,7 @@
 
 #include <jansson.h>
 #include <stdbool.h>
+#include <uv.h>
 
 typedef enum { LOG_DEBUG = 0, LOG_INFO, LOG_WARN, LOG_ERROR } log_level_t;
 
@@ -45,5 +46,16 @@ struct log_field {
     ((struct log_field){.name = (n), .kind = LOG_FIELD_INTEGER, .integer = (i)})
 #define LOG_NULL(n) ((struct log_field){.name = (n), .kind = LOG_FIELD_NULL})
 void log_fields(log_level_t level, const char *event, const struct log_field *fields, size_t count);
+
+/* Lines per loop turn. After log_batch_start, info and debug lines wait in
+ * a buffer written before the loop next polls (a uv_prepare handle, unref'd:
+ * it does not keep the loop alive) and at exit(); warn and error lines are
+ * written at once, after what waits. log_batch_stop writes what waits and
+ * closes the handle: run the loop once more before uv_loop_close. One loop
+ * at a time. */
+void log_batch_start(uv_loop_t *loop);
+void log_batch_stop(void);
+/* Writes what waits now (also what log_batch_stop and exit() do). */
+void log_flush(void);
 
 #endif

@@ -1867,6 +1867,7 @@ int mcp_server_run(const struct config *cfg)
     struct mcp_server *s = xcalloc(1, sizeof(*s));
     s->cfg = cfg;
     uv_loop_init(&s->loop);
+    log_batch_start(&s->loop);
     signal(SIGPIPE, SIG_IGN);
     static const double bounds[] = METRICS_LATENCY_SECONDS_BOUNDS;
     if (!metrics_histogram_init(&s->call_seconds, bounds, METRICS_LATENCY_SECONDS_BOUND_COUNT))
@@ -1956,6 +1957,8 @@ int mcp_server_run(const struct config *cfg)
         uv_signal_start(&s->sigint, on_signal, SIGINT);
     }
     uv_run(&s->loop, UV_RUN_DEFAULT);
+    log_batch_stop();
+    uv_run(&s->loop, UV_RUN_DEFAULT); /* its close callback */
     int rc = uv_loop_close(&s->loop);
     if (rc != 0) {
         log_event(LOG_ERROR, "loop_not_closed", "error", json_string(uv_strerror(rc)), LOG_END);

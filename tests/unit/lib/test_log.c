@@ -7,8 +7,10 @@
 
 #include "lib/log.h"
 
+#include <limits.h>
 #include <regex.h>
 #include <stdlib.h>
+#include <sys/socket.h>
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
@@ -188,6 +190,129 @@ START_TEST(fields_below_the_level_nothing)
 }
 END_TEST
 
+/* Reads what is waiting on fd without blocking: "" when nothing. */
+static void read_waiting(int fd, char *out, size_t size)
+{
+    size_t len = 0;
+    for (;;) {
+        ssize_t n = recv(fd, out + len, size - 1 - len, MSG_DONTWAIT);
+        if (n <= 0)
+            break;
+        len += (size_t)n;
+    }
+    out[len] = '\0';
+}
+
+static void idle_noop(uv_idle_t *handle)
+{
+    (void)handle;
+}
+
+/* In a loop, an info line waits for the turn's end; a warn line writes what
+ * waits first, then itself; the loop's turn writes what waits. */
+START_TEST(batch_written_per_turn_and_warn_at_once)
+{
+    int fds[2];
+    ck_assert_int_eq(socketpair(AF_UNIX, SOCK_STREAM, 0, fds), 0);
+    int saved = dup(STDERR_FILENO);
+    dup2(fds[1], STDERR_FILENO);
+    log_set_level(LOG_INFO);
+    uv_loop_t loop;
+    uv_loop_init(&loop);
+    log_batch_start(&loop);
+    char out[4096];
+
+    log_event(LOG_INFO, "first", LOG_END);
+    struct log_field n = LOG_INTEGER("n", 2);
+    log_fields(LOG_INFO, "second", &n, 1);
+    read_waiting(fds[0], out, sizeof(out));
+    ck_assert_str_eq(out, ""); /* both wait for the turn */
+
+    log_event(LOG_WARN, "third", LOG_END);
+    read_waiting(fds[0], out, sizeof(out));
+    char *first = strstr(out, "\"event\":\"first\"");
+    char *second = strstr(out, "\"event\":\"second\",\"n\":2}");
+    char *third = strstr(out, "\"event\":\"third\"");
+    ck_assert(first && second && third && first < second && second < third);
+
+    log_event(LOG_INFO, "fourth", LOG_END);
+    uv_idle_t busy; /* the loop's own work: the batch's handle keeps no loop alive */
+    uv_idle_init(&loop, &busy);
+    uv_idle_start(&busy, idle_noop);
+    uv_run(&loop, UV_RUN_NOWAIT); /* one turn: its prepare writes */
+    uv_close((uv_handle_t *)&busy, NULL);
+    read_waiting(fds[0], out, sizeof(out));
+    ck_assert_ptr_nonnull(strstr(out, "\"event\":\"fourth\""));
+
+    log_event(LOG_INFO, "fifth", LOG_END);
+    log_batch_stop(); /* writes what waits and closes the handle */
+    read_waiting(fds[0], out, sizeof(out));
+    ck_assert_ptr_nonnull(strstr(out, "\"event\":\"fifth\""));
+    uv_run(&loop, UV_RUN_DEFAULT);
+    ck_assert_int_eq(uv_loop_close(&loop), 0);
+
+    log_event(LOG_INFO, "sixth", LOG_END); /* no batch: at once */
+    read_waiting(fds[0], out, sizeof(out));
+    ck_assert_ptr_nonnull(strstr(out, "\"event\":\"sixth\""));
+    dup2(saved, STDERR_FILENO);
+    close(saved);
+    close(fds[0]);
+    close(fds[1]);
+}
+END_TEST
+
+/* Each write of a batch holds whole lines and at most PIPE_BUF bytes (a
+ * longer line alone), so lines stay whole on a shared pipe. A datagram
+ * socket shows each write(2) as one message. */
+START_TEST(batch_writes_whole_lines_within_pipe_buf)
+{
+    int fds[2];
+    ck_assert_int_eq(socketpair(AF_UNIX, SOCK_SEQPACKET, 0, fds), 0);
+    int buffer = 1 << 20;
+    setsockopt(fds[0], SOL_SOCKET, SO_RCVBUF, &buffer, sizeof(buffer));
+    setsockopt(fds[1], SOL_SOCKET, SO_SNDBUF, &buffer, sizeof(buffer));
+    int saved = dup(STDERR_FILENO);
+    dup2(fds[1], STDERR_FILENO);
+    log_set_level(LOG_INFO);
+    uv_loop_t loop;
+    uv_loop_init(&loop);
+    log_batch_start(&loop);
+    static char long_text[6000];
+    memset(long_text, 'a', sizeof(long_text) - 1);
+    int lines = 0;
+    for (int i = 0; i < 300; i++, lines++) {
+        struct log_field f[] = {LOG_INTEGER("i", i),
+                                LOG_STRING("text", i == 150 ? long_text : "t")};
+        log_fields(LOG_INFO, "line", f, 2);
+    }
+    log_flush();
+    static char message[16384];
+    int seen = 0, writes = 0;
+    for (;;) {
+        ssize_t n = recv(fds[0], message, sizeof(message), MSG_DONTWAIT);
+        if (n <= 0)
+            break;
+        writes++;
+        ck_assert_int_eq(message[n - 1], '\n');
+        int in_message = 0;
+        for (ssize_t k = 0; k < n; k++)
+            in_message += message[k] == '\n';
+        if (n > PIPE_BUF)
+            ck_assert_int_eq(in_message, 1); /* the long line, alone */
+        seen += in_message;
+    }
+    ck_assert_int_eq(seen, lines);
+    ck_assert_int_lt(writes, lines / 4); /* batched: many lines per write */
+    log_batch_stop();
+    uv_run(&loop, UV_RUN_DEFAULT);
+    ck_assert_int_eq(uv_loop_close(&loop), 0);
+    dup2(saved, STDERR_FILENO);
+    close(saved);
+    close(fds[0]);
+    close(fds[1]);
+}
+END_TEST
+
 Suite *log_suite(void)
 {
     Suite *s = suite_create("log");
@@ -198,6 +323,8 @@ Suite *log_suite(void)
     tcase_add_test(tc, fields_as_jansson_writes_them);
     tcase_add_test(tc, fields_below_the_level_nothing);
     tcase_add_test(tc, time_to_the_millisecond);
+    tcase_add_test(tc, batch_written_per_turn_and_warn_at_once);
+    tcase_add_test(tc, batch_writes_whole_lines_within_pipe_buf);
     suite_add_tcase(s, tc);
     return s;
 }
