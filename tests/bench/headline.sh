@@ -65,6 +65,11 @@ HEADLINE_IN_FLIGHT=1024 # the relay's --max-in-flight default (and targets.max_i
 HEADLINE_TLS_RUNS=${BENCH_HEADLINE_TLS_RUNS:-3}
 HEADLINE_STORM=${BENCH_HEADLINE_STORM:-1}
 HEADLINE_H2_RUNS=${BENCH_HEADLINE_H2_RUNS:-3}
+# The log line's cost (issue 40): BENCH_HEADLINE_LOG_RUNS (2) pairs of HTTP
+# drains, the default (info: a line per delivery, written once per loop
+# turn) against --log-level warn (no line), in alternating order.
+HEADLINE_LOG_RUNS=${BENCH_HEADLINE_LOG_RUNS:-2}
+HEADLINE_EXTRA_OPTS=()
 NGINX_TLS_PORT=""
 NGINX_H2_PORT=""
 HEADLINE_CA="" # the throwaway CA's certificate (PEM), the TLS target's ca_file
@@ -368,7 +373,7 @@ headline_drain() {
     local start=$EPOCHREALTIME
     timeout -k 5 240 "$BIN/runstat" -o "$B/$db.relay.stat" -- \
         "$RELAY" run --db "$(dburl "$db")" --relay-id "bench-headline" "${DEF_RELAY_OPTS[@]}" \
-        >"$B/$db.relay.log" 2>&1 &
+        "${HEADLINE_EXTRA_OPTS[@]}" >"$B/$db.relay.log" 2>&1 &
     local wrapper=$!
     PIDS+=("$wrapper")
     if [ "$storm" = 1 ]; then
@@ -483,6 +488,22 @@ scenario_headline() {
                 load1_before="$load" "${DRAIN_FIELDS[@]}" load1_after="$(cut -d' ' -f1 /proc/loadavg)"
         done
     done
+    # The log line's cost: the default (info) against --log-level warn, pairs
+    # in alternating order (the relay's CPU per delivery, the difference).
+    local log_runs=$HEADLINE_LOG_RUNS
+    want headline || log_runs=0
+    for r in $(seq 1 "$log_runs"); do
+        local DRAIN_FIELDS=() MEAN_IN_FLIGHT=1 load level
+        for level in $([ $((r % 2)) = 1 ] && echo "warn info" || echo "info warn"); do
+            HEADLINE_EXTRA_OPTS=()
+            [ "$level" = warn ] && HEADLINE_EXTRA_OPTS=(--log-level warn)
+            load=$(cut -d' ' -f1 /proc/loadavg)
+            headline_drain "$r" http || break 2
+            emit kind="headline_log_$level" round="$r" load1_before="$load" "${DRAIN_FIELDS[@]}" \
+                load1_after="$(cut -d' ' -f1 /proc/loadavg)"
+        done
+    done
+    HEADLINE_EXTRA_OPTS=()
     # The reconnect storm: one more TLS drain, nginx reloaded a third of the way in.
     if [ "$HEADLINE_STORM" = 1 ] && [ "$tls_runs" -gt 0 ]; then
         local DRAIN_FIELDS=() MEAN_IN_FLIGHT=1 load

@@ -97,8 +97,10 @@ def main():
     heads = [r for r in raw if r["kind"] == "headline"]
     tls_heads = [r for r in raw if r["kind"] == "headline_tls"]
     storms = [r for r in raw if r["kind"] == "headline_storm"]
+    log_info = [r for r in raw if r["kind"] == "headline_log_info"]
+    log_warn = [r for r in raw if r["kind"] == "headline_log_warn"]
     hmeta = next((r for r in raw if r["kind"] == "headline_meta"), {})
-    for r in heads + tls_heads + storms:
+    for r in heads + tls_heads + storms + log_info + log_warn:
         n = r["intents"]
         r["rate"] = n / r["wall_s"] if r["wall_s"] > 0 else 0.0
         r["relay_cpu_us"] = (r["relay_user_s"] + r["relay_sys_s"]) * 1e6 / n
@@ -272,6 +274,22 @@ def main():
                        fmt="{:.1f}",
                        shown="{:.1f} µs CPU/request, {:,.0f}/s; relay = {:.2f} ×".format(
                            pm(p + "_cpu_us"), pm(p + "_rate"), pm(p + "_ratio")))
+
+    # The log line's cost (issue 40): pairs of the same HTTP drain, default
+    # (info, a line per delivery) against --log-level warn, in alternating
+    # order; the relay's CPU per delivery, info minus warn, per pair.
+    if log_info and log_warn:
+        pairs = [(i, w) for i in log_info for w in log_warn if i["round"] == w["round"]]
+        diffs = [i["relay_cpu_us"] - w["relay_cpu_us"] for i, w in pairs]
+        figure("headline: the log line", "relay CPU per delivery, info minus warn", median(diffs), "µs",
+               1.0, "<=", [round(d, 2) for d in diffs],
+               "pairs of {:,}-intent HTTP drains in alternating order; relay µs/delivery info: {}; warn: {}; "
+               "log lines written (info): {}".format(
+                   int(log_info[0]["intents"]),
+                   ", ".join("{:.1f}".format(i["relay_cpu_us"]) for i, _ in pairs),
+                   ", ".join("{:.1f}".format(w["relay_cpu_us"]) for _, w in pairs),
+                   ", ".join("{:,}".format(int(i.get("relay_log_lines", 0))) for i, _ in pairs)),
+               fmt="{:.2f}")
 
     # ---------------------------------------------------------------- headline over TLS
     # Issue 26: the same rounds against the same nginx over TLS 1.3, its
