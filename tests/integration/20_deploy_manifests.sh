@@ -1115,19 +1115,17 @@ else:
     if re.search(r"GRANT [^;]*\b(outbox_relay|outbox_app|outbox_admin|outbox_operator)\b[^;]*TO %s\b"
                  % re.escape(str(login)), init):
         p.append("compose %s: its login %s is granted more than outbox_mcp" % (mcp_svc[0], login))
-with open("README.md") as f:
-    main_readme = f.read()
-roles = re.search(r"^## Roles\n(.*?)(?=^## )", main_readme, re.M | re.S)
-if not roles or not re.search(r"^\| `outbox_mcp` \|", roles.group(1), re.M):
-    p.append("README.md's roles table has no outbox_mcp row")
 with open("docs/operations.md") as f:
     ops = f.read()
+roles = re.search(r"^## Roles\n(.*?)(?=^## )", ops, re.M | re.S)
+if not roles or not re.search(r"^\| `outbox_mcp` \|", roles.group(1), re.M):
+    p.append("docs/operations.md's roles table has no outbox_mcp row")
 if "outbox_mcp" not in ops or "outbox-relay-mcp" not in ops:
     p.append("docs/operations.md does not cover the front door (its role outbox_mcp, its Deployment outbox-relay-mcp)")
 if "outbox-relay-mcp-database" not in README:
     p.append("deploy/README.md does not name the front door's Secret")
 check("the MCP front door beside the relay: dashboard queries of %s, a runbook section per alert, a "
-      "compose service with an outbox_mcp login, README's roles and docs/operations.md" % ", ".join(MCP_METRICS), p)
+      "compose service with an outbox_mcp login, docs/operations.md's roles and front door" % ", ".join(MCP_METRICS), p)
 PYTHON
 rc=$?
 while IFS=$'\t' read -r status desc detail; do
