@@ -390,7 +390,7 @@ def check_render(tag, path, kdir):
         if (r.get("requests") or {}).get("cpu") != "50m" or (r.get("requests") or {}).get("memory") != "176Mi" \
                 or (r.get("limits") or {}).get("memory") != "224Mi":
             p.append("relay resources are not requests 50m/176Mi, limits 224Mi: %r" % r)
-        # The memory bound of README ("Memory") for the options the container
+        # The memory bound of docs/operations.md ("Memory") for the options the container
         # gets, over TLS: 12 MiB + in_flight x (response cap + 36 KiB + 48 KiB)
         # + 3 x 4 MiB. The request covers it, the limit adds 25 % (deployment.yaml).
         in_flight = env_value(objs, relay_pod, relay, "OUTBOX_RELAY_MAX_IN_FLIGHT") or "1024"
@@ -408,7 +408,7 @@ def check_render(tag, path, kdir):
             p.append("OUTBOX_RELAY_MAX_IN_FLIGHT %r / OUTBOX_RELAY_MAX_RESPONSE_BYTES %r are not numbers"
                      % (in_flight, cap))
     check("%s: resources: requests and memory limits on every container (relay 50m/176Mi, 224Mi; "
-          "request >= the README memory bound for its options, limit >= bound + 25 %%)" % tag, p)
+          "request >= the memory bound of docs/operations.md for its options, limit >= bound + 25 %%)" % tag, p)
 
     # The front door's bound (deploy/README.md, "The front door's memory"):
     # 12 MiB + 1.25 x mcp-memory-bytes + 80 KiB x mcp-max-connections; the
