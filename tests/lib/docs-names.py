@@ -16,7 +16,9 @@ deploy/README.md names
 Options of other tools are left alone when they follow another command
 (`kubectl ... --from-file`); the few written alone are listed in OTHER_TOOLS.
 A name written with `*` (`outbox.mcp_*`, `--mcp-*`) must be the prefix of
-one that exists. Why from the generated schema and the binary, not from the
+one that exists. And the other way: docs/targets.md names every column of
+outbox.targets, docs/mcp.md every column of outbox.mcp_tools (a column added
+by a migration is documented, or this fails). Why from the generated schema and the binary, not from the
 C or the migrations: they are what a user's database and shell have.
 
 Run by the lint suite; prints file:line and what is wrong, exits 1.
@@ -31,6 +33,9 @@ import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.environ.get("ROOT") or os.path.normpath(os.path.join(HERE, "..", ".."))
+
+# The reference of a table names every one of its columns, in backquotes.
+COLUMNS_DOCUMENTED = {"targets": "docs/targets.md", "mcp_tools": "docs/mcp.md"}
 
 # Options that the documents write alone and that belong to another program.
 OTHER_TOOLS = {
@@ -155,6 +160,16 @@ def main():
                         bad.append("%s:%d: %s* matches no option in --help" % (rel, n, opt))
                 elif opt not in options and opt not in OTHER_TOOLS:
                     bad.append("%s:%d: %s: no such option in outbox-relay --help" % (rel, n, opt))
+    for table, doc in sorted(COLUMNS_DOCUMENTED.items()):
+        path = os.path.join(ROOT, doc)
+        if table not in columns or not os.path.exists(path):
+            bad.append("%s or outbox.%s is missing" % (doc, table))
+            continue
+        text = open(path, encoding="utf-8").read()
+        body = re.search(r"CREATE TABLE outbox\.%s \((.*?)\n\);" % table, columns[table], re.S)
+        for col in re.findall(r"^    ([a-z_][a-z0-9_]*) ", body.group(1) if body else "", re.M):
+            if "`%s`" % col not in text:
+                bad.append("%s does not name the column %s of outbox.%s" % (doc, col, table))
     for b in bad:
         print("docs-names: " + b)
     if not bad:

@@ -98,6 +98,11 @@ echo 'Raise `--mcp-wait-seconds`.' >>"$T/tree/docs/mcp.md"
 expect_fail docs-names.py "--mcp-wait-seconds: no such option" \
     "docs-names: an option named alone that --help does not have fails"
 
+fresh_tree "$T/tree"
+sed -i '/^| `forget_pre_retention`/d' "$T/tree/docs/targets.md"
+expect_fail docs-names.py "docs/targets.md does not name the column forget_pre_retention of outbox.targets" \
+    "docs-names: a column of outbox.targets left out of docs/targets.md fails"
+
 # ---- section links
 fresh_tree "$T/tree"
 echo 'See [the front door](docs/mcp.md#the-backdoor).' >>"$T/tree/README.md"
