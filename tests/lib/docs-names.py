@@ -18,7 +18,8 @@ Options of other tools are left alone when they follow another command
 A name written with `*` (`outbox.mcp_*`, `--mcp-*`) must be the prefix of
 one that exists. And the other way: docs/targets.md names every column of
 outbox.targets, docs/mcp.md every column of outbox.mcp_tools (a column added
-by a migration is documented, or this fails). Why from the generated schema and the binary, not from the
+by a migration is documented, or this fails), and the command table of
+docs/operations.md has a row for every command of --help. Why from the generated schema and the binary, not from the
 C or the migrations: they are what a user's database and shell have.
 
 Run by the lint suite; prints file:line and what is wrong, exits 1.
@@ -60,6 +61,8 @@ def relay_help():
         if line.startswith("commands:") or line.startswith("operator commands"):
             section = "commands"
         elif line.startswith("options"):
+            section = None
+        elif line.startswith("  exit codes"):
             section = None
         elif section and re.match(r"^  [a-z]", line):
             commands.add(line.split()[0])
@@ -170,6 +173,11 @@ def main():
         for col in re.findall(r"^    ([a-z_][a-z0-9_]*) ", body.group(1) if body else "", re.M):
             if "`%s`" % col not in text:
                 bad.append("%s does not name the column %s of outbox.%s" % (doc, col, table))
+    ops = os.path.join(ROOT, "docs", "operations.md")
+    ops_text = open(ops, encoding="utf-8").read() if os.path.exists(ops) else ""
+    for command in sorted(commands - {"help"}):
+        if not re.search(r"^\| `%s[ `]" % re.escape(command), ops_text, re.M):
+            bad.append("docs/operations.md's command table has no row for %s" % command)
     for b in bad:
         print("docs-names: " + b)
     if not bad:

@@ -103,6 +103,11 @@ sed -i '/^| `forget_pre_retention`/d' "$T/tree/docs/targets.md"
 expect_fail docs-names.py "docs/targets.md does not name the column forget_pre_retention of outbox.targets" \
     "docs-names: a column of outbox.targets left out of docs/targets.md fails"
 
+fresh_tree "$T/tree"
+sed -i '/^| `approvals`/d' "$T/tree/docs/operations.md"
+expect_fail docs-names.py "docs/operations.md's command table has no row for approvals" \
+    "docs-names: a command of --help without its row in docs/operations.md fails"
+
 # ---- section links
 fresh_tree "$T/tree"
 echo 'See [the front door](docs/mcp.md#the-backdoor).' >>"$T/tree/README.md"
