@@ -12,6 +12,7 @@
 #   make bench-peers  the relay beside graphile-worker, same PostgreSQL and nginx
 #   make soak       20 min steady load, faults, relays killed, retention: flat or not
 #   make lint       clang-format check, cppcheck, banned calls
+#   make docs-options  docs/options.md from outbox-relay --help
 #   make clean
 
 CC       ?= cc
@@ -163,6 +164,11 @@ mutants: deps
 
 schema:
 	tests/lib/schema-file.sh
+
+# docs/options.md from the binary's --help (the lint suite checks they agree).
+.PHONY: docs-options
+docs-options: build/outbox-relay
+	tests/lib/options-doc.py --write
 
 format:
 	clang-format -i $(sort $(C_FILES))

@@ -3,8 +3,13 @@
 #
 #   lint         clang-format, banned calls, released migrations unchanged, every migration
 #                in CHANGELOG.md (deploy/README.md only links to it), HACKING.md's map,
-#                the documents' contents and section links, tests/README.md's index of
-#                tests by behaviour (every mutation named, every file there), cppcheck
+#                the documents' contents and section links, docs/options.md against
+#                outbox-relay --help, the names the documents use (outbox. objects,
+#                commands, options) against the schema and --help, commit subjects
+#                after the cutoff (tests/lib/commit-subjects.py), those lints on
+#                planted contradictions (tests/lib/lint-selftest.sh), tests/README.md's
+#                index of tests by behaviour (every mutation named, every file there),
+#                cppcheck
 #   unit         Check, relay modules under ASan+UBSan (build/asan/unit-tests)
 #   schema       the official JSON Schema test suite against the MCP front door's validator
 #   sql          pgTAP via pg_prove, plus schema equivalence and the generated schema
@@ -47,6 +52,10 @@ if want lint; then
         tests/lib/changelog-migrations.sh >>"$LOG_DIR/lint.log" 2>&1 &&
         tests/lib/hacking-map.sh >>"$LOG_DIR/lint.log" 2>&1 &&
         tests/lib/docs-toc.py >>"$LOG_DIR/lint.log" 2>&1 &&
+        RELAY_BIN=$ROOT/build/outbox-relay tests/lib/options-doc.py >>"$LOG_DIR/lint.log" 2>&1 &&
+        RELAY_BIN=$ROOT/build/outbox-relay tests/lib/docs-names.py >>"$LOG_DIR/lint.log" 2>&1 &&
+        tests/lib/commit-subjects.py >>"$LOG_DIR/lint.log" 2>&1 &&
+        RELAY_BIN=$ROOT/build/outbox-relay tests/lib/lint-selftest.sh >>"$LOG_DIR/lint.log" 2>&1 &&
         tests/lib/tests-readme.py >>"$LOG_DIR/lint.log" 2>&1 &&
         make --no-print-directory cppcheck >>"$LOG_DIR/lint.log" 2>&1; then
         count lint 1 0

@@ -27,7 +27,7 @@
 #   trickle      200 intents/s, one per transaction: commit → arrival at the receiver
 #   enqueue      pgbench: outbox.enqueue vs a plain INSERT (and NOTIFY / live-relay variants)
 #   memory       peak RSS of the relay with 1,000 deliveries in flight: small responses,
-#                then responses at the 64 KiB cap, against the bound in README ("Memory")
+#                then responses at the 64 KiB cap, against the bound in docs/operations.md ("Memory")
 #   history      drain 50,000 with 2,000,000 terminal rows in the table vs an empty table
 #   ordered      ordered delivery: 1,000 groups x 10 steps (p_ordering_key) drained by one
 #                relay, beside an unordered drain of as many intents, each round
@@ -670,7 +670,7 @@ memory_run() {
 # Two runs per round, both with 1,000 deliveries in flight: small answers
 # (the receiver's ~50-byte JSON), then answers padded to the response cap
 # (--response-bytes, 64 KiB: every body kept whole). With the idle relay's
-# peak they give base and per-delivery overhead of the bound in README
+# peak they give base and per-delivery overhead of the bound in docs/operations.md ("Memory")
 # ("Memory"); report.py judges the 64 KiB peak against it.
 scenario_memory() {
     local r

@@ -390,7 +390,7 @@ def check_render(tag, path, kdir):
         if (r.get("requests") or {}).get("cpu") != "50m" or (r.get("requests") or {}).get("memory") != "176Mi" \
                 or (r.get("limits") or {}).get("memory") != "224Mi":
             p.append("relay resources are not requests 50m/176Mi, limits 224Mi: %r" % r)
-        # The memory bound of README ("Memory") for the options the container
+        # The memory bound of docs/operations.md ("Memory") for the options the container
         # gets, over TLS: 12 MiB + in_flight x (response cap + 36 KiB + 48 KiB)
         # + 3 x 4 MiB. The request covers it, the limit adds 25 % (deployment.yaml).
         in_flight = env_value(objs, relay_pod, relay, "OUTBOX_RELAY_MAX_IN_FLIGHT") or "1024"
@@ -408,7 +408,7 @@ def check_render(tag, path, kdir):
             p.append("OUTBOX_RELAY_MAX_IN_FLIGHT %r / OUTBOX_RELAY_MAX_RESPONSE_BYTES %r are not numbers"
                      % (in_flight, cap))
     check("%s: resources: requests and memory limits on every container (relay 50m/176Mi, 224Mi; "
-          "request >= the README memory bound for its options, limit >= bound + 25 %%)" % tag, p)
+          "request >= the memory bound of docs/operations.md for its options, limit >= bound + 25 %%)" % tag, p)
 
     # The front door's bound (deploy/README.md, "The front door's memory"):
     # 12 MiB + 1.25 x mcp-memory-bytes + 80 KiB x mcp-max-connections; the
@@ -1115,19 +1115,17 @@ else:
     if re.search(r"GRANT [^;]*\b(outbox_relay|outbox_app|outbox_admin|outbox_operator)\b[^;]*TO %s\b"
                  % re.escape(str(login)), init):
         p.append("compose %s: its login %s is granted more than outbox_mcp" % (mcp_svc[0], login))
-with open("README.md") as f:
-    main_readme = f.read()
-roles = re.search(r"^## Roles\n(.*?)(?=^## )", main_readme, re.M | re.S)
-if not roles or not re.search(r"^\| `outbox_mcp` \|", roles.group(1), re.M):
-    p.append("README.md's roles table has no outbox_mcp row")
 with open("docs/operations.md") as f:
     ops = f.read()
+roles = re.search(r"^## Roles\n(.*?)(?=^## )", ops, re.M | re.S)
+if not roles or not re.search(r"^\| `outbox_mcp` \|", roles.group(1), re.M):
+    p.append("docs/operations.md's roles table has no outbox_mcp row")
 if "outbox_mcp" not in ops or "outbox-relay-mcp" not in ops:
     p.append("docs/operations.md does not cover the front door (its role outbox_mcp, its Deployment outbox-relay-mcp)")
 if "outbox-relay-mcp-database" not in README:
     p.append("deploy/README.md does not name the front door's Secret")
 check("the MCP front door beside the relay: dashboard queries of %s, a runbook section per alert, a "
-      "compose service with an outbox_mcp login, README's roles and docs/operations.md" % ", ".join(MCP_METRICS), p)
+      "compose service with an outbox_mcp login, docs/operations.md's roles and front door" % ", ".join(MCP_METRICS), p)
 PYTHON
 rc=$?
 while IFS=$'\t' read -r status desc detail; do

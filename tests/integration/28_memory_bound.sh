@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The relay's memory stays within the documented bound (README, "Memory";
+# The relay's memory stays within the documented bound (docs/operations.md, "Memory";
 # issue "Hardening", item 4) with every delivery holding a response at the cap,
 # over HTTP and over TLS (issue 26: users' targets speak TLS):
 #
@@ -30,8 +30,8 @@ itest_setup
 MEMORY_RELAY_BIN=${MEMORY_RELAY_BIN:-$ITEST_ROOT/build/outbox-relay}
 IN_FLIGHT=${MEMORY_IN_FLIGHT:-500}
 CAP=65536              # --max-response-bytes (the relay's default)
-OVERHEAD_KIB=36        # per delivery, README "Memory" (incl. libcurl's 16 KiB receive buffer)
-TLS_OVERHEAD_KIB=48    # per delivery over TLS, on top of OVERHEAD_KIB (README "Memory")
+OVERHEAD_KIB=36        # per delivery, docs/operations.md "Memory" (incl. libcurl's 16 KiB receive buffer)
+TLS_OVERHEAD_KIB=48    # per delivery over TLS, on top of OVERHEAD_KIB (docs/operations.md "Memory")
 RECORD_KIB=$((3 * 4096)) # 3 x RECORD_BATCH_BODY_BYTES (relay/relay.c)
 DELAY_MS=2000
 # over TLS, 500 handshakes come first: on a busy machine (CI, two scenarios at

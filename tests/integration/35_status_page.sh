@@ -124,7 +124,7 @@ target_add gone "http://127.0.0.1:$RECV_PORT_gone/calls" max_in_flight=1
 target_add broken "http://127.0.0.1:$RECV_PORT_broken/calls"
 target_add legacy "http://127.0.0.1:$RECV_PORT_legacy/calls" key_header=NULL
 
-# The page reads as outbox_operator (README): granted to the relays' login.
+# The page reads as outbox_operator (docs/operations.md): granted to the relays' login.
 sql "GRANT outbox_operator TO itest_relay" >/dev/null
 printf '%s\n' "$TOKEN" >"$T/token"
 relay_start one --admin-listen "127.0.0.1:0" --admin-token-file "$T/token" \

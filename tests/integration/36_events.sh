@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Events for operators on the channel outbox_events (migrations/0015_events.sql),
-# received by a real LISTEN session (psql, as the README shows it):
+# received by a real LISTEN session (psql, as docs/operations.md shows it):
 #   - a 400 makes intent_failed (with http_status 400);
 #   - a dropped answer on a keyless target makes intent_unknown;
 #   - the head of an ordering group that fails makes group_blocked (blocks 2);

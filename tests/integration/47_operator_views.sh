@@ -60,7 +60,7 @@ enqueue appr:missing appr '{"amount": 250000}'
 enqueue appr:string appr '{"amount_cents": "250000"}'
 enqueue appr:small appr '{"amount_cents": 5}'
 
-# The page reads as outbox_operator (README): granted to the relays' login.
+# The page reads as outbox_operator (docs/operations.md): granted to the relays' login.
 sql "GRANT outbox_operator TO itest_relay" >/dev/null
 relay_start one --admin-listen "127.0.0.1:0" --poll-interval-ms 200
 ADMIN="http://127.0.0.1:$(relay_admin_port one)"

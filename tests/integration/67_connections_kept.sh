@@ -4,7 +4,7 @@
 #
 # Over TLS a connection keeps its state while idle (libcurl 7.88 makes an
 # SSL_CTX per connection: about 20 KiB with the SSL object, more with a
-# session), and README's memory bound counts one connection per delivery in
+# session), and the memory bound (docs/operations.md) counts one connection per delivery in
 # flight. libcurl's own cache held up to 1,024 idle connections: a relay at
 # --max-in-flight 20 that served six HTTPS targets one after another kept 20
 # connections to each, 120, and with hundreds of targets up to 1,024 of them,
