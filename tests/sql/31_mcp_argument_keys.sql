@@ -122,11 +122,13 @@ UPDATE outbox.mcp_argument_keys SET first_at = now() - interval '10 minutes' + i
 INSERT INTO ans SELECT 'late', * FROM pg_temp.call('alpha', 'pay', '{"amount": 5, "ts": "t4"}', 'A');
 SELECT results_eq($$SELECT a.key = f.key, a.inserted FROM ans a, ans f WHERE a.step = 'late' AND f.step = 'first'$$,
                   $$VALUES (true, false)$$, 'a second before the window ends: still the first call''s');
+BEGIN;   -- one transaction, one now(): the call comes exactly at the window's end
 UPDATE outbox.mcp_argument_keys SET first_at = now() - interval '10 minutes'
  WHERE client = 'alpha' AND tool = 'pay' AND argument_hash = pg_temp.ah('A');
 INSERT INTO ans SELECT 'after', * FROM pg_temp.call('alpha', 'pay', '{"amount": 5, "ts": "t5"}', 'A');
+COMMIT;
 SELECT results_eq($$SELECT a.key <> f.key, a.inserted, a.status FROM ans a, ans f WHERE a.step = 'after' AND f.step = 'first'$$,
-                  $$VALUES (true, true, 'pending'::text)$$, 'when the window has passed: a new action, a new key');
+                  $$VALUES (true, true, 'pending'::text)$$, 'exactly at the window''s end: a new action, a new key');
 SELECT is((SELECT key FROM outbox.mcp_argument_keys WHERE client = 'alpha' AND tool = 'pay' AND argument_hash = pg_temp.ah('A')),
           (SELECT key FROM ans WHERE step = 'after'), 'whose window the row now holds');
 INSERT INTO ans SELECT 'after2', * FROM pg_temp.call('alpha', 'pay', '{"amount": 5, "ts": "t6"}', 'A');
