@@ -9,12 +9,17 @@
 # every 5th call happen and then resets the connection instead of passing the
 # answer on. The host retries with the same key. Printed: calls, retries,
 # what the client was told after a lost answer, effects at the receiver (one
-# per key). Everything started is stopped at the end.
+# per key). Then the same for a host that cannot set _meta (issue 37): a tool
+# whose key_source is 'arguments', DEMO_MCP_NO_META_CALLS (100) calls with no
+# key at all through a proxy that loses every 5th first answer, the host
+# calling again with the same arguments: one effect per call. Everything
+# started is stopped at the end.
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 cd "$ROOT"
 . tests/lib/pgcluster.sh
 N=${DEMO_MCP_CALLS:-300}
+NM=${DEMO_MCP_NO_META_CALLS:-100}
 D=$(mktemp -d /tmp/outbox-demo-mcp.XXXXXX)
 chmod 755 "$D"
 PIDS=()
@@ -93,3 +98,37 @@ echo "   told succeeded in the end:            $(sed -n 's/.*succeeded=\([0-9]*\
 echo "   intents in the outbox:                $(q "SELECT count(*) FROM outbox.intents")"
 echo "   effects at the receiver:              $(num effects_total <<<"$stats") over $(num keys <<<"$stats") keys"
 echo "   keys with a duplicate effect:         $(num keys_with_duplicate_effects <<<"$stats")"
+
+say "7. a host that cannot set _meta: tool refund_by_args takes its key from the arguments"
+q "INSERT INTO outbox.mcp_tools (tool, target, description, input_schema, key_source) VALUES ('refund_by_args',
+     'payments.refund', 'Refund an amount to an account.',
+     '{\"type\": \"object\", \"properties\": {\"account\": {\"type\": \"integer\"}, \"amount_cents\": {\"type\": \"integer\", \"minimum\": 1},
+       \"reference\": {\"type\": \"string\"}, \"reason\": {\"type\": \"string\", \"x-outbox-volatile\": true}},
+       \"required\": [\"account\", \"amount_cents\"], \"additionalProperties\": false}', 'arguments')"
+q "UPDATE outbox.mcp_clients SET tools = array_append(tools, 'refund_by_args') WHERE name = 'demo-agent'"
+CUT_WITHOUT_KEY=1 CUT_EVERY=5 python3 tests/mcp/cut_proxy.py "$MP" 600 >"$D/proxy2.log" 2>&1 &
+PIDS+=($!)
+PP2=""
+for _ in $(seq 1 50); do
+    PP2=$(sed -n 's/^listening 127.0.0.1://p' "$D/proxy2.log")
+    [ -n "$PP2" ] && break
+    sleep 0.1
+done
+echo "   key_source 'arguments' (window 10 minutes), \"reason\" marked x-outbox-volatile; a second proxy at 127.0.0.1:$PP2"
+cp tests/mcp/sdk/demo_no_meta_client.mjs "$D/sdk/"
+(cd "$D/sdk" && MCP_URL="http://127.0.0.1:$PP2/mcp" MCP_TOKEN="$TOKEN" CALLS="$NM" timeout 300 "$NODE_BIN" demo_no_meta_client.mjs) \
+    >"$D/client2.out" 2>"$D/client2.err" || { cat "$D/client2.err" >&2; exit 1; }
+awk '!/^SUMMARY/ && n++ < 3' "$D/client2.out"
+echo "   (… $(grep -vc '^SUMMARY' "$D/client2.out") calls needed a retry in all)"
+
+say "8. summary, without _meta"
+summary=$(grep '^SUMMARY' "$D/client2.out")
+curl -s "127.0.0.1:$PR/_effects" >"$D/effects.json"
+effects=$(python3 -c 'import json,sys; e={k:v for k,v in json.load(open(sys.argv[1])).items() if ":args-" in k}
+print(sum(e.values()), "over", len(e), "keys;", sum(1 for v in e.values() if v > 1), "with a duplicate")' "$D/effects.json")
+echo "   without _meta, tool calls made:        $(sed -n 's/.*calls=\([0-9]*\).*/\1/p' <<<"$summary")"
+echo "   without _meta, answers lost:           $(grep -c '^cut ' "$D/proxy2.log")"
+echo "   without _meta, retries (same args):    $(sed -n 's/.*retries=\([0-9]*\).*/\1/p' <<<"$summary")"
+echo "   without _meta, told succeeded:         $(sed -n 's/.*succeeded=\([0-9]*\).*/\1/p' <<<"$summary")"
+echo "   without _meta, intents:                $(q "SELECT count(*) FROM outbox.intents WHERE key LIKE 'mcp:demo-agent:args-%'")"
+echo "   without _meta, effects:                $effects"

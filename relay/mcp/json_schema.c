@@ -463,6 +463,30 @@ bool js_count_of(const struct numctx *nc, const json_t *v, uint64_t *out)
     return ok;
 }
 
+/* The canonical text of a number: "0", or the digits of its mantissa
+ * without trailing zeros and, when not zero, "e" and the exponent
+ * ("1999e-2" for 19.99, "1" for 1.0 and 1e0, "1e2" for 100): equal
+ * values, and only they, are written alike. Bounded by the token. */
+char *js_num_canonical(const struct numctx *nc, const json_t *v)
+{
+    struct dec d;
+    dec_of(nc, v, &d);
+    char *digits = mpz_get_str(NULL, 10, d.m);
+    size_t n = strlen(digits) + 24;
+    char *out = malloc(n);
+    if (out) {
+        if (mpz_sgn(d.m) == 0 || d.e == 0)
+            snprintf(out, n, "%s", digits);
+        else
+            snprintf(out, n, "%se%ld", digits, d.e);
+    }
+    void (*gmp_free)(void *, size_t);
+    mp_get_memory_functions(NULL, NULL, &gmp_free);
+    gmp_free(digits, strlen(digits) + 1);
+    dec_clear(&d);
+    return out;
+}
+
 /* A hash of the exact value: equal numbers hash alike. */
 static uint64_t num_hash(const struct numctx *nc, const json_t *v)
 {

@@ -123,7 +123,9 @@
  *                         what each accepts)
  *   annotations that change nothing: $schema and $id (strings, at the root
  *   only), title, description, $comment (strings), default (any), examples
- *   (an array), deprecated, readOnly, writeOnly (booleans)
+ *   (an array), deprecated, readOnly, writeOnly (booleans), and
+ *   x-outbox-volatile (a boolean: the property is left out of the key a
+ *   tool with key_source 'arguments' derives, json_schema_canonical)
  *
  * $schema, when present, must name the meta-schema of 2020-12, 2019-09,
  * draft-07 or draft-06 (http or https, with or without a final #): the
@@ -193,5 +195,21 @@ bool json_schema_check_doc(const json_t *schema, const struct json_text *schema_
 int json_schema_validate_doc(const json_t *schema, const struct json_text *schema_doc,
                              const json_t *instance, const struct json_text *instance_doc,
                              struct json_schema_errors *out);
+
+/* The canonical text of a tool call's arguments (instance, numbers read
+ * from instance_doc), without the properties that schema marks
+ * "x-outbox-volatile": true: what a key from the arguments is derived from
+ * (json_schema_canonical.c says exactly what is kept and how it is
+ * written). A malloc'd text, NUL-terminated, its length in *len; NULL when
+ * the walk would exceed its bounds or memory ran out. */
+char *json_schema_canonical(const json_t *schema, const struct json_text *schema_doc,
+                            const json_t *instance, const struct json_text *instance_doc,
+                            size_t *len);
+
+/* The first property at the root of schema whose name says it is a
+ * reference ("ref" in it, any case) and that is not volatile: the argument
+ * a model can change to ask for a second, identical action on purpose.
+ * NULL when there is none. Borrowed from schema. */
+const char *json_schema_reference_property(const json_t *schema);
 
 #endif

@@ -57,7 +57,7 @@ enum keyword {
     KW_UNIQUE_ITEMS,
     KW_ROOT_STRING, /* $schema, $id */
     KW_TEXT,        /* title, description, $comment */
-    KW_FLAG,        /* deprecated, readOnly, writeOnly */
+    KW_FLAG,        /* deprecated, readOnly, writeOnly, x-outbox-volatile */
     KW_ANY,         /* default */
     KW_EXAMPLES,
     KW_SCHEMA_LIST, /* allOf, anyOf, oneOf, prefixItems */
@@ -99,6 +99,7 @@ static const struct {
     {"deprecated", KW_FLAG},
     {"readOnly", KW_FLAG},
     {"writeOnly", KW_FLAG},
+    {"x-outbox-volatile", KW_FLAG}, /* json_schema_canonical.c: left out of a key */
     {"default", KW_ANY},
     {"examples", KW_EXAMPLES},
     {"allOf", KW_SCHEMA_LIST},

@@ -1,12 +1,14 @@
 /*
- * json_schema_internal.h — what the three files of the JSON Schema subset
+ * json_schema_internal.h — what the files of the JSON Schema subset
  * (json_schema.h) share, and nothing else includes:
  *
  *   json_schema.c        paths, messages, exact numbers and deep equality,
  *                        and the validation of a call's arguments;
  *   json_schema_check.c  the keywords of the subset, local $ref resolution
  *                        and loop detection, and the check at registration;
- *   json_schema_regex.c  the translation of ECMA-262 patterns into POSIX ERE.
+ *   json_schema_regex.c  the translation of ECMA-262 patterns into POSIX ERE;
+ *   json_schema_canonical.c  the canonical text of arguments without their
+ *                        volatile properties (keys from the arguments).
  *
  * Why it is shaped so: the check and the validation read the same keywords
  * and must agree on paths, numbers and references; each concern is one
@@ -59,6 +61,9 @@ struct numctx {
 };
 
 int js_num_sign(const struct numctx *nc, const json_t *v);
+/* The number's canonical text (equal values alike), malloc'd; NULL when
+ * memory ran out. */
+char *js_num_canonical(const struct numctx *nc, const json_t *v);
 /* A non-negative integer (2.0 is one) that fits in 64 bits. */
 bool js_count_of(const struct numctx *nc, const json_t *v, uint64_t *out);
 /* 1 when a and b are equal as JSON Schema says (numbers by value, key order

@@ -490,6 +490,42 @@ json_t *mcp_tool_json(const struct mcp_request *req, const char *name, const cha
     return tool;
 }
 
+/* "10 minutes", "1 hour", "90 seconds": the largest whole unit. */
+static void window_text(double seconds, char *out, size_t len)
+{
+    static const struct {
+        double s;
+        const char *one, *many;
+    } units[] = {{86400, "day", "days"}, {3600, "hour", "hours"}, {60, "minute", "minutes"}};
+    for (size_t i = 0; i < sizeof(units) / sizeof(units[0]); i++) {
+        double n = seconds / units[i].s;
+        if (n >= 1 && n == (double)(long long)n) {
+            snprintf(out, len, "%lld %s", (long long)n, n == 1 ? units[i].one : units[i].many);
+            return;
+        }
+    }
+    snprintf(out, len, "%g %s", seconds, seconds == 1 ? "second" : "seconds");
+}
+
+char *mcp_arguments_key_sentence(double window_s, const char *reference)
+{
+    char window[64], out[512];
+    window_text(window_s, window, sizeof(window));
+    if (reference)
+        snprintf(out, sizeof(out),
+                 "Calling this tool again with the same arguments within %s of the first call "
+                 "returns the first call's outcome and does not act again; to make a second, "
+                 "identical action on purpose, call it with a new \"%.128s\".",
+                 window, reference);
+    else
+        snprintf(out, sizeof(out),
+                 "Calling this tool again with the same arguments within %s of the first call "
+                 "returns the first call's outcome and does not act again; a second, identical "
+                 "action needs other arguments, or that time to have passed.",
+                 window);
+    return strdup(out);
+}
+
 /* A text[] literal ({a,b,"c d"}) as a JSON array of strings. */
 static json_t *text_array(const char *literal)
 {

@@ -137,6 +137,14 @@ char *mcp_result_json(const struct mcp_request *req, json_t *result); /* no othe
  * the request's could not be read). */
 char *mcp_error_json(const json_t *id, const struct mcp_error *err);
 
+/* The sentence the front door appends to the description of a tool whose
+ * key_source is 'arguments' (malloc'd): calling again with the same
+ * arguments within the window (window_s seconds, from the first call)
+ * returns the first call's outcome; and how to ask for a second, identical
+ * action on purpose: a new value of reference (json_schema_reference_property)
+ * when the schema has one. */
+char *mcp_arguments_key_sentence(double window_s, const char *reference);
+
 json_t *mcp_initialize_result(const struct mcp_request *req, const char *server_version);
 json_t *mcp_discover_result(const char *server_version);
 /* One entry of tools/list. input_schema is borrowed (a reference taken: its

@@ -96,13 +96,14 @@
 static const struct pg_statement statements[] = {
     /* The token alone, before a body is read (mcp_admission.c): a row
      * names the client, none is a stranger. */
-    {"mcp_auth", "SELECT client FROM outbox.mcp_tool($1::bytea, '')"},
+    {"mcp_auth", "SELECT client FROM outbox.mcp_tool_keyed($1::bytea, '')"},
     {"mcp_list_tools", "SELECT client, tool, title, description, input_schema::text, destructive, "
-                       "server_keys FROM outbox.mcp_list_tools($1::bytea)"},
-    {"mcp_tool", "SELECT client, tool, target, input_schema::text, server_keys "
-                 "FROM outbox.mcp_tool($1::bytea, $2)"},
+                       "key_source, argument_window_s FROM outbox.mcp_list_tools_keyed($1::bytea)"},
+    {"mcp_tool", "SELECT client, tool, target, input_schema::text, key_source, argument_window_s "
+                 "FROM outbox.mcp_tool_keyed($1::bytea, $2)"},
+    /* $10: the SHA-256 of the canonical arguments, for a key from them (0040) */
     {"mcp_call", "SELECT " ANSWER_COLUMNS " FROM outbox.mcp_call($1::bytea, $2, $3, $4::jsonb, $5, "
-                 "$6, $7, $8::boolean, $9::bigint)"},
+                 "$6, $7, $8::boolean, $9::bigint, $10::bytea)"},
     {"mcp_outcome", "SELECT " ANSWER_COLUMNS " FROM outbox.mcp_outcome($1::bytea, $2)"},
     {"mcp_task", "SELECT " ANSWER_COLUMNS " FROM outbox.mcp_task($1::bytea, $2)"},
     {"mcp_tasks_list", "SELECT " ANSWER_COLUMNS ", task_created_at::text "
@@ -139,6 +140,10 @@ struct mcp_call {
     char token_hash[68]; /* "\x" + 64 hex digits */
     char *client, *tool, *key, *intent_key, *arguments_json, *traceparent, *run_id, *ordering_key,
         *task_id;
+    /* key_source 'arguments' and no key in the call: "\x" + the SHA-256 of
+     * the canonical arguments (json_schema_canonical); the key is the one
+     * the database answers with (0040) */
+    char *argument_hash;
     bool task;              /* legacy: params.task, answered with the task at once */
     bool blocking;          /* tasks/result (2025-11-25): waits until the task is terminal */
     bool sse;               /* the client accepts text/event-stream (a long wait streams) */
@@ -307,6 +312,7 @@ static void call_free(struct mcp_call *call)
     free(call->run_id);
     free(call->ordering_key);
     free(call->task_id);
+    free(call->argument_hash);
     free(call);
     s->calls--;
     server_maybe_close(s);
@@ -572,11 +578,12 @@ static void answer_call(struct mcp_call *call, const struct mcp_answer *a)
  * are the same intent), then answer with it. */
 static void make_task_now(struct mcp_call *call)
 {
-    const char *params[9] = {call->token_hash,     call->tool,   call->key,
-                             call->arguments_json, call->run_id, call->ordering_key,
-                             call->traceparent,    "true",       NULL};
+    const char *params[10] = {call->token_hash,     call->tool,   call->key,
+                              call->arguments_json, call->run_id, call->ordering_key,
+                              call->traceparent,    "true",       NULL,
+                              call->argument_hash};
     call->step = STEP_TASK_NOW;
-    call_query(call, "mcp_call", 9, params);
+    call_query(call, "mcp_call", 10, params);
 }
 
 static void on_answer(struct mcp_call *call, const struct mcp_answer *answer);
@@ -630,6 +637,8 @@ static void on_answer(struct mcp_call *call, const struct mcp_answer *answer)
         break;
     case STEP_ENQUEUE:
         call->intent_key = xstrdup(a.intent_key ? a.intent_key : "");
+        if (call->key == NULL && a.key) /* derived from the arguments: looked up by it from now */
+            call->key = xstrdup(a.key);
         if (call->task && a.task_id) { /* legacy task-augmented call: the task, at once */
             log_call(call, a.status);
             respond_result(call, json_pack("{s:o}", "task", mcp_task_json(&a, MCP_LEGACY)));
@@ -679,12 +688,27 @@ static void on_answer(struct mcp_call *call, const struct mcp_answer *answer)
 #define TOOL_CACHE_SIZE 64
 #define TOOL_CACHE_MS 1000
 
+/* mcp_tools.key_source (0040): where the key of a call that carries none
+ * comes from. */
+enum key_source {
+    KEY_FROM_META,      /* nowhere: the call is refused */
+    KEY_FROM_ARGUMENTS, /* the canonical arguments, within the tool's window */
+    KEY_MINTED,         /* a new key per call (no dedupe of the host's retries) */
+};
+
+static enum key_source key_source_of(const char *text)
+{
+    if (!strcmp(text, "arguments"))
+        return KEY_FROM_ARGUMENTS;
+    return !strcmp(text, "minted") ? KEY_MINTED : KEY_FROM_META;
+}
+
 struct tool_cache_entry {
     char token_hash[68];
     char tool[129];
     char *client;
     struct json_text *schema; /* parsed by lib/json_text.h: its numbers exact */
-    bool server_keys;
+    enum key_source key_source;
     uint64_t expires_ms; /* 0: empty */
 };
 static struct tool_cache_entry tool_cache[TOOL_CACHE_SIZE];
@@ -709,7 +733,7 @@ static void tool_cache_clear_entry(struct tool_cache_entry *e)
 }
 
 static void tool_cache_put(struct mcp_server *s, const char *token_hash, const char *tool,
-                           const char *client, struct json_text *schema, bool server_keys)
+                           const char *client, struct json_text *schema, enum key_source key_source)
 {
     if (strlen(tool) >= sizeof(tool_cache[0].tool))
         return;
@@ -726,7 +750,7 @@ static void tool_cache_put(struct mcp_server *s, const char *token_hash, const c
     snprintf(slot->tool, sizeof(slot->tool), "%s", tool);
     slot->client = xstrdup(client);
     slot->schema = json_text_incref(schema);
-    slot->server_keys = server_keys;
+    slot->key_source = key_source;
     slot->expires_ms = now + TOOL_CACHE_MS;
 }
 
@@ -736,7 +760,8 @@ static void tool_cache_free(void)
         tool_cache_clear_entry(&tool_cache[i]);
 }
 
-static void call_with_tool(struct mcp_call *call, struct json_text *schema, bool server_keys);
+static void call_with_tool(struct mcp_call *call, struct json_text *schema,
+                           enum key_source key_source);
 
 /* A tool's input_schema as PostgreSQL wrote it, read so that its numbers
  * keep their exact text (multipleOf 0.01 is 1/100, not a double); NULL
@@ -764,19 +789,50 @@ static void on_tool_row(struct mcp_call *call, PGresult *res)
         respond_error(call, &err);
         return;
     }
-    bool server_keys = !strcmp(PQgetvalue(res, 0, 4), "t");
+    enum key_source key_source = key_source_of(PQgetvalue(res, 0, 4));
     struct json_text *schema = schema_parse(PQgetvalue(res, 0, 3));
     if (schema)
-        tool_cache_put(call->s, call->token_hash, call->tool, call->client, schema, server_keys);
-    call_with_tool(call, schema, server_keys);
+        tool_cache_put(call->s, call->token_hash, call->tool, call->client, schema, key_source);
+    call_with_tool(call, schema, key_source);
     json_text_decref(schema);
+}
+
+/* key_source 'arguments', no key in the call: call->argument_hash, the
+ * SHA-256 of the arguments' canonical text without their volatile
+ * properties (json_schema_canonical.c), for outbox.mcp_call to look the
+ * key of their window up. False when the call was answered (refused). */
+static bool argument_hash(struct mcp_call *call, struct json_text *schema, const json_t *arguments)
+{
+    size_t len = 0;
+    char *canonical =
+        json_schema_canonical(schema ? schema->root : NULL, schema, arguments, call->req.doc, &len);
+    if (canonical == NULL) {
+        refuse_count(call->s, REFUSED_KEY, "arguments");
+        respond_error_code(call, MCP_INVALID_PARAMS, 200,
+                           "Invalid params: the arguments are nested too deeply or too many "
+                           "schemas apply to them to derive a key from them; the host can send "
+                           "one in params._meta[\"outbox-relay/idempotency-key\"]");
+        return false;
+    }
+    unsigned char digest[EVP_MAX_MD_SIZE];
+    unsigned int dlen = 0;
+    if (EVP_Digest(canonical, len, digest, &dlen, EVP_sha256(), NULL) != 1 || dlen != 32)
+        abort();
+    free(canonical);
+    call->argument_hash = xmalloc(68);
+    call->argument_hash[0] = '\\';
+    call->argument_hash[1] = 'x';
+    for (unsigned int i = 0; i < 32; i++)
+        snprintf(call->argument_hash + 2 + 2 * i, 3, "%02x", digest[i]);
+    return true;
 }
 
 /* The tool is known (schema NULL: it could not be read): check the
  * arguments, then enqueue the bytes the client wrote (mcp_arguments_text),
  * never a re-serialisation: jsonb keeps their numbers exactly, and the
  * schema judged them exactly. */
-static void call_with_tool(struct mcp_call *call, struct json_text *schema, bool server_keys)
+static void call_with_tool(struct mcp_call *call, struct json_text *schema,
+                           enum key_source key_source)
 {
     const char *arguments_text;
     size_t arguments_len;
@@ -822,9 +878,14 @@ static void call_with_tool(struct mcp_call *call, struct json_text *schema, bool
     } else {
         call->arguments_json = xstrndup(arguments_text, arguments_len);
     }
+    if (call->key == NULL && key_source == KEY_FROM_ARGUMENTS &&
+        !argument_hash(call, schema, arguments)) {
+        json_decref(empty);
+        return;
+    }
     json_decref(empty);
-    if (call->key == NULL) {
-        if (!server_keys) {
+    if (call->key == NULL && key_source != KEY_FROM_ARGUMENTS) {
+        if (key_source != KEY_MINTED) {
             refuse_count(call->s, REFUSED_KEY, "no key");
             respond_error_code(
                 call, MCP_INVALID_PARAMS, 200,
@@ -843,17 +904,18 @@ static void call_with_tool(struct mcp_call *call, struct json_text *schema, bool
     }
     char ttl[24];
     snprintf(ttl, sizeof(ttl), "%lld", call->task_ttl_ms);
-    const char *params[9] = {call->token_hash,
-                             call->tool,
-                             call->key,
-                             call->arguments_json,
-                             call->run_id,
-                             call->ordering_key,
-                             call->traceparent,
-                             call->task ? "true" : "false",
-                             call->task_ttl_ms >= 0 ? ttl : NULL};
+    const char *params[10] = {call->token_hash,
+                              call->tool,
+                              call->key,
+                              call->arguments_json,
+                              call->run_id,
+                              call->ordering_key,
+                              call->traceparent,
+                              call->task ? "true" : "false",
+                              call->task_ttl_ms >= 0 ? ttl : NULL,
+                              call->argument_hash};
     call->step = STEP_ENQUEUE;
-    call_query(call, "mcp_call", 9, params);
+    call_query(call, "mcp_call", 10, params);
 }
 
 static void on_list_rows(struct mcp_call *call, PGresult *res)
@@ -892,11 +954,23 @@ static void on_list_rows(struct mcp_call *call, PGresult *res)
             json_text_decref(schema);
             continue;
         }
-        json_array_append_new(tools,
-                              mcp_tool_json(&call->req, PQgetvalue(res, i, 1),
-                                            value_or_null(res, i, 2), PQgetvalue(res, i, 3),
-                                            schema->root, !strcmp(PQgetvalue(res, i, 5), "t"),
-                                            strcmp(PQgetvalue(res, i, 6), "t") != 0));
+        enum key_source key_source = key_source_of(PQgetvalue(res, i, 6));
+        /* key_source 'arguments': one sentence more, for the model */
+        char *description = NULL;
+        if (key_source == KEY_FROM_ARGUMENTS) {
+            char *sentence = mcp_arguments_key_sentence(
+                strtod(PQgetvalue(res, i, 7), NULL), json_schema_reference_property(schema->root));
+            struct strbuf d = {0};
+            const char *own = PQgetvalue(res, i, 3);
+            strbuf_printf(&d, "%s%s%s", own, *own ? " " : "", sentence);
+            description = d.data;
+            free(sentence);
+        }
+        json_array_append_new(
+            tools, mcp_tool_json(&call->req, PQgetvalue(res, i, 1), value_or_null(res, i, 2),
+                                 description ? description : PQgetvalue(res, i, 3), schema->root,
+                                 !strcmp(PQgetvalue(res, i, 5), "t"), key_source != KEY_MINTED));
+        free(description);
         schemas[nschemas++] = schema;
     }
     json_t *result = json_pack("{s:o}", "tools", tools);
@@ -1259,7 +1333,7 @@ static void start_tools_call(struct mcp_call *call, const struct httpd_request *
         free(call->client);
         call->client = xstrdup(cached->client);
         struct json_text *schema = json_text_incref(cached->schema); /* may be replaced meanwhile */
-        call_with_tool(call, schema, cached->server_keys);
+        call_with_tool(call, schema, cached->key_source);
         json_text_decref(schema);
         return;
     }

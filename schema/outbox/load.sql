@@ -1,6 +1,6 @@
 -- schema/outbox/load.sql — the net schema of outbox-relay, one file per live
 -- object: what a database looks like after every migration up to and
--- including 0039_settle_every_event.sql. `psql -f schema/outbox/load.sql` builds it (the files in
+-- including 0040_mcp_argument_keys.sql. `psql -f schema/outbox/load.sql` builds it (the files in
 -- an order that works); tests/sql/schema_equivalence.sh proves it builds the
 -- same schema as migrations/, tests/sql/schema_fresh_cluster.sh that it loads
 -- into a fresh cluster. Read it to learn the data model; build databases with
@@ -40,6 +40,7 @@ GRANT outbox_operator TO outbox_admin;
 \ir tables/targets.sql
 \ir tables/attempts.sql
 \ir tables/isolated_logins.sql
+\ir tables/mcp_argument_keys.sql
 \ir tables/mcp_clients.sql
 \ir tables/mcp_tasks.sql
 \ir tables/mcp_tools.sql
@@ -76,10 +77,12 @@ GRANT outbox_operator TO outbox_admin;
 \ir functions/live_counts.sql
 \ir functions/locked_intent.sql
 \ir functions/mcp_answer_of.sql
+\ir functions/mcp_argument_key.sql
 \ir functions/mcp_call.sql
 \ir functions/mcp_client.sql
 \ir functions/mcp_held_by.sql
 \ir functions/mcp_list_tools.sql
+\ir functions/mcp_list_tools_keyed.sql
 \ir functions/mcp_message.sql
 \ir functions/mcp_notify_settled.sql
 \ir functions/mcp_outcome.sql
@@ -97,7 +100,9 @@ GRANT outbox_operator TO outbox_admin;
 \ir functions/mcp_task_cancel.sql
 \ir functions/mcp_tasks_list.sql
 \ir functions/mcp_tool.sql
+\ir functions/mcp_tool_keyed.sql
 \ir functions/mcp_tools_check.sql
+\ir functions/mcp_tools_key_source.sql
 \ir functions/needs_approval.sql
 \ir functions/needs_person.sql
 \ir functions/next_due_ms.sql
@@ -164,6 +169,7 @@ GRANT outbox_operator TO outbox_admin;
 \ir triggers/intents_notify_update.sql
 \ir triggers/intents_truncate_history.sql
 \ir triggers/mcp_tools_check.sql
+\ir triggers/mcp_tools_key_source.sql
 \ir triggers/ordering_groups_turn.sql
 \ir triggers/target_state_circuit_events.sql
 \ir triggers/targets_guard_references.sql

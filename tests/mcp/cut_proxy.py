@@ -19,7 +19,10 @@ Prints "listening 127.0.0.1:PORT", then one line per request:
 after LIFETIME_SECONDS (default 300), so it never outlives its scenario.
 
 CUT_EVERY=N in the environment loses the first answer of every Nth key only
-(make demo-mcp). --no-cut passes every answer on. PROXY_HEADER="Name: value" in the
+(make demo-mcp). CUT_WITHOUT_KEY=1 keys a tools/call that carries no key by
+its tool and arguments as sent (for tools whose key_source is 'arguments':
+tests/integration/77_mcp_argument_keys.sh, make demo-mcp), so the first
+answer of each distinct call is lost and its retry passes. --no-cut passes every answer on. PROXY_HEADER="Name: value" in the
 environment sets that header on every forwarded request (replacing one the
 client sent): tests/integration/44_mcp_conformance.sh gives the conformance
 suite, which cannot send an Authorization header, the bearer token this way.
@@ -41,6 +44,7 @@ EXTRA = os.environ.get("PROXY_HEADER", "")
 CUT_EVERY = max(1, int(os.environ.get("CUT_EVERY", "1")))
 MAX_MESSAGE = 16 * 1024 * 1024
 KEY_META = "outbox-relay/idempotency-key"
+WITHOUT_KEY = os.environ.get("CUT_WITHOUT_KEY") == "1"
 
 seen_keys = set()
 lock = threading.Lock()
@@ -142,6 +146,9 @@ def key_of(method_line, headers, body):
     params = doc.get("params") if isinstance(doc.get("params"), dict) else {}
     meta = params.get("_meta") if isinstance(params.get("_meta"), dict) else {}
     key = meta.get(KEY_META) or headers.get("idempotency-key")
+    if key is None and WITHOUT_KEY and method == "tools/call":
+        key = "args:%s:%s" % (params.get("name"), json.dumps(params.get("arguments"), sort_keys=True,
+                                                             separators=(",", ":")))
     return method, (key if method == "tools/call" else None)
 
 

@@ -207,6 +207,7 @@ SELECT set_eq(
              ('outbox_admin', 'mcp_tools', 'SELECT'), ('outbox_admin', 'mcp_tasks', 'SELECT'),
              ('outbox_admin', 'mcp_tools', 'INSERT'), ('outbox_admin', 'mcp_tools', 'UPDATE'),
              ('outbox_admin', 'mcp_tools', 'DELETE'), ('outbox_admin', 'mcp_clients', 'DELETE'),
+             ('outbox_operator', 'mcp_argument_keys', 'SELECT'), ('outbox_admin', 'mcp_argument_keys', 'SELECT'),
              ('outbox_operator', 'approvals', 'SELECT'), ('outbox_admin', 'approvals', 'SELECT'),
              ('outbox_operator', 'isolated_logins', 'SELECT'), ('outbox_admin', 'isolated_logins', 'SELECT'),
              ('outbox_admin', 'isolated_logins', 'INSERT'), ('outbox_admin', 'isolated_logins', 'UPDATE'),

@@ -2,6 +2,16 @@ CREATE FUNCTION outbox.mcp_call(p_token_hash bytea, p_tool text, p_key text, p_a
     LANGUAGE plpgsql SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'pg_temp'
     AS $$
+BEGIN   -- plpgsql, not sql: schema/outbox/load.sql may create it before the ten-argument form
+    RETURN outbox.mcp_call(p_token_hash, p_tool, p_key, p_arguments, p_run_id, p_ordering_key, p_traceparent,
+                           p_task, p_task_ttl_ms, NULL::bytea);
+END
+$$;
+
+CREATE FUNCTION outbox.mcp_call(p_token_hash bytea, p_tool text, p_key text, p_arguments jsonb, p_run_id text, p_ordering_key text, p_traceparent text, p_task boolean, p_task_ttl_ms bigint, p_argument_hash bytea) RETURNS outbox.mcp_answer
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
 DECLARE
     c      outbox.mcp_clients;
     m      outbox.mcp_tools;
@@ -18,6 +28,8 @@ DECLARE
     others text;
     grp    text;
     run    text;
+    derived boolean := p_argument_hash IS NOT NULL;
+    call_key text := p_key;
 BEGIN
     SELECT * INTO c FROM outbox.mcp_clients WHERE token_hash = p_token_hash;
     IF NOT FOUND THEN
@@ -33,17 +45,38 @@ BEGIN
     IF (SELECT t.protocol FROM outbox.targets t WHERE t.name = m.target) = 'mcp' THEN
         args := jsonb_build_object('tool', coalesce(m.upstream_tool, m.tool), 'arguments', args);
     END IF;
-    IF p_key IS NULL OR p_key = '' THEN
+    -- 0040: a key from the arguments (p_argument_hash, the SHA-256 of their
+    -- canonical form without volatile properties, written by the front
+    -- door): the key of their window. With p_key too, p_key is the key the
+    -- front door derived so earlier in this same call (a task made after the
+    -- wait). Either way, an intent of that key is the call's, whatever its
+    -- volatile properties said: the first call's arguments stand.
+    IF derived THEN
+        IF m.key_source <> 'arguments' THEN
+            RAISE EXCEPTION 'outbox.mcp_call: no idempotency key (tool % takes keys from %, not from the arguments)',
+                            quote_literal(p_tool), m.key_source
+                USING ERRCODE = 'OR004';
+        END IF;
+        IF octet_length(p_argument_hash) <> 32 THEN
+            RAISE EXCEPTION 'outbox.mcp_call: an argument hash is 32 bytes (SHA-256), not %',
+                            octet_length(p_argument_hash)
+                USING ERRCODE = '22023';
+        END IF;
+        IF call_key IS NULL OR call_key = '' THEN
+            call_key := outbox.mcp_argument_key(c.name, m.tool, m.argument_window, p_argument_hash);
+        END IF;
+    END IF;
+    IF call_key IS NULL OR call_key = '' THEN
         RAISE EXCEPTION 'outbox.mcp_call: no idempotency key' USING ERRCODE = 'OR004';
     END IF;
-    ikey := 'mcp:' || c.name || ':' || p_key;
+    ikey := 'mcp:' || c.name || ':' || call_key;
     -- A client's ordering groups and runs are its own, like its keys: another
     -- client naming the same group neither waits behind it nor holds it.
     grp := 'mcp:' || c.name || ':' || p_ordering_key;
     run := 'mcp:' || c.name || ':' || p_run_id;
     IF octet_length(ikey) > 255 THEN
         RAISE EXCEPTION 'the idempotency key is % bytes long; the limit for client % is % bytes',
-                        octet_length(p_key), quote_literal(c.name), 255 - octet_length(ikey) + octet_length(p_key)
+                        octet_length(call_key), quote_literal(c.name), 255 - octet_length(ikey) + octet_length(call_key)
             USING ERRCODE = 'OR004';
     END IF;
     -- The same call again (the same key and arguments): its answer, with no
@@ -54,17 +87,18 @@ BEGIN
     -- name what differs.
     SELECT i.payload, i.target, i.ordering_key INTO existing_payload, existing_target, existing_group
       FROM outbox.intents i WHERE i.key = ikey;
-    IF FOUND AND existing_payload = args AND existing_target = m.target
+    IF derived AND (FOUND OR (outbox.tombstone_of(ikey)).key_hash IS NOT NULL) THEN
+        r.inserted := false;   -- the first call's intent (or what its tombstone remembers): no enqueue
+    ELSIF FOUND AND existing_payload = args AND existing_target = m.target
        AND existing_group IS NOT DISTINCT FROM grp AND NOT p_task THEN
-        RETURN outbox.mcp_answer_of(c.name, p_key, p_tool, false, false);
-    END IF;
-    IF existing_payload IS NULL THEN
+        RETURN outbox.mcp_answer_of(c.name, call_key, p_tool, false, false);
+    ELSIF existing_payload IS NULL THEN
         r := outbox.enqueue_any(ikey, m.target, args, run, NULL, grp, p_traceparent);
     ELSE BEGIN
         r := outbox.enqueue_any(ikey, m.target, args, run, NULL, grp, p_traceparent);
     EXCEPTION WHEN SQLSTATE 'OR001' THEN
         a.client := c.name;
-        a.key := p_key;
+        a.key := call_key;
         a.intent_key := ikey;
         a.tool := p_tool;
         a.target := m.target;
@@ -118,7 +152,7 @@ BEGIN
     IF r.inserted AND NOT p_task THEN
         -- A new intent: what enqueue said is all there is to say (no second look).
         a.client := c.name;
-        a.key := p_key;
+        a.key := call_key;
         a.intent_key := ikey;
         a.tool := p_tool;
         a.target := m.target;
@@ -135,9 +169,12 @@ BEGIN
         a.updated_at := now();
         RETURN a;
     END IF;
-    RETURN outbox.mcp_answer_of(c.name, p_key, p_tool, r.inserted, p_task);
+    RETURN outbox.mcp_answer_of(c.name, call_key, p_tool, r.inserted, p_task);
 END
 $$;
 
 REVOKE ALL ON FUNCTION outbox.mcp_call(p_token_hash bytea, p_tool text, p_key text, p_arguments jsonb, p_run_id text, p_ordering_key text, p_traceparent text, p_task boolean, p_task_ttl_ms bigint) FROM PUBLIC;
 GRANT ALL ON FUNCTION outbox.mcp_call(p_token_hash bytea, p_tool text, p_key text, p_arguments jsonb, p_run_id text, p_ordering_key text, p_traceparent text, p_task boolean, p_task_ttl_ms bigint) TO outbox_mcp;
+
+REVOKE ALL ON FUNCTION outbox.mcp_call(p_token_hash bytea, p_tool text, p_key text, p_arguments jsonb, p_run_id text, p_ordering_key text, p_traceparent text, p_task boolean, p_task_ttl_ms bigint, p_argument_hash bytea) FROM PUBLIC;
+GRANT ALL ON FUNCTION outbox.mcp_call(p_token_hash bytea, p_tool text, p_key text, p_arguments jsonb, p_run_id text, p_ordering_key text, p_traceparent text, p_task boolean, p_task_ttl_ms bigint, p_argument_hash bytea) TO outbox_mcp;

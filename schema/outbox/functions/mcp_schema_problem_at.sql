@@ -17,9 +17,10 @@ DECLARE
                                      'examples', '$comment', 'deprecated', 'readOnly', 'writeOnly',
                                      'allOf', 'anyOf', 'oneOf', 'not', '$ref', '$defs', 'definitions', 'format',
                                      'prefixItems', 'patternProperties', 'propertyNames', 'minProperties',
-                                     'maxProperties', 'dependentRequired'];
+                                     'maxProperties', 'dependentRequired', 'x-outbox-volatile'];
     beside_ref CONSTANT text[] := ARRAY['$ref', '$schema', '$id', 'title', 'description', '$comment', 'default',
-                                        'examples', 'deprecated', 'readOnly', 'writeOnly', '$defs', 'definitions'];
+                                        'examples', 'deprecated', 'readOnly', 'writeOnly', '$defs', 'definitions',
+                                        'x-outbox-volatile'];
     types   CONSTANT text[] := ARRAY['null', 'boolean', 'object', 'array', 'number', 'integer', 'string'];
 BEGIN
     IF jsonb_typeof(p_schema) = 'boolean' THEN
@@ -159,7 +160,7 @@ BEGIN
                 IF problem IS NOT NULL THEN
                     RETURN format('%s/pattern: %s', p_path, problem);
                 END IF;
-            WHEN 'uniqueItems', 'deprecated', 'readOnly', 'writeOnly' THEN
+            WHEN 'uniqueItems', 'deprecated', 'readOnly', 'writeOnly', 'x-outbox-volatile' THEN
                 IF jsonb_typeof(v) <> 'boolean' THEN
                     RETURN format('%s/%s: must be true or false', p_path, k);
                 END IF;

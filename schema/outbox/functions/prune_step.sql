@@ -36,6 +36,11 @@ BEGIN
     DELETE FROM outbox.mcp_tasks k
      WHERE k.ctid = ANY (ARRAY(SELECT x.ctid FROM outbox.mcp_tasks x
                                 WHERE x.expires_at <= now() LIMIT p_limit));
+    -- 0040: argument keys past their tool's window.
+    DELETE FROM outbox.mcp_argument_keys k
+     WHERE k.ctid = ANY (ARRAY(SELECT x.ctid FROM outbox.mcp_argument_keys x
+                                 JOIN outbox.mcp_tools m ON m.tool = x.tool
+                                WHERE x.first_at + m.argument_window <= now() LIMIT p_limit));
     RETURN NEXT;
 END
 $$;
