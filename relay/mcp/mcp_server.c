@@ -65,6 +65,7 @@
 #include "mcp/json_schema.h"
 #include "mcp/mcp_admission.h"
 #include "mcp/mcp_protocol.h"
+#include "mcp/mcp_stdio.h"
 #include "version.h"
 
 #include <arpa/inet.h>
@@ -130,6 +131,9 @@ struct mcp_call {
     struct mcp_call *prev, *next; /* in s->waiting while waiting */
     struct mcp_server *s;
     httpd_conn_t *conn; /* NULL once the connection closed (the call is orphaned) */
+    bool on_stdio;      /* its answer is a line on stdout (until answered or cancelled) */
+    bool watch;         /* stdio: no request, the watch of a task (stdio_watch_task) */
+    bool settled;       /* the watch saw its task terminal and reads the task's row */
     pg_conn_t *pg;      /* of the query on the wire */
     struct mcp_request req;
     enum call_step step;
@@ -203,6 +207,15 @@ struct mcp_server {
     struct adm_rate refusal_log[10]; /* a line a second per reason */
     struct adm_rate shed_log;
     uint64_t shed[4]; /* by enum httpd_shed */
+
+    /* --stdio: one client, the session of this process (mcp_stdio.c) */
+    mcp_stdio_t *stdio;
+    bool stdio_mode, stdio_verified, stdio_asked, stdio_out_failed;
+    struct adm_client *stdio_client;
+    struct adm_waiter stdio_waiter;
+    char stdio_token_hash[68];
+    char stdio_version[32]; /* the legacy version initialize negotiated ("": none yet) */
+    uv_timer_t wait_timer;  /* stdio: the earliest end of a waiting call's wait */
 };
 
 /* Refusals by reason, for /metrics and the log. */
@@ -226,6 +239,8 @@ static const char *const refusal_names[REFUSAL_COUNT] = {
 static void call_query(struct mcp_call *call, const char *statement, int n, const char *const *v);
 static void call_answer_final_lookup(struct mcp_call *call);
 static void server_maybe_close(struct mcp_server *s);
+static void stdio_hold_update(struct mcp_server *s);
+static void stdio_verify(struct mcp_server *s);
 
 /* ---------------------------------------------------------------- counters */
 
@@ -294,8 +309,10 @@ static void call_free(struct mcp_call *call)
         DLIST_REMOVE(s->waiting, call);
     if (call->adm) {
         adm_uncharge(s->adm, call->adm, call->charged);
-        if (call->admitted)
+        if (call->admitted) {
             adm_call_end(s->adm, call->adm);
+            stdio_hold_update(s); /* a stdio call's end may let lines in again */
+        }
     }
     mcp_request_free(&call->req);
     free(call->client);
@@ -319,6 +336,7 @@ static void call_detach(struct mcp_call *call)
     if (call->conn && *(struct mcp_call **)httpd_conn_data(call->conn) == call)
         *(struct mcp_call **)httpd_conn_data(call->conn) = NULL;
     call->conn = NULL;
+    call->on_stdio = false;
     if (call->waiting) {
         DLIST_REMOVE(call->s->waiting, call);
         call->waiting = false;
@@ -334,12 +352,17 @@ static void call_detach(struct mcp_call *call)
 static void respond_text(struct mcp_call *call, int status, const char *headers, char *json)
 {
     httpd_conn_t *conn = call->conn;
-    bool sse = call->sse;
+    bool sse = call->sse, on_stdio = call->on_stdio;
     struct mcp_server *s = call->s;
     call->answered = true;
     s->answering++;    /* stopping, the last call's free must not close the server */
     call_detach(call); /* may free call */
-    if (conn && httpd_conn_streaming(conn)) {
+    if (on_stdio) {
+        /* one line; the HTTP status has no place here (a notification's
+         * 202 is no line at all) */
+        if (json && s->stdio)
+            mcp_stdio_write_line(s->stdio, json, strlen(json));
+    } else if (conn && httpd_conn_streaming(conn)) {
         /* A long tasks/result: its status and headers went out with the
          * stream; the message is its last part (compact JSON has no
          * newline, so one data line is the whole event). */
@@ -470,6 +493,8 @@ static void sha256_hex_bytea(const char *token, size_t n, char out[68])
 
 /* The wait of a call that is not final yet. A blocking one (tasks/result)
  * has no end but the task's: its deadline_ms is the next keep-alive. */
+static void stdio_wait_rearm(struct mcp_server *s);
+
 static void call_wait(struct mcp_call *call)
 {
     struct mcp_server *s = call->s;
@@ -482,7 +507,10 @@ static void call_wait(struct mcp_call *call)
         DLIST_PUSH_FRONT(s->waiting, call);
         call->waiting = true;
     }
-    httpd_conn_wait(call->conn, call->deadline_ms > now ? call->deadline_ms - now : 1);
+    if (call->on_stdio)
+        stdio_wait_rearm(s); /* a blocking one waits for its task only */
+    else
+        httpd_conn_wait(call->conn, call->deadline_ms > now ? call->deadline_ms - now : 1);
 }
 
 /*
@@ -588,8 +616,15 @@ static void on_answer_row(struct mcp_call *call, PGresult *res)
     on_answer(call, &a);
 }
 
+static void stdio_watch_task(struct mcp_call *call, const struct mcp_answer *a);
+static void stdio_watch_answer(struct mcp_call *w, const struct mcp_answer *a);
+
 static void on_answer(struct mcp_call *call, const struct mcp_answer *answer)
 {
+    if (call->watch) {
+        stdio_watch_answer(call, answer);
+        return;
+    }
     struct mcp_answer a = *answer;
     const char *method = call->req.method;
     bool not_found = !strcmp(a.status, "not_found");
@@ -631,6 +666,8 @@ static void on_answer(struct mcp_call *call, const struct mcp_answer *answer)
     case STEP_ENQUEUE:
         call->intent_key = xstrdup(a.intent_key ? a.intent_key : "");
         if (call->task && a.task_id) { /* legacy task-augmented call: the task, at once */
+            if (call->on_stdio)
+                stdio_watch_task(call, &a);
             log_call(call, a.status);
             respond_result(call, json_pack("{s:o}", "task", mcp_task_json(&a, MCP_LEGACY)));
             return;
@@ -989,8 +1026,9 @@ static void on_query_done(void *data, pg_conn_t *pg, PGresult *res, const char *
 {
     struct mcp_call *call = data;
     call->querying = false;
-    call->pg = pg;            /* NULL: failed before it reached a connection */
-    if (call->conn == NULL) { /* orphaned: the client went away */
+    call->pg = pg; /* NULL: failed before it reached a connection */
+    if (call->conn == NULL && !call->on_stdio &&
+        !call->watch) { /* orphaned: the client went away */
         call_free(call);
         return;
     }
@@ -1211,7 +1249,8 @@ static void start_tools_call(struct mcp_call *call, const struct httpd_request *
         return;
     }
     json_t *meta_key = json_object_get(req->meta, MCP_META_KEY);
-    const struct httpd_header *header_key = httpd_request_header(request, "Idempotency-Key");
+    const struct httpd_header *header_key =
+        request ? httpd_request_header(request, "Idempotency-Key") : NULL; /* stdio: none */
     if (header_key && !utf8_valid(header_key->value, header_key->value_len)) {
         /* it would reach the database as text, and every answer naming it as JSON */
         refuse_count(call->s, REFUSED_KEY, "not UTF-8");
@@ -1270,6 +1309,8 @@ static void start_tools_call(struct mcp_call *call, const struct httpd_request *
 
 static bool accepts_event_stream(const struct httpd_request *request)
 {
+    if (request == NULL) /* stdio: the answer is a line, whenever it comes */
+        return false;
     const struct httpd_header *accept = httpd_request_header(request, "Accept");
     return accept && memmem(accept->value, accept->value_len, "text/event-stream", 17) != NULL;
 }
@@ -1382,7 +1423,7 @@ static void respond_busy(struct mcp_call *call, enum adm_refusal refusal)
     refuse_count(call->s, status == 413 ? REFUSED_TOO_LARGE : REFUSED_BUSY, message);
     struct mcp_error err = {0};
     mcp_error_set(&err, status == 413 ? MCP_INVALID_REQUEST : -32000, status, "%s", message);
-    if (status != 413)
+    if (status != 413 && call->conn)
         httpd_conn_close_after_answer(call->conn); /* what it holds goes back too */
     respond_text(call, status, status == 413 ? NULL : retry_after,
                  mcp_error_json(call->req.id, &err));
@@ -1498,6 +1539,8 @@ static void on_shed(void *data, enum httpd_shed why)
                   "suppressed", json_integer((json_int_t)suppressed), LOG_END);
 }
 
+static void dispatch(struct mcp_call *call, const struct httpd_request *request);
+
 static void handle_mcp(struct mcp_server *s, httpd_conn_t *conn,
                        const struct httpd_request *request)
 {
@@ -1570,6 +1613,17 @@ static void handle_mcp(struct mcp_server *s, httpd_conn_t *conn,
         respond_error(call, &err);
         return;
     }
+    dispatch(call, request);
+}
+
+/*
+ * The seam between a transport and JSON-RPC: a parsed request of an
+ * admitted client, whatever carried it. HTTP (handle_mcp) and stdio
+ * (stdio_on_line) both end here; request is the HTTP request for the
+ * headers a method may read (Idempotency-Key, Accept), NULL on stdio.
+ */
+static void dispatch(struct mcp_call *call, const struct httpd_request *request)
+{
     const char *method = call->req.method;
     if (method == NULL || call->req.id == NULL) {
         /* a notification or a client's response of a known client (a
@@ -1764,6 +1818,301 @@ static void on_recheck(uv_timer_t *timer)
     adm_pump(s->adm);
     refusals_flush(s);
     wake(s, NULL);
+    stdio_verify(s);
+}
+
+/* ---------------------------------------------------------------- stdio
+ *
+ * `outbox-relay mcp --stdio`: a host starts the front door as its child
+ * and speaks newline-delimited JSON-RPC on its stdin and stdout
+ * (mcp_stdio.c moves the bytes). One client per process: OUTBOX_MCP_TOKEN
+ * names it, checked as a bearer token is (mcp_admission.c's verdict)
+ * before the first line is read; an unknown token ends the process with a
+ * log line on stderr and nothing on stdout. Each line is then what a POST
+ * body is on HTTP: admitted against the client's budgets, parsed, and
+ * handed to dispatch(). What differs:
+ * - no headers: a modern request is judged by its _meta alone, a legacy one
+ *   speaks the version its session's initialize negotiated;
+ * - requests in flight past --mcp-client-calls hold the input (the host's
+ *   writes wait in the pipe) instead of a 429; a line the memory budget
+ *   refuses is answered with the same error as HTTP's (id null);
+ * - many calls wait at once on one stream: one timer (wait_timer) ends the
+ *   earliest wait, and a tasks/result (2025-11-25) simply waits for its
+ *   task, with no keep-alive;
+ * - a legacy task made on this session is watched: when it is terminal,
+ *   notifications/tasks/status goes out as a line (optional in the spec;
+ *   tasks/get still answers);
+ * - end of input is the host's goodbye: no new line is read, waiting calls
+ *   are answered with what is known now (as on SIGTERM: a pending or
+ *   reconciling status, never failed; the intents go on, and the same key
+ *   finds them), queries on the wire finish, the answers are written, then
+ *   the process exits 0.
+ */
+
+static void server_stop(struct mcp_server *s, const char *why);
+
+/* The watch of a legacy task made on this session: a call with no answer
+ * to give, waiting for its intent's NOTIFY (or the recheck) like any
+ * other, that writes notifications/tasks/status once the task is terminal. */
+static void stdio_watch_task(struct mcp_call *call, const struct mcp_answer *a)
+{
+    struct mcp_server *s = call->s;
+    if (s->stopping || a->final || a->task_id == NULL || call->intent_key == NULL)
+        return;
+    struct mcp_call *w = xcalloc(1, sizeof(*w));
+    w->s = s;
+    w->task_ttl_ms = -1;
+    w->watch = true;
+    w->step = STEP_LOOKUP;
+    w->req.era = MCP_LEGACY;
+    w->req.method = "notifications/tasks/status";
+    memcpy(w->token_hash, call->token_hash, sizeof(w->token_hash));
+    w->key = xstrdup(call->key ? call->key : "");
+    w->intent_key = xstrdup(call->intent_key);
+    w->task_id = xstrdup(a->task_id);
+    w->adm = call->adm; /* its statements wait in the client's line; nothing charged */
+    w->started_ns = uv_hrtime();
+    s->calls++;
+    DLIST_PUSH_FRONT(s->waiting, w);
+    w->waiting = true;
+}
+
+/* A watch heard its intent's outcome: once it is terminal, the task's row
+ * (outbox.mcp_task: the batched look-up has the intent, not its task), and
+ * from that row a line. */
+static void stdio_watch_answer(struct mcp_call *w, const struct mcp_answer *a)
+{
+    struct mcp_server *s = w->s;
+    if (!w->settled && !s->stopping && strcmp(a->status, "not_found") != 0) {
+        if (!a->final)
+            return; /* still waiting (it stays in s->waiting) */
+        w->settled = true;
+        if (w->waiting) {
+            DLIST_REMOVE(s->waiting, w);
+            w->waiting = false;
+        }
+        const char *params[2] = {w->token_hash, w->task_id};
+        w->step = STEP_TASK;
+        call_query(w, "mcp_task", 2, params);
+        return;
+    }
+    if (w->settled && a->final && s->stdio && !s->stopping) {
+        json_t *note =
+            json_pack("{s:s,s:s,s:o}", "jsonrpc", "2.0", "method", "notifications/tasks/status",
+                      "params", mcp_task_json(a, MCP_LEGACY));
+        char *text = json_dumps(note, JSON_COMPACT);
+        json_decref(note);
+        if (text)
+            mcp_stdio_write_line(s->stdio, text, strlen(text));
+        free(text);
+    }
+    if (w->waiting) {
+        DLIST_REMOVE(s->waiting, w);
+        w->waiting = false;
+    }
+    if (!w->querying)
+        call_free(w);
+}
+
+static void on_stdio_wait_timer(uv_timer_t *timer)
+{
+    struct mcp_server *s = timer->data;
+    uint64_t now = uv_now(&s->loop);
+    for (struct mcp_call *c = s->waiting, *next; c; c = next) {
+        next = c->next;
+        if (c->on_stdio && !c->blocking && c->deadline_ms != 0 && c->deadline_ms <= now)
+            call_answer_final_lookup(c); /* takes c out of s->waiting */
+    }
+    stdio_wait_rearm(s);
+}
+
+/* The timer to the earliest end of a stdio call's wait. */
+static void stdio_wait_rearm(struct mcp_server *s)
+{
+    if (s->closing)
+        return;
+    uint64_t now = uv_now(&s->loop), first = 0;
+    for (struct mcp_call *c = s->waiting; c; c = c->next)
+        if (c->on_stdio && !c->blocking && c->deadline_ms != 0 &&
+            (first == 0 || c->deadline_ms < first))
+            first = c->deadline_ms;
+    if (first == 0)
+        uv_timer_stop(&s->wait_timer);
+    else
+        uv_timer_start(&s->wait_timer, on_stdio_wait_timer, first > now ? first - now : 0, 0);
+}
+
+/* Lines are held while the client's requests in flight are at the limit. */
+static void stdio_hold_update(struct mcp_server *s)
+{
+    if (s->stdio && s->stdio_client && !s->closing)
+        mcp_stdio_hold(s->stdio, adm_client_calls(s->stdio_client) >= s->cfg->mcp_client_calls);
+}
+
+/* A refusal before a request is parsed (its id unknown: null). */
+static void stdio_refuse(struct mcp_server *s, int code, const char *message)
+{
+    struct mcp_error err = {0};
+    mcp_error_set(&err, code, 200, "%s", message);
+    char *json = mcp_error_json(NULL, &err);
+    mcp_error_clear(&err);
+    if (json && s->stdio)
+        mcp_stdio_write_line(s->stdio, json, strlen(json));
+    free(json);
+}
+
+/* notifications/cancelled: a waiting call of that id is not answered (the
+ * spec: no further message for it). Its intent is committed and goes on;
+ * the same key finds it. A call whose statement is on the wire then is
+ * answered. */
+static void stdio_cancel(struct mcp_server *s, const struct mcp_request *req)
+{
+    json_t *id = json_object_get(req->params, "requestId");
+    if (id == NULL)
+        return;
+    for (struct mcp_call *c = s->waiting, *next; c; c = next) {
+        next = c->next;
+        if (c->on_stdio && !c->querying && c->req.id && json_equal(c->req.id, id)) {
+            log_call(c, "cancelled_by_client");
+            c->answered = true;
+            call_detach(c); /* frees it */
+        }
+    }
+}
+
+static void stdio_on_line(void *data, const char *line, size_t len)
+{
+    struct mcp_server *s = data;
+    if (s->stopping)
+        return;
+    struct mcp_call *call = xcalloc(1, sizeof(*call));
+    call->s = s;
+    call->on_stdio = true;
+    call->task_ttl_ms = -1;
+    s->calls++;
+    call->started_ns = uv_hrtime();
+    call->deadline_ms = uv_now(&s->loop) + (uint64_t)s->cfg->mcp_wait_ms;
+    call->adm = s->stdio_client;
+    memcpy(call->token_hash, s->stdio_token_hash, sizeof(call->token_hash));
+    enum adm_refusal refusal = adm_call_begin(s->adm, call->adm);
+    if (refusal == ADM_OK) {
+        call->admitted = true;
+        refusal = adm_charge(s->adm, call->adm, adm_parse_estimate(line, len), 0, false);
+        if (refusal == ADM_OK)
+            call->charged = adm_parse_estimate(line, len);
+    }
+    if (refusal != ADM_OK) {
+        int status;
+        const char *message = busy_message(refusal, &status);
+        refuse_count(s, status == 413 ? REFUSED_TOO_LARGE : REFUSED_BUSY, message);
+        stdio_refuse(s, status == 413 ? MCP_INVALID_REQUEST : -32000, message);
+        call_detach(call);
+        return;
+    }
+    struct mcp_headers headers = {
+        .no_header_layer = true, .protocol_version = s->stdio_version[0] ? s->stdio_version : NULL};
+    struct mcp_error err = {0};
+    if (!mcp_parse(line, len, &headers, &call->req, &err)) {
+        refuse_count(s, REFUSED_PROTOCOL, err.message);
+        respond_error(call, &err);
+        return;
+    }
+    if (call->req.method && call->req.id == NULL &&
+        !strcmp(call->req.method, "notifications/cancelled"))
+        stdio_cancel(s, &call->req);
+    if (call->req.era == MCP_LEGACY && call->req.method &&
+        !strcmp(call->req.method, "initialize")) {
+        /* The session's version from now on: the lines after it (sent
+         * before its answer came back, as hosts do) speak it already. */
+        json_t *result = mcp_initialize_result(&call->req, OUTBOX_RELAY_VERSION);
+        snprintf(s->stdio_version, sizeof(s->stdio_version), "%s",
+                 json_string_value(json_object_get(result, "protocolVersion")));
+        json_decref(result);
+    }
+    dispatch(call, NULL);
+    stdio_hold_update(s);
+}
+
+static void stdio_on_too_long(void *data)
+{
+    struct mcp_server *s = data;
+    refuse_count(s, REFUSED_TOO_LARGE, "a line past the limit");
+    stdio_refuse(s, MCP_INVALID_REQUEST,
+                 "Request too large: a message is one line of at most 1 MiB; this line was "
+                 "dropped");
+}
+
+static void stdio_on_eof(void *data, int error)
+{
+    struct mcp_server *s = data;
+    if (error)
+        log_event(LOG_WARN, "mcp_stdio_read_failed", "error", json_string(uv_strerror(error)),
+                  LOG_END);
+    server_stop(s, "end of input");
+}
+
+static void stdio_on_write_error(void *data, int error)
+{
+    struct mcp_server *s = data;
+    s->stdio_out_failed = true;
+    log_event(LOG_WARN, "mcp_stdio_write_failed", "error", json_string(uv_strerror(error)),
+              LOG_END);
+    server_stop(s, "output closed");
+}
+
+static void stdio_on_drained(void *data)
+{
+    server_maybe_close(data);
+}
+
+/* The verdict on OUTBOX_MCP_TOKEN: a client's, and lines are read; no
+ * client's, and the process ends (1) without a byte on stdout. */
+static void stdio_verdict(struct mcp_server *s, enum adm_verdict verdict, struct adm_client *client)
+{
+    s->stdio_asked = false;
+    if (verdict == ADM_UNKNOWN)
+        return; /* the database could not say: asked again when a connection is ready */
+    if (verdict == ADM_BAD) {
+        log_event(LOG_ERROR, "mcp_stdio_refused", "reason",
+                  json_string("OUTBOX_MCP_TOKEN is not the token of any client in "
+                              "outbox.mcp_clients (outbox.mcp_client registers one)"),
+                  LOG_END);
+        s->exit_code = 1;
+        server_stop(s, "unknown token");
+        return;
+    }
+    s->stdio_verified = true;
+    s->stdio_client = client;
+    log_event(LOG_INFO, "mcp_stdio_ready", "client", json_string(adm_client_name(client)),
+              "wait_ms", json_integer(s->cfg->mcp_wait_ms), "client_calls",
+              json_integer(s->cfg->mcp_client_calls), "client_memory_bytes",
+              json_integer(s->cfg->mcp_client_memory_bytes), LOG_END);
+    mcp_stdio_start(s->stdio);
+}
+
+static void on_stdio_verdict(struct adm_waiter *w, enum adm_verdict verdict,
+                             struct adm_client *client)
+{
+    struct mcp_server *s =
+        (struct mcp_server *)(void *)((char *)w - offsetof(struct mcp_server, stdio_waiter));
+    stdio_verdict(s, verdict, client);
+}
+
+/* Asks about the token once a connection is ready (on_pg_ready, the recheck). */
+static void stdio_verify(struct mcp_server *s)
+{
+    if (!s->stdio_mode || s->stdio_verified || s->stdio_asked || s->stopping)
+        return;
+    struct adm_client *client = NULL;
+    enum adm_verdict verdict = adm_verdict(s->adm, s->stdio_token_hash, &client);
+    if (verdict != ADM_UNKNOWN) {
+        stdio_verdict(s, verdict, client);
+        return;
+    }
+    s->stdio_waiter.on_verdict = on_stdio_verdict;
+    s->stdio_asked = true; /* before adm_ask: it may answer at once */
+    if (!adm_ask(s->adm, s->stdio_token_hash, &s->stdio_waiter))
+        s->stdio_asked = false; /* no connection ready yet */
 }
 
 /* ---------------------------------------------------------------- lifetime */
@@ -1786,6 +2135,12 @@ static void on_httpd_closed(void *data)
     s->open_handles--;
 }
 
+static void on_stdio_closed(void *data)
+{
+    struct mcp_server *s = data;
+    s->open_handles--;
+}
+
 static void on_adm_closed(void *data)
 {
     struct mcp_server *s = data;
@@ -1797,8 +2152,10 @@ static void on_adm_closed(void *data)
 static void on_pg_ready(void *data)
 {
     struct mcp_server *s = data;
-    if (s->adm && !s->closing)
+    if (s->adm && !s->closing) {
         adm_pump(s->adm);
+        stdio_verify(s);
+    }
 }
 
 static void on_pg_lost(void *data, const char *reason)
@@ -1818,6 +2175,13 @@ static void server_close(struct mcp_server *s)
     uv_close((uv_handle_t *)&s->stop_timer, on_handle_closed);
     uv_close((uv_handle_t *)&s->recheck, on_handle_closed);
     uv_close((uv_handle_t *)&s->batch_timer, on_handle_closed);
+    uv_close((uv_handle_t *)&s->wait_timer, on_handle_closed);
+    if (s->stdio_asked)
+        adm_waiter_cancel(s->adm, &s->stdio_waiter);
+    if (s->stdio) {
+        mcp_stdio_close(s->stdio, on_stdio_closed, s);
+        s->stdio = NULL;
+    }
     uv_close((uv_handle_t *)&s->sigterm, on_handle_closed);
     uv_close((uv_handle_t *)&s->sigint, on_handle_closed);
     if (s->httpd)
@@ -1830,7 +2194,9 @@ static void server_close(struct mcp_server *s)
 
 static void server_maybe_close(struct mcp_server *s)
 {
-    if (s->stopping && !s->closing && s->calls == 0 && s->answering == 0)
+    /* stdio: the answers written must have left too */
+    if (s->stopping && !s->closing && s->calls == 0 && s->answering == 0 &&
+        (s->stdio == NULL || s->stdio_out_failed || mcp_stdio_pending(s->stdio) == 0))
         server_close(s);
 }
 
@@ -1841,20 +2207,34 @@ static void on_stop_timer(uv_timer_t *timer)
     server_close(s);
 }
 
-static void on_signal(uv_signal_t *handle, int signum)
+/* SIGTERM, SIGINT, or (stdio) the end of input: waiting calls are
+ * answered with one last look, no new request is taken, and once every
+ * call is gone (or MCP_STOP_GRACE_MS passed) everything closes. */
+static void server_stop(struct mcp_server *s, const char *why)
 {
-    struct mcp_server *s = handle->data;
     if (s->stopping)
         return;
     s->stopping = true;
-    log_event(LOG_INFO, "mcp_shutdown", "signal",
-              json_string(signum == SIGTERM ? "SIGTERM" : "SIGINT"), LOG_END);
+    log_event(LOG_INFO, "mcp_shutdown", "signal", json_string(why), LOG_END);
     for (struct mcp_call *c = s->waiting, *next; c; c = next) {
         next = c->next;
-        call_answer_final_lookup(c);
+        if (c->watch) { /* a task's watch: no one to tell any more */
+            DLIST_REMOVE(s->waiting, c);
+            c->waiting = false;
+            call_free(c);
+        } else {
+            call_answer_final_lookup(c);
+        }
     }
+    if (s->stdio)
+        mcp_stdio_hold(s->stdio, true); /* no new line */
     uv_timer_start(&s->stop_timer, on_stop_timer, MCP_STOP_GRACE_MS, 0);
     server_maybe_close(s);
+}
+
+static void on_signal(uv_signal_t *handle, int signum)
+{
+    server_stop(handle->data, signum == SIGTERM ? "SIGTERM" : "SIGINT");
 }
 
 static void on_accept_error(void *data, int uv_error)
@@ -1864,8 +2244,19 @@ static void on_accept_error(void *data, int uv_error)
 
 int mcp_server_run(const struct config *cfg)
 {
+    const char *token = cfg->mcp_stdio ? getenv("OUTBOX_MCP_TOKEN") : NULL;
+    if (cfg->mcp_stdio && (token == NULL || *token == '\0')) {
+        log_event(LOG_ERROR, "mcp_stdio_refused", "reason",
+                  json_string("OUTBOX_MCP_TOKEN is not set: --stdio serves one client, the one "
+                              "whose token it holds (outbox.mcp_client)"),
+                  LOG_END);
+        return 2;
+    }
     struct mcp_server *s = xcalloc(1, sizeof(*s));
     s->cfg = cfg;
+    s->stdio_mode = cfg->mcp_stdio;
+    if (token)
+        sha256_hex_bytea(token, strlen(token), s->stdio_token_hash);
     uv_loop_init(&s->loop);
     signal(SIGPIPE, SIG_IGN);
     static const double bounds[] = METRICS_LATENCY_SECONDS_BOUNDS;
@@ -1908,15 +2299,28 @@ int mcp_server_run(const struct config *cfg)
                                 .on_close = on_close,
                                 .on_accept_error = on_accept_error};
     int uv_error = 0;
-    s->httpd = httpd_start(&s->loop, (const struct sockaddr *)&addr, &hc, &hooks, &uv_error);
+    if (s->stdio_mode) {
+        struct mcp_stdio_hooks io_hooks = {.data = s,
+                                           .on_line = stdio_on_line,
+                                           .on_too_long = stdio_on_too_long,
+                                           .on_eof = stdio_on_eof,
+                                           .on_write_error = stdio_on_write_error,
+                                           .on_drained = stdio_on_drained};
+        s->stdio = mcp_stdio_open(&s->loop, 0, 1, MCP_MAX_BODY_BYTES, 4 * MCP_MAX_BODY_BYTES,
+                                  &io_hooks, &uv_error);
+    } else {
+        s->httpd = httpd_start(&s->loop, (const struct sockaddr *)&addr, &hc, &hooks, &uv_error);
+    }
     uv_timer_init(&s->loop, &s->recheck);
+    uv_timer_init(&s->loop, &s->wait_timer);
+    s->wait_timer.data = s;
     uv_timer_init(&s->loop, &s->stop_timer);
     uv_timer_init(&s->loop, &s->batch_timer);
     s->batch_timer.data = s;
     uv_signal_init(&s->loop, &s->sigterm);
     uv_signal_init(&s->loop, &s->sigint);
     s->recheck.data = s->stop_timer.data = s->sigterm.data = s->sigint.data = s;
-    s->open_handles = 6; /* the admission's timer too */
+    s->open_handles = 7; /* the admission's timer too */
     for (int i = 0; i < s->pg_count; i++) {
         struct pg_events events = {.name = i == 0 ? "mcp-listen" : "mcp",
                                    .data = s,
@@ -1930,7 +2334,21 @@ int mcp_server_run(const struct config *cfg)
         pg_conn_set_query_timeout(s->pg[i], MCP_LOOKUP_TIMEOUT_MS);
         s->open_handles++;
     }
-    if (s->httpd == NULL) {
+    if (s->stdio_mode && s->stdio == NULL) {
+        log_event(LOG_ERROR, "mcp_stdio_failed", "error", json_string(uv_strerror(uv_error)),
+                  LOG_END);
+        s->exit_code = 1;
+        s->stopping = true;
+        server_close(s);
+    } else if (s->stdio_mode) {
+        s->open_handles++;
+        /* the token first (stdio_verify, once a connection is ready), then lines */
+        for (int i = 0; i < s->pg_count; i++)
+            pg_conn_start(s->pg[i]);
+        uv_timer_start(&s->recheck, on_recheck, MCP_RECHECK_MS, MCP_RECHECK_MS);
+        uv_signal_start(&s->sigterm, on_signal, SIGTERM);
+        uv_signal_start(&s->sigint, on_signal, SIGINT);
+    } else if (s->httpd == NULL) {
         log_event(LOG_ERROR, "mcp_listen_failed", "listen", json_string(cfg->mcp_listen), "error",
                   json_string(uv_strerror(uv_error)), LOG_END);
         s->exit_code = 1;
