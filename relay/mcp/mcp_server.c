@@ -1945,7 +1945,7 @@ static void stdio_wait_rearm(struct mcp_server *s)
 /* Lines are held while the client's requests in flight are at the limit. */
 static void stdio_hold_update(struct mcp_server *s)
 {
-    if (s->stdio && s->stdio_client && !s->closing)
+    if (s->stdio && s->stdio_client && !s->stopping) /* stopping: held for good */
         mcp_stdio_hold(s->stdio, adm_client_calls(s->stdio_client) >= s->cfg->mcp_client_calls);
 }
 

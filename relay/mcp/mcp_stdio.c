@@ -80,6 +80,7 @@ struct mcp_stdio {
     bool out_writing, out_failed;
     size_t pending;
     /* closing */
+    int depth; /* inside a hook's caller: a close from the hook frees io on the way out */
     bool closing;
     int closes; /* handles and fs requests still to finish */
     void (*on_closed)(void *data);
@@ -178,8 +179,31 @@ static void in_set_reading(struct mcp_stdio *io, bool want)
     io->in_reading = want;
 }
 
-/* Delivers what can be delivered, then decides whether to read on. */
+/* Hooks may close io (the owner stops): io is freed only once the
+ * outermost function that called a hook is done with it. Nothing touches
+ * io after io_leave. */
+static void io_enter(struct mcp_stdio *io)
+{
+    io->depth++;
+}
+
+static void io_leave(struct mcp_stdio *io)
+{
+    if (--io->depth == 0 && io->closing)
+        io_maybe_freed(io);
+}
+
+static void io_pump_inner(struct mcp_stdio *io);
+
 static void io_pump(struct mcp_stdio *io)
+{
+    io_enter(io);
+    io_pump_inner(io);
+    io_leave(io);
+}
+
+/* Delivers what can be delivered, then decides whether to read on. */
+static void io_pump_inner(struct mcp_stdio *io)
 {
     if (io->delivering || io->closing || !io->started)
         return; /* on_line wrote, held or released: the outer loop goes on */
@@ -241,7 +265,16 @@ static void io_pump(struct mcp_stdio *io)
 
 /* ---------------------------------------------------------------- output */
 
+static void out_done_inner(struct mcp_stdio *io, size_t len, int error);
+
 static void out_done(struct mcp_stdio *io, size_t len, int error)
+{
+    io_enter(io);
+    out_done_inner(io, len, error);
+    io_leave(io);
+}
+
+static void out_done_inner(struct mcp_stdio *io, size_t len, int error)
 {
     io->pending -= len;
     if (error && error != UV_ECANCELED && !io->out_failed) {
@@ -251,10 +284,10 @@ static void out_done(struct mcp_stdio *io, size_t len, int error)
     }
     if (io->closing)
         return;
-    if (io->pending == 0)
-        io->hooks.on_drained(io->hooks.data);
     if (io->pending <= io->max_output / 2)
         io_pump(io); /* reading may go on */
+    if (io->pending == 0 && !io->closing)
+        io->hooks.on_drained(io->hooks.data);
 }
 
 static void on_write(uv_write_t *req, int status)
@@ -443,7 +476,7 @@ void mcp_stdio_hold(mcp_stdio_t *io, bool hold)
 
 static void io_maybe_freed(struct mcp_stdio *io)
 {
-    if (io->closes > 0)
+    if (io->closes > 0 || io->depth > 0)
         return;
     void (*cb)(void *) = io->on_closed;
     void *data = io->closed_data;

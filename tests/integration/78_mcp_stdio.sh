@@ -50,6 +50,19 @@ is "$rc" 0 "the stdio client ran to the end"
 [ "$rc" = 0 ] || sed 's/^/# /' "$T/client.err" | tail -n 20
 is "$(grep -c "^ok" "$T/client.out")" 30 "the stdio client printed all its checks (30)"
 
+# ---- stdin and stdout as files (uv_fs_read, uv_fs_write), not pipes --------------------------
+printf '%s\n' '{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"file","version":"1"}}}' \
+    '{"jsonrpc":"2.0","id":2,"method":"tools/list"}' >"$T/requests.jsonl"
+OUTBOX_MCP_TOKEN=$TOKEN timeout -k 5 60 "$RELAY_BIN" mcp --stdio --db "postgresql://front_door@127.0.0.1:$PGPORT/postgres" \
+    <"$T/requests.jsonl" >"$T/answers.jsonl" 2>"$T/file-stdio.err"
+is "$?" 0 "stdin and stdout redirected to files: exit 0 at the end of the file"
+is "$(python3 -c "import json,sys; print(' '.join(sorted(str(json.loads(l)['id']) + ':' + ('result' if 'result' in json.loads(l) else 'error') for l in open(sys.argv[1]))))" "$T/answers.jsonl")" \
+    "1:result 2:result" "the file of answers holds one JSON-RPC line per request (answers come as they are ready)"
+OUTBOX_MCP_TOKEN=$TOKEN timeout -k 5 60 "$RELAY_BIN" mcp --stdio --db "postgresql://front_door@127.0.0.1:$PGPORT/postgres" \
+    </dev/null >"$T/empty.out" 2>"$T/empty.err"
+is "$?" 0 "stdin from /dev/null: exit 0"
+is "$(wc -c <"$T/empty.out")" 0 "and nothing on stdout"
+
 # ---- one effect per key ----------------------------------------------------------------------
 # The calls answered at the end of input may still be delivering: wait for them.
 wait_for 60 "SELECT count(*) FROM outbox.intents WHERE state <> 'succeeded'" 0 ||
