@@ -46,7 +46,14 @@
  * Who may use the memory, the connections and the database is decided in
  * mcp_admission.c: the head of each request is judged (on_head) before its
  * body is read, every statement waits its turn in its client's queue
- * (call_query), and what a request holds is charged to its client.
+ * (mcp_call_query), and what a request holds is charged to its client.
+ *
+ * TRANSPORTS
+ * HTTP is here (on_head, handle_mcp); stdio (`mcp --stdio`) is
+ * mcp_stdio_session.c over mcp_stdio.c. Both hand a parsed request of an
+ * admitted client to mcp_dispatch(), and a call's answer goes back the way
+ * it came (respond_text: its connection, or a line on stdout); what they
+ * share is declared in mcp_server_internal.h.
  *
  * What is logged: one line per call (mcp_call: client, tool, key, status,
  * milliseconds) and per refusal (mcp_refused: the reason; at most one a
@@ -54,6 +61,8 @@
  * the arguments, never the token.
  */
 #include "mcp/mcp_server.h"
+
+#include "mcp/mcp_server_internal.h"
 
 #include "lib/dlist.h"
 #include "lib/http_server.h"
@@ -85,7 +94,6 @@
  * often (--mcp-wait-ms, within these bounds). */
 #define MCP_KEEPALIVE_MIN_MS 1000
 #define MCP_KEEPALIVE_MAX_MS 15000
-#define MCP_MAX_BODY_BYTES (1024 * 1024)
 #define MCP_LISTEN_CHANNEL "outbox_mcp"
 
 /* The statements of the front door (every one an outbox.mcp_* function). */
@@ -112,49 +120,6 @@ static const struct pg_statement statements[] = {
     {"mcp_outcomes", "SELECT " ANSWER_COLUMNS " FROM outbox.mcp_outcomes($1::bytea[], $2::text[])"},
 };
 
-/* What a call is doing; one query of it is on the wire at most. */
-enum call_step {
-    STEP_AUTH,     /* initialize, ping, discover: is the token known? */
-    STEP_LIST,     /* tools/list */
-    STEP_TOOL,     /* tools/call: the tool and its schema */
-    STEP_ENQUEUE,  /* tools/call: mcp_call */
-    STEP_LOOKUP,   /* a waiting call (or task result) looks its outcome up */
-    STEP_TASK,     /* tasks/get, tasks/result */
-    STEP_TASKS,    /* tasks/list */
-    STEP_CANCEL,   /* tasks/cancel */
-    STEP_TASK_NOW, /* 2026: a wait ended without an outcome: make its task */
-};
-
-struct mcp_server;
-
-struct mcp_call {
-    struct mcp_call *prev, *next; /* in s->waiting while waiting */
-    struct mcp_server *s;
-    httpd_conn_t *conn; /* NULL once the connection closed (the call is orphaned) */
-    bool on_stdio;      /* its answer is a line on stdout (until answered or cancelled) */
-    bool watch;         /* stdio: no request, the watch of a task (stdio_watch_task) */
-    bool settled;       /* the watch saw its task terminal and reads the task's row */
-    pg_conn_t *pg;      /* of the query on the wire */
-    struct mcp_request req;
-    enum call_step step;
-    bool querying, waiting, answered;
-    bool due;            /* waiting, and a wake-up asked for a look at its outcome */
-    bool in_batch;       /* its intent is in the batched look-up on the wire */
-    char token_hash[68]; /* "\x" + 64 hex digits */
-    char *client, *tool, *key, *intent_key, *arguments_json, *traceparent, *run_id, *ordering_key,
-        *task_id;
-    bool task;              /* legacy: params.task, answered with the task at once */
-    bool blocking;          /* tasks/result (2025-11-25): waits until the task is terminal */
-    bool sse;               /* the client accepts text/event-stream (a long wait streams) */
-    long long task_ttl_ms;  /* -1: none asked */
-    uint64_t started_ns;    /* the request arrived */
-    uint64_t deadline_ms;   /* uv_now of the end of the wait */
-    struct adm_client *adm; /* whose budget it is charged to (NULL: none) */
-    size_t charged;         /* bytes charged to it now */
-    bool admitted;          /* counted in its client's requests in flight */
-    bool slim;              /* its parsed tree and body are gone (queued its enqueue) */
-};
-
 /* What the server keeps per connection (httpd_conn_data): the call being
  * answered first (handle_mcp reads it as a struct mcp_call *), then the
  * admission of the request being read. */
@@ -169,78 +134,9 @@ struct mcp_slot {
     char token_hash[68];
 };
 
-struct tool_count {
-    char tool[129];
-    char status[24];
-    uint64_t n;
-};
-
-struct mcp_server {
-    uv_loop_t loop;
-    const struct config *cfg;
-    httpd_t *httpd;
-    pg_conn_t **pg;
-    int pg_count, pg_next;
-    uv_signal_t sigterm, sigint;
-    uv_timer_t recheck, stop_timer;
-    struct mcp_call *waiting;
-    uv_timer_t batch_timer; /* runs the batched look-up of the calls woken in this loop turn */
-    bool batch_scheduled, batch_running;
-    struct strbuf batch_keys, batch_tokens; /* each call's intent key, and its token's hash */
-    int calls;                              /* alive, orphaned ones too */
-    int answering; /* inside respond_text: the last call's answer is not written yet */
-    bool stopping, closing;
-    int open_handles;
-    int exit_code;
-    char listen_host[64];
-    int listen_port;
-
-    /* /metrics */
-    struct tool_count *counts;
-    size_t count_len, count_cap;
-    uint64_t refusals[10];
-    struct metrics_histogram call_seconds;
-    uint64_t wakeups[2]; /* waiting calls sent to look again: by NOTIFY, by the recheck */
-
-    /* who may use memory, connections and the database (mcp_admission.c) */
-    admission_t *adm;
-    struct adm_rate refusal_log[10]; /* a line a second per reason */
-    struct adm_rate shed_log;
-    uint64_t shed[4]; /* by enum httpd_shed */
-
-    /* --stdio: one client, the session of this process (mcp_stdio.c) */
-    mcp_stdio_t *stdio;
-    bool stdio_mode, stdio_verified, stdio_asked, stdio_out_failed;
-    struct adm_client *stdio_client;
-    struct adm_waiter stdio_waiter;
-    char stdio_token_hash[68];
-    char stdio_version[32]; /* the legacy version initialize negotiated ("": none yet) */
-    uv_timer_t wait_timer;  /* stdio: the earliest end of a waiting call's wait */
-};
-
-/* Refusals by reason, for /metrics and the log. */
-enum refusal {
-    REFUSED_AUTH,
-    REFUSED_HOST,
-    REFUSED_ORIGIN,
-    REFUSED_PROTOCOL,
-    REFUSED_HEADERS,
-    REFUSED_TOOL,
-    REFUSED_KEY,
-    REFUSED_ARGUMENTS,
-    REFUSED_BUSY,      /* 429 or 503: a client's or the server's budget is used up */
-    REFUSED_TOO_LARGE, /* 413: more memory than a client may hold */
-};
-#define REFUSAL_COUNT 10
 static const char *const refusal_names[REFUSAL_COUNT] = {
     "auth", "host", "origin",    "protocol", "headers",
     "tool", "key",  "arguments", "busy",     "too_large"};
-
-static void call_query(struct mcp_call *call, const char *statement, int n, const char *const *v);
-static void call_answer_final_lookup(struct mcp_call *call);
-static void server_maybe_close(struct mcp_server *s);
-static void stdio_hold_update(struct mcp_server *s);
-static void stdio_verify(struct mcp_server *s);
 
 /* ---------------------------------------------------------------- counters */
 
@@ -266,7 +162,7 @@ static void count_call(struct mcp_server *s, const char *tool, const char *statu
  * requests must not write a line each): the ones not logged are reported
  * by mcp_refusals_suppressed lines (count), so that the log still adds up
  * to outbox_mcp_refusals_total. */
-static void refuse_count(struct mcp_server *s, enum refusal reason, const char *detail)
+void mcp_refuse_count(struct mcp_server *s, enum refusal reason, const char *detail)
 {
     s->refusals[reason]++;
     uint64_t suppressed = 0;
@@ -302,7 +198,7 @@ static struct mcp_call *call_new(struct mcp_server *s, httpd_conn_t *conn)
     return call;
 }
 
-static void call_free(struct mcp_call *call)
+void mcp_call_free(struct mcp_call *call)
 {
     struct mcp_server *s = call->s;
     if (call->waiting)
@@ -311,7 +207,7 @@ static void call_free(struct mcp_call *call)
         adm_uncharge(s->adm, call->adm, call->charged);
         if (call->admitted) {
             adm_call_end(s->adm, call->adm);
-            stdio_hold_update(s); /* a stdio call's end may let lines in again */
+            stdio_session_hold_update(s); /* a stdio call's end may let lines in again */
         }
     }
     mcp_request_free(&call->req);
@@ -326,11 +222,11 @@ static void call_free(struct mcp_call *call)
     free(call->task_id);
     free(call);
     s->calls--;
-    server_maybe_close(s);
+    mcp_server_maybe_close(s);
 }
 
 /* The call is done with its connection: answered, or the connection went. */
-static void call_detach(struct mcp_call *call)
+void mcp_call_detach(struct mcp_call *call)
 {
     /* The slot may already hold the connection's next (pipelined) call. */
     if (call->conn && *(struct mcp_call **)httpd_conn_data(call->conn) == call)
@@ -342,7 +238,7 @@ static void call_detach(struct mcp_call *call)
         call->waiting = false;
     }
     if (!call->querying)
-        call_free(call);
+        mcp_call_free(call);
 }
 
 /* Detaches the call first, then answers: an answer written at once lets the
@@ -355,8 +251,8 @@ static void respond_text(struct mcp_call *call, int status, const char *headers,
     bool sse = call->sse, on_stdio = call->on_stdio;
     struct mcp_server *s = call->s;
     call->answered = true;
-    s->answering++;    /* stopping, the last call's free must not close the server */
-    call_detach(call); /* may free call */
+    s->answering++;        /* stopping, the last call's free must not close the server */
+    mcp_call_detach(call); /* may free call */
     if (on_stdio) {
         /* one line; the HTTP status has no place here (a notification's
          * 202 is no line at all) */
@@ -381,7 +277,7 @@ static void respond_text(struct mcp_call *call, int status, const char *headers,
     }
     free(json);
     s->answering--;
-    server_maybe_close(s); /* before this answer was written, it was too early */
+    mcp_server_maybe_close(s); /* before this answer was written, it was too early */
 }
 
 static void respond_result(struct mcp_call *call, json_t *result)
@@ -398,7 +294,7 @@ static void respond_result_docs(struct mcp_call *call, json_t *result,
 }
 
 /* A JSON-RPC error; err is cleared. */
-static void respond_error(struct mcp_call *call, struct mcp_error *err)
+void mcp_respond_error(struct mcp_call *call, struct mcp_error *err)
 {
     int status = err->http_status ? err->http_status : 200;
     /* 2026: an unknown method is 404 (the spec); legacy keeps 200. */
@@ -412,12 +308,12 @@ static void respond_error_code(struct mcp_call *call, int code, int http_status,
 {
     struct mcp_error err = {0};
     mcp_error_set(&err, code, http_status, "%s", msg);
-    respond_error(call, &err);
+    mcp_respond_error(call, &err);
 }
 
 static void respond_unauthorized(struct mcp_call *call, const char *why)
 {
-    refuse_count(call->s, REFUSED_AUTH, why);
+    mcp_refuse_count(call->s, REFUSED_AUTH, why);
     struct mcp_error err = {0};
     mcp_error_set(&err, MCP_INVALID_REQUEST, 401, "Unauthorized: %s", why);
     int status = 401;
@@ -428,7 +324,7 @@ static void respond_unauthorized(struct mcp_call *call, const char *why)
                  json);
 }
 
-static void log_call(struct mcp_call *call, const char *status)
+void mcp_log_call(struct mcp_call *call, const char *status)
 {
     double seconds = (double)(uv_hrtime() - call->started_ns) / 1e9;
     metrics_histogram_observe(&call->s->call_seconds, seconds);
@@ -493,14 +389,12 @@ static void sha256_hex_bytea(const char *token, size_t n, char out[68])
 
 /* The wait of a call that is not final yet. A blocking one (tasks/result)
  * has no end but the task's: its deadline_ms is the next keep-alive. */
-static void stdio_wait_rearm(struct mcp_server *s);
-
 static void call_wait(struct mcp_call *call)
 {
     struct mcp_server *s = call->s;
     uint64_t now = uv_now(&s->loop);
     if (s->stopping || (!call->blocking && now >= call->deadline_ms)) {
-        call_answer_final_lookup(call);
+        mcp_call_final_lookup(call);
         return;
     }
     if (!call->waiting) {
@@ -508,7 +402,7 @@ static void call_wait(struct mcp_call *call)
         call->waiting = true;
     }
     if (call->on_stdio)
-        stdio_wait_rearm(s); /* a blocking one waits for its task only */
+        stdio_session_wait_rearm(s); /* a blocking one waits for its task only */
     else
         httpd_conn_wait(call->conn, call->deadline_ms > now ? call->deadline_ms - now : 1);
 }
@@ -559,19 +453,19 @@ static void respond_task_unfinished(struct mcp_call *call, const struct mcp_answ
                   call->task_id ? call->task_id : "", mcp_task_status(a, MCP_LEGACY));
     err.data = json_pack("{s:s,s:s,s:b}", "taskId", call->task_id ? call->task_id : "", "status",
                          mcp_task_status(a, MCP_LEGACY), "retry", 1);
-    log_call(call, "shutting_down");
-    respond_error(call, &err);
+    mcp_log_call(call, "shutting_down");
+    mcp_respond_error(call, &err);
 }
 
 static void lookup(struct mcp_call *call)
 {
     const char *params[2] = {call->token_hash, call->key};
     call->step = STEP_LOOKUP;
-    call_query(call, "mcp_outcome", 2, params);
+    mcp_call_query(call, "mcp_outcome", 2, params);
 }
 
 /* The wait is over (deadline, or stopping): one last look, and that answers. */
-static void call_answer_final_lookup(struct mcp_call *call)
+void mcp_call_final_lookup(struct mcp_call *call)
 {
     if (call->waiting) {
         DLIST_REMOVE(call->s->waiting, call);
@@ -590,7 +484,7 @@ static void answer_call(struct mcp_call *call, const struct mcp_answer *a)
     if (call->task_id && strcmp(call->req.method, "tasks/result") == 0)
         json_object_set_new(result, "_meta",
                             json_pack("{s:{s:s}}", MCP_META_RELATED_TASK, "taskId", call->task_id));
-    log_call(call, a->status);
+    mcp_log_call(call, a->status);
     respond_result_docs(call, result, (const struct json_text *const *)&response, 1);
     json_text_decref(response);
 }
@@ -604,7 +498,7 @@ static void make_task_now(struct mcp_call *call)
                              call->arguments_json, call->run_id, call->ordering_key,
                              call->traceparent,    "true",       NULL};
     call->step = STEP_TASK_NOW;
-    call_query(call, "mcp_call", 9, params);
+    mcp_call_query(call, "mcp_call", 9, params);
 }
 
 static void on_answer(struct mcp_call *call, const struct mcp_answer *answer);
@@ -616,13 +510,10 @@ static void on_answer_row(struct mcp_call *call, PGresult *res)
     on_answer(call, &a);
 }
 
-static void stdio_watch_task(struct mcp_call *call, const struct mcp_answer *a);
-static void stdio_watch_answer(struct mcp_call *w, const struct mcp_answer *a);
-
 static void on_answer(struct mcp_call *call, const struct mcp_answer *answer)
 {
     if (call->watch) {
-        stdio_watch_answer(call, answer);
+        stdio_session_watch_answer(call, answer);
         return;
     }
     struct mcp_answer a = *answer;
@@ -636,7 +527,7 @@ static void on_answer(struct mcp_call *call, const struct mcp_answer *answer)
     case STEP_TASK_NOW: { /* modern CreateTaskResult: the task, flat */
         json_t *task = mcp_task_json(&a, MCP_MODERN);
         json_object_set_new(task, "resultType", json_string("task"));
-        log_call(call, a.status);
+        mcp_log_call(call, a.status);
         respond_result(call, task);
         return;
     }
@@ -667,8 +558,8 @@ static void on_answer(struct mcp_call *call, const struct mcp_answer *answer)
         call->intent_key = xstrdup(a.intent_key ? a.intent_key : "");
         if (call->task && a.task_id) { /* legacy task-augmented call: the task, at once */
             if (call->on_stdio)
-                stdio_watch_task(call, &a);
-            log_call(call, a.status);
+                stdio_session_watch_task(call, &a);
+            mcp_log_call(call, a.status);
             respond_result(call, json_pack("{s:o}", "task", mcp_task_json(&a, MCP_LEGACY)));
             return;
         }
@@ -792,13 +683,13 @@ static void on_tool_row(struct mcp_call *call, PGresult *res)
     free(call->client);
     call->client = xstrdup(PQgetvalue(res, 0, 0));
     if (PQgetisnull(res, 0, 1)) {
-        refuse_count(call->s, REFUSED_TOOL, call->tool);
+        mcp_refuse_count(call->s, REFUSED_TOOL, call->tool);
         struct mcp_error err = {0};
         mcp_error_set(&err, MCP_INVALID_PARAMS, 200, "Unknown tool: %s", call->tool);
         free(call->tool); /* any name a caller sends must not become a metric label */
         call->tool = xstrdup("(unknown)");
-        log_call(call, "unknown_tool");
-        respond_error(call, &err);
+        mcp_log_call(call, "unknown_tool");
+        mcp_respond_error(call, &err);
         return;
     }
     bool server_keys = !strcmp(PQgetvalue(res, 0, 4), "t");
@@ -819,9 +710,9 @@ static void call_with_tool(struct mcp_call *call, struct json_text *schema, bool
     size_t arguments_len;
     struct mcp_error arguments_err = {0};
     if (!mcp_arguments_text(&call->req, &arguments_text, &arguments_len, &arguments_err)) {
-        refuse_count(call->s, REFUSED_ARGUMENTS, call->tool);
-        log_call(call, "invalid_arguments");
-        respond_error(call, &arguments_err);
+        mcp_refuse_count(call->s, REFUSED_ARGUMENTS, call->tool);
+        mcp_log_call(call, "invalid_arguments");
+        mcp_respond_error(call, &arguments_err);
         return;
     }
     json_t *arguments = json_object_get(call->req.params, "arguments");
@@ -834,7 +725,7 @@ static void call_with_tool(struct mcp_call *call, struct json_text *schema, bool
         schema ? json_schema_validate_doc(schema->root, schema, arguments, call->req.doc, &errors)
                : 1;
     if (bad > 0) {
-        refuse_count(call->s, REFUSED_ARGUMENTS, call->tool);
+        mcp_refuse_count(call->s, REFUSED_ARGUMENTS, call->tool);
         struct strbuf msg = {0};
         strbuf_append_str(&msg, "invalid arguments: ");
         json_t *list = json_array();
@@ -848,7 +739,7 @@ static void call_with_tool(struct mcp_call *call, struct json_text *schema, bool
             strbuf_append_str(&msg, "the tool's schema cannot be read");
         strbuf_append_str(&msg, ". Nothing was sent.");
         json_decref(empty);
-        log_call(call, "invalid_arguments");
+        mcp_log_call(call, "invalid_arguments");
         respond_result(call, mcp_tool_error_result("invalid_arguments", call->key, msg.data, list));
         strbuf_free(&msg);
         return;
@@ -862,7 +753,7 @@ static void call_with_tool(struct mcp_call *call, struct json_text *schema, bool
     json_decref(empty);
     if (call->key == NULL) {
         if (!server_keys) {
-            refuse_count(call->s, REFUSED_KEY, "no key");
+            mcp_refuse_count(call->s, REFUSED_KEY, "no key");
             respond_error_code(
                 call, MCP_INVALID_PARAMS, 200,
                 "Invalid params: no idempotency key. The host (not the model) puts it in "
@@ -890,7 +781,7 @@ static void call_with_tool(struct mcp_call *call, struct json_text *schema, bool
                              call->task ? "true" : "false",
                              call->task_ttl_ms >= 0 ? ttl : NULL};
     call->step = STEP_ENQUEUE;
-    call_query(call, "mcp_call", 9, params);
+    mcp_call_query(call, "mcp_call", 9, params);
 }
 
 static void on_list_rows(struct mcp_call *call, PGresult *res)
@@ -973,17 +864,17 @@ static void on_call_error(struct mcp_call *call, const char *sqlstate, const cha
     if (!strcmp(sqlstate, "OR022")) {
         respond_unauthorized(call, "unknown token");
     } else if (!strcmp(sqlstate, "OR023")) {
-        refuse_count(call->s, REFUSED_TOOL, call->tool);
+        mcp_refuse_count(call->s, REFUSED_TOOL, call->tool);
         respond_error_code(call, MCP_INVALID_PARAMS, 200, primary);
     } else if (!strcmp(sqlstate, "OR004") || !strcmp(sqlstate, "OR009") ||
                !strcmp(sqlstate, "OR012")) {
-        refuse_count(call->s, REFUSED_KEY, sqlstate);
+        mcp_refuse_count(call->s, REFUSED_KEY, sqlstate);
         char msg[700];
         snprintf(msg, sizeof(msg), "Invalid params: %s", primary);
         respond_error_code(call, MCP_INVALID_PARAMS, 200, msg);
     } else if (!strcmp(sqlstate, "OR001")) {
         /* a concurrent call took the key with other arguments first */
-        log_call(call, "key_conflict");
+        mcp_log_call(call, "key_conflict");
         respond_result(call, mcp_tool_error_result("key_conflict", call->key, primary, NULL));
     } else if (!strcmp(sqlstate, "OR025") && call->req.era == MCP_MODERN) {
         respond_result(call, json_object()); /* 2026: cancelling a finished task is an ack */
@@ -994,8 +885,8 @@ static void on_call_error(struct mcp_call *call, const char *sqlstate, const cha
         respond_error_code(call, MCP_INVALID_PARAMS, 200, msg);
     } else if (!strncmp(sqlstate, "OR", 2) || !strcmp(sqlstate, "22023")) {
         /* the arguments as a payload: too large, too deep, not accepted */
-        refuse_count(call->s, REFUSED_ARGUMENTS, sqlstate);
-        log_call(call, "refused");
+        mcp_refuse_count(call->s, REFUSED_ARGUMENTS, sqlstate);
+        mcp_log_call(call, "refused");
         respond_result(call, mcp_tool_error_result("refused", call->key, primary, NULL));
     } else {
         log_event(LOG_WARN, "mcp_db_error", "step", json_integer(call->step), "error",
@@ -1029,7 +920,7 @@ static void on_query_done(void *data, pg_conn_t *pg, PGresult *res, const char *
     call->pg = pg; /* NULL: failed before it reached a connection */
     if (call->conn == NULL && !call->on_stdio &&
         !call->watch) { /* orphaned: the client went away */
-        call_free(call);
+        mcp_call_free(call);
         return;
     }
     if (error) {
@@ -1086,7 +977,7 @@ static void call_slim(void *data)
 
 /* Every statement of a call waits its turn in the fair queue of
  * mcp_admission.c, in its client's line. */
-static void call_query(struct mcp_call *call, const char *statement, int n, const char *const *v)
+void mcp_call_query(struct mcp_call *call, const char *statement, int n, const char *const *v)
 {
     /* Set before adm_query: a send that fails there runs the callback at once. */
     call->querying = true;
@@ -1253,14 +1144,14 @@ static void start_tools_call(struct mcp_call *call, const struct httpd_request *
         request ? httpd_request_header(request, "Idempotency-Key") : NULL; /* stdio: none */
     if (header_key && !utf8_valid(header_key->value, header_key->value_len)) {
         /* it would reach the database as text, and every answer naming it as JSON */
-        refuse_count(call->s, REFUSED_KEY, "not UTF-8");
+        mcp_refuse_count(call->s, REFUSED_KEY, "not UTF-8");
         respond_error_code(call, MCP_INVALID_PARAMS, 200,
                            "Invalid params: the Idempotency-Key header is not UTF-8; a key is "
                            "text, e.g. {run_id}:{step_id}");
         return;
     }
     if (meta_key != NULL && !json_is_string(meta_key)) {
-        refuse_count(call->s, REFUSED_KEY, "not a string");
+        mcp_refuse_count(call->s, REFUSED_KEY, "not a string");
         respond_error_code(
             call, MCP_INVALID_PARAMS, 200,
             "Invalid params: _meta[\"outbox-relay/idempotency-key\"] must be a string");
@@ -1269,7 +1160,7 @@ static void start_tools_call(struct mcp_call *call, const struct httpd_request *
     if (meta_key && header_key &&
         (strlen(json_string_value(meta_key)) != header_key->value_len ||
          memcmp(json_string_value(meta_key), header_key->value, header_key->value_len))) {
-        refuse_count(call->s, REFUSED_KEY, "header and _meta differ");
+        mcp_refuse_count(call->s, REFUSED_KEY, "header and _meta differ");
         respond_error_code(call, MCP_INVALID_PARAMS, 200,
                            "Invalid params: the Idempotency-Key header and "
                            "_meta[\"outbox-relay/idempotency-key\"] differ; send one key");
@@ -1304,7 +1195,7 @@ static void start_tools_call(struct mcp_call *call, const struct httpd_request *
     }
     const char *params[2] = {call->token_hash, call->tool};
     call->step = STEP_TOOL;
-    call_query(call, "mcp_tool", 2, params);
+    mcp_call_query(call, "mcp_tool", 2, params);
 }
 
 static bool accepts_event_stream(const struct httpd_request *request)
@@ -1334,7 +1225,7 @@ static void start_task_method(struct mcp_call *call, const struct httpd_request 
         const char *params[4] = {call->token_hash, cursor ? created : NULL, cursor ? id : NULL,
                                  "50"};
         call->step = STEP_TASKS;
-        call_query(call, "mcp_tasks_list", 4, params);
+        mcp_call_query(call, "mcp_tasks_list", 4, params);
         return;
     }
     const char *task_id = mcp_param_string(&call->req, "taskId");
@@ -1347,14 +1238,14 @@ static void start_task_method(struct mcp_call *call, const struct httpd_request 
     const char *params[2] = {call->token_hash, call->task_id};
     if (!strcmp(method, "tasks/cancel")) {
         call->step = STEP_CANCEL;
-        call_query(call, "mcp_task_cancel", 2, params);
+        mcp_call_query(call, "mcp_task_cancel", 2, params);
     } else {
         /* tasks/result blocks until the task is terminal (2025-11-25,
          * "Result Retrieval"), not only for --mcp-wait-ms. */
         call->blocking = call->req.era == MCP_LEGACY && !strcmp(method, "tasks/result");
         call->sse = accepts_event_stream(request);
         call->step = STEP_TASK; /* tasks/get, tasks/result */
-        call_query(call, "mcp_task", 2, params);
+        mcp_call_query(call, "mcp_task", 2, params);
     }
 }
 
@@ -1381,7 +1272,7 @@ static void slot_refuse(struct mcp_slot *slot, int status, int code, const char 
 
 static void slot_unauthorized(struct mcp_slot *slot, const char *why)
 {
-    refuse_count(slot->s, REFUSED_AUTH, why);
+    mcp_refuse_count(slot->s, REFUSED_AUTH, why);
     char message[200];
     snprintf(message, sizeof(message), "Unauthorized: %s", why);
     slot_refuse(slot, 401, MCP_INVALID_REQUEST,
@@ -1389,7 +1280,7 @@ static void slot_unauthorized(struct mcp_slot *slot, const char *why)
                 message);
 }
 
-static const char *busy_message(enum adm_refusal refusal, int *status)
+const char *mcp_busy_message(enum adm_refusal refusal, int *status)
 {
     switch (refusal) {
     case ADM_CLIENT_FULL:
@@ -1410,8 +1301,8 @@ static const char *busy_message(enum adm_refusal refusal, int *status)
 static void slot_busy(struct mcp_slot *slot, enum adm_refusal refusal)
 {
     int status;
-    const char *message = busy_message(refusal, &status);
-    refuse_count(slot->s, status == 413 ? REFUSED_TOO_LARGE : REFUSED_BUSY, message);
+    const char *message = mcp_busy_message(refusal, &status);
+    mcp_refuse_count(slot->s, status == 413 ? REFUSED_TOO_LARGE : REFUSED_BUSY, message);
     slot_refuse(slot, status, status == 413 ? MCP_INVALID_REQUEST : -32000,
                 status == 413 ? NULL : retry_after, message);
 }
@@ -1419,8 +1310,8 @@ static void slot_busy(struct mcp_slot *slot, enum adm_refusal refusal)
 static void respond_busy(struct mcp_call *call, enum adm_refusal refusal)
 {
     int status;
-    const char *message = busy_message(refusal, &status);
-    refuse_count(call->s, status == 413 ? REFUSED_TOO_LARGE : REFUSED_BUSY, message);
+    const char *message = mcp_busy_message(refusal, &status);
+    mcp_refuse_count(call->s, status == 413 ? REFUSED_TOO_LARGE : REFUSED_BUSY, message);
     struct mcp_error err = {0};
     mcp_error_set(&err, status == 413 ? MCP_INVALID_REQUEST : -32000, status, "%s", message);
     if (status != 413 && call->conn)
@@ -1464,7 +1355,7 @@ static void on_slot_verdict(struct adm_waiter *w, enum adm_verdict verdict,
     } else if (verdict == ADM_BAD) {
         slot_unauthorized(slot, "unknown token");
     } else {
-        refuse_count(slot->s, REFUSED_BUSY, "the token could not be checked");
+        mcp_refuse_count(slot->s, REFUSED_BUSY, "the token could not be checked");
         slot_refuse(slot, 503, -32000, retry_after,
                     "Service unavailable: the database could not say whether this token is "
                     "known; try again");
@@ -1486,13 +1377,13 @@ static enum httpd_head_action on_head(void *data, httpd_conn_t *conn,
         return HTTPD_HEAD_READ;
     }
     if (!httpd_host_allowed(head, s->cfg->mcp_hosts)) {
-        refuse_count(s, REFUSED_HOST, "Host");
+        mcp_refuse_count(s, REFUSED_HOST, "Host");
         slot_refuse(slot, 403, MCP_INVALID_REQUEST, NULL,
                     "Forbidden: this Host is not served (--mcp-hosts)");
         return HTTPD_HEAD_READ;
     }
     if (!httpd_origin_allowed(head, s->cfg->mcp_origins)) {
-        refuse_count(s, REFUSED_ORIGIN, "Origin");
+        mcp_refuse_count(s, REFUSED_ORIGIN, "Origin");
         slot_refuse(slot, 403, MCP_INVALID_REQUEST, NULL,
                     "Forbidden: this Origin is not allowed (--mcp-origins)");
         return HTTPD_HEAD_READ;
@@ -1517,7 +1408,7 @@ static enum httpd_head_action on_head(void *data, httpd_conn_t *conn,
     }
     slot->waiter.on_verdict = on_slot_verdict;
     if (!adm_ask(s->adm, slot->token_hash, &slot->waiter)) {
-        refuse_count(s, REFUSED_BUSY, "too many unknown tokens");
+        mcp_refuse_count(s, REFUSED_BUSY, "too many unknown tokens");
         slot_refuse(slot, 503, -32000, retry_after,
                     "Service unavailable: the token cannot be checked now (the database is not "
                     "reachable, or too many unknown tokens are being checked); try again");
@@ -1539,8 +1430,6 @@ static void on_shed(void *data, enum httpd_shed why)
                   "suppressed", json_integer((json_int_t)suppressed), LOG_END);
 }
 
-static void dispatch(struct mcp_call *call, const struct httpd_request *request);
-
 static void handle_mcp(struct mcp_server *s, httpd_conn_t *conn,
                        const struct httpd_request *request)
 {
@@ -1553,20 +1442,20 @@ static void handle_mcp(struct mcp_server *s, httpd_conn_t *conn,
     call->started_ns = request->arrived_ns;
     call->deadline_ms = uv_now(&s->loop) + (uint64_t)s->cfg->mcp_wait_ms;
     if (!httpd_host_allowed(request, s->cfg->mcp_hosts)) {
-        refuse_count(s, REFUSED_HOST, "Host");
+        mcp_refuse_count(s, REFUSED_HOST, "Host");
         respond_error_code(call, MCP_INVALID_REQUEST, 403,
                            "Forbidden: this Host is not served (--mcp-hosts)");
         return;
     }
     if (!httpd_origin_allowed(request, s->cfg->mcp_origins)) {
-        refuse_count(s, REFUSED_ORIGIN, "Origin");
+        mcp_refuse_count(s, REFUSED_ORIGIN, "Origin");
         respond_error_code(call, MCP_INVALID_REQUEST, 403,
                            "Forbidden: this Origin is not allowed (--mcp-origins)");
         return;
     }
     if (request->method != HTTP_POST) {
         call->answered = true;
-        call_detach(call);
+        mcp_call_detach(call);
         httpd_respond_error(conn, 405, "Allow: POST\r\n",
                             "the MCP endpoint takes POST only (no SSE stream, no session to "
                             "delete)");
@@ -1608,12 +1497,12 @@ static void handle_mcp(struct mcp_server *s, httpd_conn_t *conn,
     free(h_method);
     free(h_name);
     if (!parsed) {
-        refuse_count(s, err.code == MCP_HEADER_MISMATCH ? REFUSED_HEADERS : REFUSED_PROTOCOL,
-                     err.message);
-        respond_error(call, &err);
+        mcp_refuse_count(s, err.code == MCP_HEADER_MISMATCH ? REFUSED_HEADERS : REFUSED_PROTOCOL,
+                         err.message);
+        mcp_respond_error(call, &err);
         return;
     }
-    dispatch(call, request);
+    mcp_dispatch(call, request);
 }
 
 /*
@@ -1622,7 +1511,7 @@ static void handle_mcp(struct mcp_server *s, httpd_conn_t *conn,
  * (stdio_on_line) both end here; request is the HTTP request for the
  * headers a method may read (Idempotency-Key, Accept), NULL on stdio.
  */
-static void dispatch(struct mcp_call *call, const struct httpd_request *request)
+void mcp_dispatch(struct mcp_call *call, const struct httpd_request *request)
 {
     const char *method = call->req.method;
     if (method == NULL || call->req.id == NULL) {
@@ -1636,10 +1525,10 @@ static void dispatch(struct mcp_call *call, const struct httpd_request *request)
     if ((!modern && (!strcmp(method, "initialize") || !strcmp(method, "ping"))) ||
         (modern && !strcmp(method, "server/discover"))) {
         call->step = STEP_AUTH;
-        call_query(call, "mcp_list_tools", 1, params);
+        mcp_call_query(call, "mcp_list_tools", 1, params);
     } else if (!strcmp(method, "tools/list")) {
         call->step = STEP_LIST;
-        call_query(call, "mcp_list_tools", 1, params);
+        mcp_call_query(call, "mcp_list_tools", 1, params);
     } else if (!strcmp(method, "tools/call")) {
         start_tools_call(call, request);
     } else if (!modern && (!strcmp(method, "tasks/get") || !strcmp(method, "tasks/result") ||
@@ -1654,14 +1543,14 @@ static void dispatch(struct mcp_call *call, const struct httpd_request *request)
                           MCP_TASKS_EXTENSION);
             need.data = json_pack("{s:{s:{s:{}}}}", "requiredCapabilities", "extensions",
                                   MCP_TASKS_EXTENSION);
-            respond_error(call, &need);
+            mcp_respond_error(call, &need);
             return;
         }
         start_task_method(call, request);
     } else {
         struct mcp_error nf = {0};
         mcp_error_set(&nf, MCP_METHOD_NOT_FOUND, 200, "Method not found: %s", method);
-        respond_error(call, &nf);
+        mcp_respond_error(call, &nf);
     }
 }
 
@@ -1692,7 +1581,7 @@ static void on_wait_over(void *data, httpd_conn_t *conn)
         call_keep_alive(call); /* a tasks/result waits on, kept alive */
         return;
     }
-    call_answer_final_lookup(call);
+    mcp_call_final_lookup(call);
 }
 
 static void on_close(void *data, httpd_conn_t *conn)
@@ -1704,7 +1593,7 @@ static void on_close(void *data, httpd_conn_t *conn)
     if (call == NULL)
         return;
     call->conn = NULL;
-    call_detach(call);
+    mcp_call_detach(call);
 }
 
 /* ---------------------------------------------------------------- wake-ups */
@@ -1818,301 +1707,7 @@ static void on_recheck(uv_timer_t *timer)
     adm_pump(s->adm);
     refusals_flush(s);
     wake(s, NULL);
-    stdio_verify(s);
-}
-
-/* ---------------------------------------------------------------- stdio
- *
- * `outbox-relay mcp --stdio`: a host starts the front door as its child
- * and speaks newline-delimited JSON-RPC on its stdin and stdout
- * (mcp_stdio.c moves the bytes). One client per process: OUTBOX_MCP_TOKEN
- * names it, checked as a bearer token is (mcp_admission.c's verdict)
- * before the first line is read; an unknown token ends the process with a
- * log line on stderr and nothing on stdout. Each line is then what a POST
- * body is on HTTP: admitted against the client's budgets, parsed, and
- * handed to dispatch(). What differs:
- * - no headers: a modern request is judged by its _meta alone, a legacy one
- *   speaks the version its session's initialize negotiated;
- * - requests in flight past --mcp-client-calls hold the input (the host's
- *   writes wait in the pipe) instead of a 429; a line the memory budget
- *   refuses is answered with the same error as HTTP's (id null);
- * - many calls wait at once on one stream: one timer (wait_timer) ends the
- *   earliest wait, and a tasks/result (2025-11-25) simply waits for its
- *   task, with no keep-alive;
- * - a legacy task made on this session is watched: when it is terminal,
- *   notifications/tasks/status goes out as a line (optional in the spec;
- *   tasks/get still answers);
- * - end of input is the host's goodbye: no new line is read, waiting calls
- *   are answered with what is known now (as on SIGTERM: a pending or
- *   reconciling status, never failed; the intents go on, and the same key
- *   finds them), queries on the wire finish, the answers are written, then
- *   the process exits 0.
- */
-
-static void server_stop(struct mcp_server *s, const char *why);
-
-/* The watch of a legacy task made on this session: a call with no answer
- * to give, waiting for its intent's NOTIFY (or the recheck) like any
- * other, that writes notifications/tasks/status once the task is terminal. */
-static void stdio_watch_task(struct mcp_call *call, const struct mcp_answer *a)
-{
-    struct mcp_server *s = call->s;
-    if (s->stopping || a->final || a->task_id == NULL || call->intent_key == NULL)
-        return;
-    struct mcp_call *w = xcalloc(1, sizeof(*w));
-    w->s = s;
-    w->task_ttl_ms = -1;
-    w->watch = true;
-    w->step = STEP_LOOKUP;
-    w->req.era = MCP_LEGACY;
-    w->req.method = "notifications/tasks/status";
-    memcpy(w->token_hash, call->token_hash, sizeof(w->token_hash));
-    w->key = xstrdup(call->key ? call->key : "");
-    w->intent_key = xstrdup(call->intent_key);
-    w->task_id = xstrdup(a->task_id);
-    w->adm = call->adm; /* its statements wait in the client's line; nothing charged */
-    w->started_ns = uv_hrtime();
-    s->calls++;
-    DLIST_PUSH_FRONT(s->waiting, w);
-    w->waiting = true;
-}
-
-/* A watch heard its intent's outcome: once it is terminal, the task's row
- * (outbox.mcp_task: the batched look-up has the intent, not its task), and
- * from that row a line. */
-static void stdio_watch_answer(struct mcp_call *w, const struct mcp_answer *a)
-{
-    struct mcp_server *s = w->s;
-    if (!w->settled && !s->stopping && strcmp(a->status, "not_found") != 0) {
-        if (!a->final)
-            return; /* still waiting (it stays in s->waiting) */
-        w->settled = true;
-        if (w->waiting) {
-            DLIST_REMOVE(s->waiting, w);
-            w->waiting = false;
-        }
-        const char *params[2] = {w->token_hash, w->task_id};
-        w->step = STEP_TASK;
-        call_query(w, "mcp_task", 2, params);
-        return;
-    }
-    if (w->settled && a->final && s->stdio && !s->stopping) {
-        json_t *note =
-            json_pack("{s:s,s:s,s:o}", "jsonrpc", "2.0", "method", "notifications/tasks/status",
-                      "params", mcp_task_json(a, MCP_LEGACY));
-        char *text = json_dumps(note, JSON_COMPACT);
-        json_decref(note);
-        if (text)
-            mcp_stdio_write_line(s->stdio, text, strlen(text));
-        free(text);
-    }
-    if (w->waiting) {
-        DLIST_REMOVE(s->waiting, w);
-        w->waiting = false;
-    }
-    if (!w->querying)
-        call_free(w);
-}
-
-static void on_stdio_wait_timer(uv_timer_t *timer)
-{
-    struct mcp_server *s = timer->data;
-    uint64_t now = uv_now(&s->loop);
-    for (struct mcp_call *c = s->waiting, *next; c; c = next) {
-        next = c->next;
-        if (c->on_stdio && !c->blocking && c->deadline_ms != 0 && c->deadline_ms <= now)
-            call_answer_final_lookup(c); /* takes c out of s->waiting */
-    }
-    stdio_wait_rearm(s);
-}
-
-/* The timer to the earliest end of a stdio call's wait. */
-static void stdio_wait_rearm(struct mcp_server *s)
-{
-    if (s->closing)
-        return;
-    uint64_t now = uv_now(&s->loop), first = 0;
-    for (struct mcp_call *c = s->waiting; c; c = c->next)
-        if (c->on_stdio && !c->blocking && c->deadline_ms != 0 &&
-            (first == 0 || c->deadline_ms < first))
-            first = c->deadline_ms;
-    if (first == 0)
-        uv_timer_stop(&s->wait_timer);
-    else
-        uv_timer_start(&s->wait_timer, on_stdio_wait_timer, first > now ? first - now : 0, 0);
-}
-
-/* Lines are held while the client's requests in flight are at the limit. */
-static void stdio_hold_update(struct mcp_server *s)
-{
-    if (s->stdio && s->stdio_client && !s->stopping) /* stopping: held for good */
-        mcp_stdio_hold(s->stdio, adm_client_calls(s->stdio_client) >= s->cfg->mcp_client_calls);
-}
-
-/* A refusal before a request is parsed (its id unknown: null). */
-static void stdio_refuse(struct mcp_server *s, int code, const char *message)
-{
-    struct mcp_error err = {0};
-    mcp_error_set(&err, code, 200, "%s", message);
-    char *json = mcp_error_json(NULL, &err);
-    mcp_error_clear(&err);
-    if (json && s->stdio)
-        mcp_stdio_write_line(s->stdio, json, strlen(json));
-    free(json);
-}
-
-/* notifications/cancelled: a waiting call of that id is not answered (the
- * spec: no further message for it). Its intent is committed and goes on;
- * the same key finds it. A call whose statement is on the wire then is
- * answered. */
-static void stdio_cancel(struct mcp_server *s, const struct mcp_request *req)
-{
-    json_t *id = json_object_get(req->params, "requestId");
-    if (id == NULL)
-        return;
-    for (struct mcp_call *c = s->waiting, *next; c; c = next) {
-        next = c->next;
-        if (c->on_stdio && !c->querying && c->req.id && json_equal(c->req.id, id)) {
-            log_call(c, "cancelled_by_client");
-            c->answered = true;
-            call_detach(c); /* frees it */
-        }
-    }
-}
-
-static void stdio_on_line(void *data, const char *line, size_t len)
-{
-    struct mcp_server *s = data;
-    if (s->stopping)
-        return;
-    struct mcp_call *call = xcalloc(1, sizeof(*call));
-    call->s = s;
-    call->on_stdio = true;
-    call->task_ttl_ms = -1;
-    s->calls++;
-    call->started_ns = uv_hrtime();
-    call->deadline_ms = uv_now(&s->loop) + (uint64_t)s->cfg->mcp_wait_ms;
-    call->adm = s->stdio_client;
-    memcpy(call->token_hash, s->stdio_token_hash, sizeof(call->token_hash));
-    enum adm_refusal refusal = adm_call_begin(s->adm, call->adm);
-    if (refusal == ADM_OK) {
-        call->admitted = true;
-        refusal = adm_charge(s->adm, call->adm, adm_parse_estimate(line, len), 0, false);
-        if (refusal == ADM_OK)
-            call->charged = adm_parse_estimate(line, len);
-    }
-    if (refusal != ADM_OK) {
-        int status;
-        const char *message = busy_message(refusal, &status);
-        refuse_count(s, status == 413 ? REFUSED_TOO_LARGE : REFUSED_BUSY, message);
-        stdio_refuse(s, status == 413 ? MCP_INVALID_REQUEST : -32000, message);
-        call_detach(call);
-        return;
-    }
-    struct mcp_headers headers = {
-        .no_header_layer = true, .protocol_version = s->stdio_version[0] ? s->stdio_version : NULL};
-    struct mcp_error err = {0};
-    if (!mcp_parse(line, len, &headers, &call->req, &err)) {
-        refuse_count(s, REFUSED_PROTOCOL, err.message);
-        respond_error(call, &err);
-        return;
-    }
-    if (call->req.method && call->req.id == NULL &&
-        !strcmp(call->req.method, "notifications/cancelled"))
-        stdio_cancel(s, &call->req);
-    if (call->req.era == MCP_LEGACY && call->req.method &&
-        !strcmp(call->req.method, "initialize")) {
-        /* The session's version from now on: the lines after it (sent
-         * before its answer came back, as hosts do) speak it already. */
-        json_t *result = mcp_initialize_result(&call->req, OUTBOX_RELAY_VERSION);
-        snprintf(s->stdio_version, sizeof(s->stdio_version), "%s",
-                 json_string_value(json_object_get(result, "protocolVersion")));
-        json_decref(result);
-    }
-    dispatch(call, NULL);
-    stdio_hold_update(s);
-}
-
-static void stdio_on_too_long(void *data)
-{
-    struct mcp_server *s = data;
-    refuse_count(s, REFUSED_TOO_LARGE, "a line past the limit");
-    stdio_refuse(s, MCP_INVALID_REQUEST,
-                 "Request too large: a message is one line of at most 1 MiB; this line was "
-                 "dropped");
-}
-
-static void stdio_on_eof(void *data, int error)
-{
-    struct mcp_server *s = data;
-    if (error)
-        log_event(LOG_WARN, "mcp_stdio_read_failed", "error", json_string(uv_strerror(error)),
-                  LOG_END);
-    server_stop(s, "end of input");
-}
-
-static void stdio_on_write_error(void *data, int error)
-{
-    struct mcp_server *s = data;
-    s->stdio_out_failed = true;
-    log_event(LOG_WARN, "mcp_stdio_write_failed", "error", json_string(uv_strerror(error)),
-              LOG_END);
-    server_stop(s, "output closed");
-}
-
-static void stdio_on_drained(void *data)
-{
-    server_maybe_close(data);
-}
-
-/* The verdict on OUTBOX_MCP_TOKEN: a client's, and lines are read; no
- * client's, and the process ends (1) without a byte on stdout. */
-static void stdio_verdict(struct mcp_server *s, enum adm_verdict verdict, struct adm_client *client)
-{
-    s->stdio_asked = false;
-    if (verdict == ADM_UNKNOWN)
-        return; /* the database could not say: asked again when a connection is ready */
-    if (verdict == ADM_BAD) {
-        log_event(LOG_ERROR, "mcp_stdio_refused", "reason",
-                  json_string("OUTBOX_MCP_TOKEN is not the token of any client in "
-                              "outbox.mcp_clients (outbox.mcp_client registers one)"),
-                  LOG_END);
-        s->exit_code = 1;
-        server_stop(s, "unknown token");
-        return;
-    }
-    s->stdio_verified = true;
-    s->stdio_client = client;
-    log_event(LOG_INFO, "mcp_stdio_ready", "client", json_string(adm_client_name(client)),
-              "wait_ms", json_integer(s->cfg->mcp_wait_ms), "client_calls",
-              json_integer(s->cfg->mcp_client_calls), "client_memory_bytes",
-              json_integer(s->cfg->mcp_client_memory_bytes), LOG_END);
-    mcp_stdio_start(s->stdio);
-}
-
-static void on_stdio_verdict(struct adm_waiter *w, enum adm_verdict verdict,
-                             struct adm_client *client)
-{
-    struct mcp_server *s =
-        (struct mcp_server *)(void *)((char *)w - offsetof(struct mcp_server, stdio_waiter));
-    stdio_verdict(s, verdict, client);
-}
-
-/* Asks about the token once a connection is ready (on_pg_ready, the recheck). */
-static void stdio_verify(struct mcp_server *s)
-{
-    if (!s->stdio_mode || s->stdio_verified || s->stdio_asked || s->stopping)
-        return;
-    struct adm_client *client = NULL;
-    enum adm_verdict verdict = adm_verdict(s->adm, s->stdio_token_hash, &client);
-    if (verdict != ADM_UNKNOWN) {
-        stdio_verdict(s, verdict, client);
-        return;
-    }
-    s->stdio_waiter.on_verdict = on_stdio_verdict;
-    s->stdio_asked = true; /* before adm_ask: it may answer at once */
-    if (!adm_ask(s->adm, s->stdio_token_hash, &s->stdio_waiter))
-        s->stdio_asked = false; /* no connection ready yet */
+    stdio_session_verify(s);
 }
 
 /* ---------------------------------------------------------------- lifetime */
@@ -2154,7 +1749,7 @@ static void on_pg_ready(void *data)
     struct mcp_server *s = data;
     if (s->adm && !s->closing) {
         adm_pump(s->adm);
-        stdio_verify(s);
+        stdio_session_verify(s);
     }
 }
 
@@ -2192,7 +1787,7 @@ static void server_close(struct mcp_server *s)
     log_event(LOG_INFO, "mcp_stopped", LOG_END);
 }
 
-static void server_maybe_close(struct mcp_server *s)
+void mcp_server_maybe_close(struct mcp_server *s)
 {
     /* stdio: the answers written must have left too */
     if (s->stopping && !s->closing && s->calls == 0 && s->answering == 0 &&
@@ -2210,7 +1805,7 @@ static void on_stop_timer(uv_timer_t *timer)
 /* SIGTERM, SIGINT, or (stdio) the end of input: waiting calls are
  * answered with one last look, no new request is taken, and once every
  * call is gone (or MCP_STOP_GRACE_MS passed) everything closes. */
-static void server_stop(struct mcp_server *s, const char *why)
+void mcp_server_stop(struct mcp_server *s, const char *why)
 {
     if (s->stopping)
         return;
@@ -2221,20 +1816,20 @@ static void server_stop(struct mcp_server *s, const char *why)
         if (c->watch) { /* a task's watch: no one to tell any more */
             DLIST_REMOVE(s->waiting, c);
             c->waiting = false;
-            call_free(c);
+            mcp_call_free(c);
         } else {
-            call_answer_final_lookup(c);
+            mcp_call_final_lookup(c);
         }
     }
     if (s->stdio)
         mcp_stdio_hold(s->stdio, true); /* no new line */
     uv_timer_start(&s->stop_timer, on_stop_timer, MCP_STOP_GRACE_MS, 0);
-    server_maybe_close(s);
+    mcp_server_maybe_close(s);
 }
 
 static void on_signal(uv_signal_t *handle, int signum)
 {
-    server_stop(handle->data, signum == SIGTERM ? "SIGTERM" : "SIGINT");
+    mcp_server_stop(handle->data, signum == SIGTERM ? "SIGTERM" : "SIGINT");
 }
 
 static void on_accept_error(void *data, int uv_error)
@@ -2300,14 +1895,7 @@ int mcp_server_run(const struct config *cfg)
                                 .on_accept_error = on_accept_error};
     int uv_error = 0;
     if (s->stdio_mode) {
-        struct mcp_stdio_hooks io_hooks = {.data = s,
-                                           .on_line = stdio_on_line,
-                                           .on_too_long = stdio_on_too_long,
-                                           .on_eof = stdio_on_eof,
-                                           .on_write_error = stdio_on_write_error,
-                                           .on_drained = stdio_on_drained};
-        s->stdio = mcp_stdio_open(&s->loop, 0, 1, MCP_MAX_BODY_BYTES, 4 * MCP_MAX_BODY_BYTES,
-                                  &io_hooks, &uv_error);
+        s->stdio = stdio_session_open(s, &uv_error);
     } else {
         s->httpd = httpd_start(&s->loop, (const struct sockaddr *)&addr, &hc, &hooks, &uv_error);
     }
@@ -2342,7 +1930,7 @@ int mcp_server_run(const struct config *cfg)
         server_close(s);
     } else if (s->stdio_mode) {
         s->open_handles++;
-        /* the token first (stdio_verify, once a connection is ready), then lines */
+        /* the token first (stdio_session_verify, once a connection is ready), then lines */
         for (int i = 0; i < s->pg_count; i++)
             pg_conn_start(s->pg[i]);
         uv_timer_start(&s->recheck, on_recheck, MCP_RECHECK_MS, MCP_RECHECK_MS);
