@@ -918,8 +918,9 @@ static void on_query_done(void *data, pg_conn_t *pg, PGresult *res, const char *
     struct mcp_call *call = data;
     call->querying = false;
     call->pg = pg; /* NULL: failed before it reached a connection */
-    if (call->conn == NULL && !call->on_stdio &&
-        !call->watch) { /* orphaned: the client went away */
+    /* orphaned: the client went away (a stdio call, and a task's watch,
+     * have no connection: they are the session's until answered) */
+    if (call->conn == NULL && !call->on_stdio && !call->watch) {
         mcp_call_free(call);
         return;
     }
