@@ -22,6 +22,8 @@
  * - a legacy task made on this session is watched: when it is terminal,
  *   notifications/tasks/status goes out as a line (optional in the spec;
  *   tasks/get still answers);
+ * - notifications/cancelled drops the answer of a waiting call of that id
+ *   (its intent goes on; the same key finds it);
  * - end of input is the host's goodbye: no new line is read, waiting calls
  *   are answered with what is known now (as on SIGTERM: a pending or
  *   reconciling status, never failed; the intents go on, and the same key
