@@ -5,8 +5,8 @@
 # 2.x's (2026-07-28): initialize or server/discover, tools/list, tools/call
 # with a key, the replay of the saved outcome, a task; then by hand: stdout
 # carries only JSON-RPC lines, a task's settle is a notifications/tasks/status
-# line, a bad line gets an error line, end of input answers the calls in
-# flight and exits 0, --mcp-client-calls holds lines back instead of refusing
+# line, a bad line gets an error line, notifications/cancelled silences a
+# waiting call, end of input answers the calls in flight and exits 0, --mcp-client-calls holds lines back instead of refusing
 # them, an unknown token exits 1 and a missing one 2, with the reason on
 # stderr and nothing on stdout. Here: one effect per key at the receiver.
 . "$(dirname "$0")/../lib/itest.sh"
@@ -21,19 +21,22 @@ ln -s "$SDK_DIR/node_modules" "$T/sdk/node_modules"
 cp "$ITEST_ROOT"/tests/mcp/sdk/*.mjs "$T/sdk/"
 
 receiver_start r --dedupe
+receiver_start slow --dedupe --delay-ms 6000
 target_add refund "http://127.0.0.1:$RECV_PORT_r/refunds" timeout_ms=2000
+target_add slow "http://127.0.0.1:$RECV_PORT_slow/refunds" timeout_ms=30000
+SCHEMA='{"type": "object", "properties": {"account": {"type": "integer"},
+          "amount_cents": {"type": "integer", "minimum": 1}}, "required": ["account", "amount_cents"],
+          "additionalProperties": false}'
 sql "INSERT INTO outbox.mcp_tools (tool, target, description, input_schema) VALUES
-       ('refund', 'refund', 'Refund an amount to an account, once per key.',
-        '{\"type\": \"object\", \"properties\": {\"account\": {\"type\": \"integer\"},
-          \"amount_cents\": {\"type\": \"integer\", \"minimum\": 1}}, \"required\": [\"account\", \"amount_cents\"],
-          \"additionalProperties\": false}')" >/dev/null
+       ('refund', 'refund', 'Refund an amount to an account, once per key.', '$SCHEMA'),
+       ('slow_refund', 'slow', 'The same, through a target that takes 6 s.', '$SCHEMA')" >/dev/null
 TOKEN=$(head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n')
 sql "SELECT outbox.mcp_client('desktop', '$TOKEN')" >/dev/null
 sql "CREATE ROLE front_door LOGIN; GRANT outbox_mcp TO front_door" >/dev/null
 relay_start a --poll-interval-ms 200
 
 (cd "$T/sdk" && RELAY_BIN="$RELAY_BIN" MCP_DB="postgresql://front_door@127.0.0.1:$PGPORT/postgres" \
-    MCP_TOKEN="$TOKEN" KEY_PREFIX=s: timeout -k 5 300 "$NODE_BIN" stdio_client.mjs) >"$T/client.out" 2>"$T/client.err"
+    MCP_TOKEN="$TOKEN" MCP_CLIENT=desktop KEY_PREFIX=s: timeout -k 5 300 "$NODE_BIN" stdio_client.mjs) >"$T/client.out" 2>"$T/client.err"
 rc=$?
 while IFS=$'\t' read -r status desc detail; do
     case "$status" in
@@ -48,7 +51,7 @@ while IFS=$'\t' read -r status desc detail; do
 done <"$T/client.out"
 is "$rc" 0 "the stdio client ran to the end"
 [ "$rc" = 0 ] || sed 's/^/# /' "$T/client.err" | tail -n 20
-is "$(grep -c "^ok" "$T/client.out")" 30 "the stdio client printed all its checks (30)"
+is "$(grep -c "^ok" "$T/client.out")" 32 "the stdio client printed all its checks (32)"
 
 # ---- stdin and stdout as files (uv_fs_read, uv_fs_write), not pipes --------------------------
 printf '%s\n' '{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"file","version":"1"}}}' \
@@ -67,10 +70,10 @@ is "$(wc -c <"$T/empty.out")" 0 "and nothing on stdout"
 # The calls answered at the end of input may still be delivering: wait for them.
 wait_for 60 "SELECT count(*) FROM outbox.intents WHERE state <> 'succeeded'" 0 ||
     echo "# $(sql "SELECT string_agg(key || ' ' || state, ', ') FROM outbox.intents WHERE state <> 'succeeded'")"
-effects_table r
+effects_table r slow
 is "$(sql "SELECT string_agg(key || '=' || n, ' ' ORDER BY key) FROM effects")" \
-    "mcp:desktop:s:1=1 mcp:desktop:s:2=1 mcp:desktop:s:eof-1=1 mcp:desktop:s:eof-2=1 mcp:desktop:s:eof-3=1 mcp:desktop:s:raw-task=1 mcp:desktop:s:task=1" \
+    "mcp:desktop:s:1=1 mcp:desktop:s:2=1 mcp:desktop:s:cancel-1=1 mcp:desktop:s:eof-1=1 mcp:desktop:s:eof-2=1 mcp:desktop:s:eof-3=1 mcp:desktop:s:raw-task=1 mcp:desktop:s:task=1" \
     "the receiver acted once per key (replays included), under the client's namespace, and on nothing else"
-is "$(receiver_stat r keys_with_duplicate_effects)" 0 "no key had two effects"
+is "$(receiver_stat r keys_with_duplicate_effects) $(receiver_stat slow keys_with_duplicate_effects)" "0 0" "no key had two effects"
 ok "the relay's log has no sanitizer report" relay_logs_clean
 itest_done

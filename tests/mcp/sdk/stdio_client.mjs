@@ -9,10 +9,10 @@
 // and a missing or unknown token ends the process before a byte is written.
 //
 //   node stdio_client.mjs             (run by tests/integration/78_mcp_stdio.sh)
-// Environment: RELAY_BIN, MCP_DB (the front door's --db), MCP_TOKEN,
-// KEY_PREFIX. Prints "ok<TAB>description" or "not ok<TAB>description<TAB>detail"
+// Environment: RELAY_BIN, MCP_DB (the front door's --db), MCP_TOKEN (of the
+// client MCP_CLIENT), KEY_PREFIX, and libpq's PG* for psql (the scenario's). Prints "ok<TAB>description" or "not ok<TAB>description<TAB>detail"
 // per check and exits 0 when it ran to the end.
-import { spawn } from 'node:child_process';
+import { execFileSync, spawn } from 'node:child_process';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js';
 import { Client as Client2 } from '@modelcontextprotocol/client';
@@ -22,6 +22,7 @@ const relay = process.env.RELAY_BIN;
 const db = process.env.MCP_DB;
 const token = process.env.MCP_TOKEN;
 const prefix = process.env.KEY_PREFIX ?? 'stdio:';
+const clientName = process.env.MCP_CLIENT ?? 'desktop';
 const KEY_META = 'outbox-relay/idempotency-key';
 const args = ['mcp', '--stdio', '--db', db, '--mcp-wait-ms', '10000'];
 const timeout = { timeout: 30000 };
@@ -248,6 +249,42 @@ await step('by hand: end of input with calls in flight, at most one call at a ti
     check([2, 3, 4].every((id) => byId[id]?.result?.structuredContent?.key === `${prefix}eof-${id - 1}`),
         'by hand: each call in flight was answered (with what was known) before the exit', p.out);
     check(!p.out.some((l) => l.includes('Too many requests')), 'by hand: the call limit held lines back, it refused none', p.out);
+});
+
+// The state of an intent, as the scenario's superuser reads it.
+const intentState = (key) => execFileSync('psql', ['-X', '-tA', '-c',
+    `SELECT state FROM outbox.intents WHERE key = 'mcp:${clientName}:${prefix}${key}'`]).toString().trim();
+const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
+async function untilState(key, want, seconds) {
+    for (let i = 0; i < seconds * 10; i++) {
+        if (intentState(key) === want) return true;
+        await sleep(100);
+    }
+    return false;
+}
+
+await step('by hand: notifications/cancelled: the waiting call gets no answer', async () => {
+    // slow_refund's receiver holds each request 6 s: the call waits for it.
+    const p = raw();
+    p.send(legacyInit, {
+        jsonrpc: '2.0', id: 5, method: 'tools/call',
+        params: { name: 'slow_refund', arguments: { account: 5, amount_cents: 500 }, _meta: { [KEY_META]: `${prefix}cancel-1` } },
+    });
+    await p.waitFor((m) => m.id === 1);
+    const sent = await untilState('cancel-1', 'in_flight', 60);
+    check(sent, 'by hand: the slow call is enqueued and being delivered', intentState('cancel-1'));
+    p.send({ jsonrpc: '2.0', method: 'notifications/cancelled', params: { requestId: 5, reason: 'changed my mind' } },
+        { jsonrpc: '2.0', id: 6, method: 'ping' });
+    await p.waitFor((m) => m.id === 6);
+    const settled = await untilState('cancel-1', 'succeeded', 60);
+    // a call still waiting would be answered within a second of the settle
+    // (its NOTIFY, else the 1 s recheck)
+    await sleep(3000);
+    p.end();
+    const { code } = await p.exited;
+    check(settled && code === 0 && !p.out.some((l) => JSON.parse(l).id === 5),
+        'by hand: after notifications/cancelled no answer came for it, though its intent succeeded (it goes on)',
+        { settled, code, out: p.out.map((l) => l.slice(0, 80)) });
 });
 
 await step('by hand: an unknown token', async () => {
