@@ -115,6 +115,10 @@ static const struct option_def options[] = {
     OPT("mcp-header-timeout-ms", OPT_INT, mcp_header_timeout_ms, "10000", 100, 600000,
         "mcp: a new connection must send its first request's headers within this; the body "
         "then gets 30 s, and a keep-alive connection waits 30 s for its next request"),
+    OPT("stdio", OPT_BOOL, mcp_stdio, "false", 0, 0,
+        "mcp: serve one client on stdin/stdout (newline-delimited JSON-RPC, the MCP stdio "
+        "transport) instead of --mcp-listen; its token in OUTBOX_MCP_TOKEN; exits on end of "
+        "input"),
 };
 
 #define OPTION_COUNT (sizeof(options) / sizeof(options[0]))

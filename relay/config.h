@@ -45,6 +45,7 @@ struct config {
     int mcp_client_calls;         /* mcp: requests of one client in flight */
     int mcp_max_connections;      /* mcp: open connections */
     int mcp_header_timeout_ms;    /* mcp: accept → the first request's headers */
+    bool mcp_stdio;               /* mcp: one client on stdin/stdout instead of --mcp-listen */
 };
 
 enum config_result { CONFIG_OK, CONFIG_HELP, CONFIG_ERROR };

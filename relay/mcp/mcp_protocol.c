@@ -180,6 +180,18 @@ static bool check_modern(struct mcp_request *req, const struct mcp_headers *head
     char *h_method = header_value(headers->method, &bad);
     char *h_name = header_value(headers->name, &bad);
     const char *name = routed_name(req);
+    if (headers->no_header_layer) { /* stdio: the body alone */
+        free(h_version);
+        free(h_method);
+        free(h_name);
+        if (strcmp(req->version, MCP_MODERN_VERSION) == 0)
+            return true;
+        mcp_error_set(err, MCP_UNSUPPORTED_VERSION, 400, "Unsupported protocol version: %s",
+                      req->version);
+        err->data =
+            json_pack("{s:o,s:s}", "supported", supported_versions(), "requested", req->version);
+        return false;
+    }
     if (h_version && strcmp(h_version, req->version))
         mismatch(err, "MCP-Protocol-Version", h_version, req->version);
     else if (h_method && strcmp(h_method, req->method))
@@ -279,7 +291,7 @@ bool mcp_parse(const char *body, size_t len, const struct mcp_headers *headers,
         return false;
     }
     req->meta = meta;
-    bool modern_header = headers->protocol_version &&
+    bool modern_header = !headers->no_header_layer && headers->protocol_version &&
                          strcmp(headers->protocol_version, "2026-07-28") >= 0 &&
                          headers->protocol_version[0] == '2';
     if (json_object_get(meta, MCP_META_VERSION) != NULL) {

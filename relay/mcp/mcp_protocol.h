@@ -84,6 +84,10 @@ struct mcp_headers {
     const char *protocol_version;
     const char *method;
     const char *name;
+    /* stdio: there is no header layer (2026-07-28, stdio "Request
+     * Metadata"): a modern request is judged by its _meta alone, and
+     * protocol_version is the legacy version initialize negotiated. */
+    bool no_header_layer;
 };
 
 /* The outcome of a call, a row of outbox.mcp_answer. Strings are owned by

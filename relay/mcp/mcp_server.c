@@ -46,7 +46,14 @@
  * Who may use the memory, the connections and the database is decided in
  * mcp_admission.c: the head of each request is judged (on_head) before its
  * body is read, every statement waits its turn in its client's queue
- * (call_query), and what a request holds is charged to its client.
+ * (mcp_call_query), and what a request holds is charged to its client.
+ *
+ * TRANSPORTS
+ * HTTP is here (on_head, handle_mcp); stdio (`mcp --stdio`) is
+ * mcp_stdio_session.c over mcp_stdio.c. Both hand a parsed request of an
+ * admitted client to mcp_dispatch(), and a call's answer goes back the way
+ * it came (respond_text: its connection, or a line on stdout); what they
+ * share is declared in mcp_server_internal.h.
  *
  * What is logged: one line per call (mcp_call: client, tool, key, status,
  * milliseconds) and per refusal (mcp_refused: the reason; at most one a
@@ -54,6 +61,8 @@
  * the arguments, never the token.
  */
 #include "mcp/mcp_server.h"
+
+#include "mcp/mcp_server_internal.h"
 
 #include "lib/dlist.h"
 #include "lib/http_server.h"
@@ -65,6 +74,7 @@
 #include "mcp/json_schema.h"
 #include "mcp/mcp_admission.h"
 #include "mcp/mcp_protocol.h"
+#include "mcp/mcp_stdio.h"
 #include "version.h"
 
 #include <arpa/inet.h>
@@ -84,7 +94,6 @@
  * often (--mcp-wait-ms, within these bounds). */
 #define MCP_KEEPALIVE_MIN_MS 1000
 #define MCP_KEEPALIVE_MAX_MS 15000
-#define MCP_MAX_BODY_BYTES (1024 * 1024)
 #define MCP_LISTEN_CHANNEL "outbox_mcp"
 
 /* The statements of the front door (every one an outbox.mcp_* function). */
@@ -112,50 +121,6 @@ static const struct pg_statement statements[] = {
     {"mcp_outcomes", "SELECT " ANSWER_COLUMNS " FROM outbox.mcp_outcomes($1::bytea[], $2::text[])"},
 };
 
-/* What a call is doing; one query of it is on the wire at most. */
-enum call_step {
-    STEP_AUTH,     /* initialize, ping, discover: is the token known? */
-    STEP_LIST,     /* tools/list */
-    STEP_TOOL,     /* tools/call: the tool and its schema */
-    STEP_ENQUEUE,  /* tools/call: mcp_call */
-    STEP_LOOKUP,   /* a waiting call (or task result) looks its outcome up */
-    STEP_TASK,     /* tasks/get, tasks/result */
-    STEP_TASKS,    /* tasks/list */
-    STEP_CANCEL,   /* tasks/cancel */
-    STEP_TASK_NOW, /* 2026: a wait ended without an outcome: make its task */
-};
-
-struct mcp_server;
-
-struct mcp_call {
-    struct mcp_call *prev, *next; /* in s->waiting while waiting */
-    struct mcp_server *s;
-    httpd_conn_t *conn; /* NULL once the connection closed (the call is orphaned) */
-    pg_conn_t *pg;      /* of the query on the wire */
-    struct mcp_request req;
-    enum call_step step;
-    bool querying, waiting, answered;
-    bool due;            /* waiting, and a wake-up asked for a look at its outcome */
-    bool in_batch;       /* its intent is in the batched look-up on the wire */
-    char token_hash[68]; /* "\x" + 64 hex digits */
-    char *client, *tool, *key, *intent_key, *arguments_json, *traceparent, *run_id, *ordering_key,
-        *task_id;
-    /* key_source 'arguments' and no key in the call: "\x" + the SHA-256 of
-     * the canonical arguments (json_schema_canonical); the key is the one
-     * the database answers with (0040) */
-    char *argument_hash;
-    bool task;              /* legacy: params.task, answered with the task at once */
-    bool blocking;          /* tasks/result (2025-11-25): waits until the task is terminal */
-    bool sse;               /* the client accepts text/event-stream (a long wait streams) */
-    long long task_ttl_ms;  /* -1: none asked */
-    uint64_t started_ns;    /* the request arrived */
-    uint64_t deadline_ms;   /* uv_now of the end of the wait */
-    struct adm_client *adm; /* whose budget it is charged to (NULL: none) */
-    size_t charged;         /* bytes charged to it now */
-    bool admitted;          /* counted in its client's requests in flight */
-    bool slim;              /* its parsed tree and body are gone (queued its enqueue) */
-};
-
 /* What the server keeps per connection (httpd_conn_data): the call being
  * answered first (handle_mcp reads it as a struct mcp_call *), then the
  * admission of the request being read. */
@@ -170,67 +135,9 @@ struct mcp_slot {
     char token_hash[68];
 };
 
-struct tool_count {
-    char tool[129];
-    char status[24];
-    uint64_t n;
-};
-
-struct mcp_server {
-    uv_loop_t loop;
-    const struct config *cfg;
-    httpd_t *httpd;
-    pg_conn_t **pg;
-    int pg_count, pg_next;
-    uv_signal_t sigterm, sigint;
-    uv_timer_t recheck, stop_timer;
-    struct mcp_call *waiting;
-    uv_timer_t batch_timer; /* runs the batched look-up of the calls woken in this loop turn */
-    bool batch_scheduled, batch_running;
-    struct strbuf batch_keys, batch_tokens; /* each call's intent key, and its token's hash */
-    int calls;                              /* alive, orphaned ones too */
-    int answering; /* inside respond_text: the last call's answer is not written yet */
-    bool stopping, closing;
-    int open_handles;
-    int exit_code;
-    char listen_host[64];
-    int listen_port;
-
-    /* /metrics */
-    struct tool_count *counts;
-    size_t count_len, count_cap;
-    uint64_t refusals[10];
-    struct metrics_histogram call_seconds;
-    uint64_t wakeups[2]; /* waiting calls sent to look again: by NOTIFY, by the recheck */
-
-    /* who may use memory, connections and the database (mcp_admission.c) */
-    admission_t *adm;
-    struct adm_rate refusal_log[10]; /* a line a second per reason */
-    struct adm_rate shed_log;
-    uint64_t shed[4]; /* by enum httpd_shed */
-};
-
-/* Refusals by reason, for /metrics and the log. */
-enum refusal {
-    REFUSED_AUTH,
-    REFUSED_HOST,
-    REFUSED_ORIGIN,
-    REFUSED_PROTOCOL,
-    REFUSED_HEADERS,
-    REFUSED_TOOL,
-    REFUSED_KEY,
-    REFUSED_ARGUMENTS,
-    REFUSED_BUSY,      /* 429 or 503: a client's or the server's budget is used up */
-    REFUSED_TOO_LARGE, /* 413: more memory than a client may hold */
-};
-#define REFUSAL_COUNT 10
 static const char *const refusal_names[REFUSAL_COUNT] = {
     "auth", "host", "origin",    "protocol", "headers",
     "tool", "key",  "arguments", "busy",     "too_large"};
-
-static void call_query(struct mcp_call *call, const char *statement, int n, const char *const *v);
-static void call_answer_final_lookup(struct mcp_call *call);
-static void server_maybe_close(struct mcp_server *s);
 
 /* ---------------------------------------------------------------- counters */
 
@@ -256,7 +163,7 @@ static void count_call(struct mcp_server *s, const char *tool, const char *statu
  * requests must not write a line each): the ones not logged are reported
  * by mcp_refusals_suppressed lines (count), so that the log still adds up
  * to outbox_mcp_refusals_total. */
-static void refuse_count(struct mcp_server *s, enum refusal reason, const char *detail)
+void mcp_refuse_count(struct mcp_server *s, enum refusal reason, const char *detail)
 {
     s->refusals[reason]++;
     uint64_t suppressed = 0;
@@ -292,15 +199,17 @@ static struct mcp_call *call_new(struct mcp_server *s, httpd_conn_t *conn)
     return call;
 }
 
-static void call_free(struct mcp_call *call)
+void mcp_call_free(struct mcp_call *call)
 {
     struct mcp_server *s = call->s;
     if (call->waiting)
         DLIST_REMOVE(s->waiting, call);
     if (call->adm) {
         adm_uncharge(s->adm, call->adm, call->charged);
-        if (call->admitted)
+        if (call->admitted) {
             adm_call_end(s->adm, call->adm);
+            stdio_session_hold_update(s); /* a stdio call's end may let lines in again */
+        }
     }
     mcp_request_free(&call->req);
     free(call->client);
@@ -315,22 +224,23 @@ static void call_free(struct mcp_call *call)
     free(call->argument_hash);
     free(call);
     s->calls--;
-    server_maybe_close(s);
+    mcp_server_maybe_close(s);
 }
 
 /* The call is done with its connection: answered, or the connection went. */
-static void call_detach(struct mcp_call *call)
+void mcp_call_detach(struct mcp_call *call)
 {
     /* The slot may already hold the connection's next (pipelined) call. */
     if (call->conn && *(struct mcp_call **)httpd_conn_data(call->conn) == call)
         *(struct mcp_call **)httpd_conn_data(call->conn) = NULL;
     call->conn = NULL;
+    call->on_stdio = false;
     if (call->waiting) {
         DLIST_REMOVE(call->s->waiting, call);
         call->waiting = false;
     }
     if (!call->querying)
-        call_free(call);
+        mcp_call_free(call);
 }
 
 /* Detaches the call first, then answers: an answer written at once lets the
@@ -340,12 +250,17 @@ static void call_detach(struct mcp_call *call)
 static void respond_text(struct mcp_call *call, int status, const char *headers, char *json)
 {
     httpd_conn_t *conn = call->conn;
-    bool sse = call->sse;
+    bool sse = call->sse, on_stdio = call->on_stdio;
     struct mcp_server *s = call->s;
     call->answered = true;
-    s->answering++;    /* stopping, the last call's free must not close the server */
-    call_detach(call); /* may free call */
-    if (conn && httpd_conn_streaming(conn)) {
+    s->answering++;        /* stopping, the last call's free must not close the server */
+    mcp_call_detach(call); /* may free call */
+    if (on_stdio) {
+        /* one line; the HTTP status has no place here (a notification's
+         * 202 is no line at all) */
+        if (json && s->stdio)
+            mcp_stdio_write_line(s->stdio, json, strlen(json));
+    } else if (conn && httpd_conn_streaming(conn)) {
         /* A long tasks/result: its status and headers went out with the
          * stream; the message is its last part (compact JSON has no
          * newline, so one data line is the whole event). */
@@ -364,7 +279,7 @@ static void respond_text(struct mcp_call *call, int status, const char *headers,
     }
     free(json);
     s->answering--;
-    server_maybe_close(s); /* before this answer was written, it was too early */
+    mcp_server_maybe_close(s); /* before this answer was written, it was too early */
 }
 
 static void respond_result(struct mcp_call *call, json_t *result)
@@ -381,7 +296,7 @@ static void respond_result_docs(struct mcp_call *call, json_t *result,
 }
 
 /* A JSON-RPC error; err is cleared. */
-static void respond_error(struct mcp_call *call, struct mcp_error *err)
+void mcp_respond_error(struct mcp_call *call, struct mcp_error *err)
 {
     int status = err->http_status ? err->http_status : 200;
     /* 2026: an unknown method is 404 (the spec); legacy keeps 200. */
@@ -395,12 +310,12 @@ static void respond_error_code(struct mcp_call *call, int code, int http_status,
 {
     struct mcp_error err = {0};
     mcp_error_set(&err, code, http_status, "%s", msg);
-    respond_error(call, &err);
+    mcp_respond_error(call, &err);
 }
 
 static void respond_unauthorized(struct mcp_call *call, const char *why)
 {
-    refuse_count(call->s, REFUSED_AUTH, why);
+    mcp_refuse_count(call->s, REFUSED_AUTH, why);
     struct mcp_error err = {0};
     mcp_error_set(&err, MCP_INVALID_REQUEST, 401, "Unauthorized: %s", why);
     int status = 401;
@@ -411,7 +326,7 @@ static void respond_unauthorized(struct mcp_call *call, const char *why)
                  json);
 }
 
-static void log_call(struct mcp_call *call, const char *status)
+void mcp_log_call(struct mcp_call *call, const char *status)
 {
     double seconds = (double)(uv_hrtime() - call->started_ns) / 1e9;
     metrics_histogram_observe(&call->s->call_seconds, seconds);
@@ -481,14 +396,17 @@ static void call_wait(struct mcp_call *call)
     struct mcp_server *s = call->s;
     uint64_t now = uv_now(&s->loop);
     if (s->stopping || (!call->blocking && now >= call->deadline_ms)) {
-        call_answer_final_lookup(call);
+        mcp_call_final_lookup(call);
         return;
     }
     if (!call->waiting) {
         DLIST_PUSH_FRONT(s->waiting, call);
         call->waiting = true;
     }
-    httpd_conn_wait(call->conn, call->deadline_ms > now ? call->deadline_ms - now : 1);
+    if (call->on_stdio)
+        stdio_session_wait_rearm(s); /* a blocking one waits for its task only */
+    else
+        httpd_conn_wait(call->conn, call->deadline_ms > now ? call->deadline_ms - now : 1);
 }
 
 /*
@@ -537,19 +455,19 @@ static void respond_task_unfinished(struct mcp_call *call, const struct mcp_answ
                   call->task_id ? call->task_id : "", mcp_task_status(a, MCP_LEGACY));
     err.data = json_pack("{s:s,s:s,s:b}", "taskId", call->task_id ? call->task_id : "", "status",
                          mcp_task_status(a, MCP_LEGACY), "retry", 1);
-    log_call(call, "shutting_down");
-    respond_error(call, &err);
+    mcp_log_call(call, "shutting_down");
+    mcp_respond_error(call, &err);
 }
 
 static void lookup(struct mcp_call *call)
 {
     const char *params[2] = {call->token_hash, call->key};
     call->step = STEP_LOOKUP;
-    call_query(call, "mcp_outcome", 2, params);
+    mcp_call_query(call, "mcp_outcome", 2, params);
 }
 
 /* The wait is over (deadline, or stopping): one last look, and that answers. */
-static void call_answer_final_lookup(struct mcp_call *call)
+void mcp_call_final_lookup(struct mcp_call *call)
 {
     if (call->waiting) {
         DLIST_REMOVE(call->s->waiting, call);
@@ -568,7 +486,7 @@ static void answer_call(struct mcp_call *call, const struct mcp_answer *a)
     if (call->task_id && strcmp(call->req.method, "tasks/result") == 0)
         json_object_set_new(result, "_meta",
                             json_pack("{s:{s:s}}", MCP_META_RELATED_TASK, "taskId", call->task_id));
-    log_call(call, a->status);
+    mcp_log_call(call, a->status);
     respond_result_docs(call, result, (const struct json_text *const *)&response, 1);
     json_text_decref(response);
 }
@@ -583,7 +501,7 @@ static void make_task_now(struct mcp_call *call)
                               call->traceparent,    "true",       NULL,
                               call->argument_hash};
     call->step = STEP_TASK_NOW;
-    call_query(call, "mcp_call", 10, params);
+    mcp_call_query(call, "mcp_call", 10, params);
 }
 
 static void on_answer(struct mcp_call *call, const struct mcp_answer *answer);
@@ -597,6 +515,10 @@ static void on_answer_row(struct mcp_call *call, PGresult *res)
 
 static void on_answer(struct mcp_call *call, const struct mcp_answer *answer)
 {
+    if (call->watch) {
+        stdio_session_watch_answer(call, answer);
+        return;
+    }
     struct mcp_answer a = *answer;
     const char *method = call->req.method;
     bool not_found = !strcmp(a.status, "not_found");
@@ -608,7 +530,7 @@ static void on_answer(struct mcp_call *call, const struct mcp_answer *answer)
     case STEP_TASK_NOW: { /* modern CreateTaskResult: the task, flat */
         json_t *task = mcp_task_json(&a, MCP_MODERN);
         json_object_set_new(task, "resultType", json_string("task"));
-        log_call(call, a.status);
+        mcp_log_call(call, a.status);
         respond_result(call, task);
         return;
     }
@@ -640,7 +562,9 @@ static void on_answer(struct mcp_call *call, const struct mcp_answer *answer)
         if (call->key == NULL && a.key) /* derived from the arguments: looked up by it from now */
             call->key = xstrdup(a.key);
         if (call->task && a.task_id) { /* legacy task-augmented call: the task, at once */
-            log_call(call, a.status);
+            if (call->on_stdio)
+                stdio_session_watch_task(call, &a);
+            mcp_log_call(call, a.status);
             respond_result(call, json_pack("{s:o}", "task", mcp_task_json(&a, MCP_LEGACY)));
             return;
         }
@@ -780,13 +704,13 @@ static void on_tool_row(struct mcp_call *call, PGresult *res)
     free(call->client);
     call->client = xstrdup(PQgetvalue(res, 0, 0));
     if (PQgetisnull(res, 0, 1)) {
-        refuse_count(call->s, REFUSED_TOOL, call->tool);
+        mcp_refuse_count(call->s, REFUSED_TOOL, call->tool);
         struct mcp_error err = {0};
         mcp_error_set(&err, MCP_INVALID_PARAMS, 200, "Unknown tool: %s", call->tool);
         free(call->tool); /* any name a caller sends must not become a metric label */
         call->tool = xstrdup("(unknown)");
-        log_call(call, "unknown_tool");
-        respond_error(call, &err);
+        mcp_log_call(call, "unknown_tool");
+        mcp_respond_error(call, &err);
         return;
     }
     enum key_source key_source = key_source_of(PQgetvalue(res, 0, 4));
@@ -807,7 +731,7 @@ static bool argument_hash(struct mcp_call *call, struct json_text *schema, const
     char *canonical =
         json_schema_canonical(schema ? schema->root : NULL, schema, arguments, call->req.doc, &len);
     if (canonical == NULL) {
-        refuse_count(call->s, REFUSED_KEY, "arguments");
+        mcp_refuse_count(call->s, REFUSED_KEY, "arguments");
         respond_error_code(call, MCP_INVALID_PARAMS, 200,
                            "Invalid params: the arguments are nested too deeply or too many "
                            "schemas apply to them to derive a key from them; the host can send "
@@ -838,9 +762,9 @@ static void call_with_tool(struct mcp_call *call, struct json_text *schema,
     size_t arguments_len;
     struct mcp_error arguments_err = {0};
     if (!mcp_arguments_text(&call->req, &arguments_text, &arguments_len, &arguments_err)) {
-        refuse_count(call->s, REFUSED_ARGUMENTS, call->tool);
-        log_call(call, "invalid_arguments");
-        respond_error(call, &arguments_err);
+        mcp_refuse_count(call->s, REFUSED_ARGUMENTS, call->tool);
+        mcp_log_call(call, "invalid_arguments");
+        mcp_respond_error(call, &arguments_err);
         return;
     }
     json_t *arguments = json_object_get(call->req.params, "arguments");
@@ -853,7 +777,7 @@ static void call_with_tool(struct mcp_call *call, struct json_text *schema,
         schema ? json_schema_validate_doc(schema->root, schema, arguments, call->req.doc, &errors)
                : 1;
     if (bad > 0) {
-        refuse_count(call->s, REFUSED_ARGUMENTS, call->tool);
+        mcp_refuse_count(call->s, REFUSED_ARGUMENTS, call->tool);
         struct strbuf msg = {0};
         strbuf_append_str(&msg, "invalid arguments: ");
         json_t *list = json_array();
@@ -867,7 +791,7 @@ static void call_with_tool(struct mcp_call *call, struct json_text *schema,
             strbuf_append_str(&msg, "the tool's schema cannot be read");
         strbuf_append_str(&msg, ". Nothing was sent.");
         json_decref(empty);
-        log_call(call, "invalid_arguments");
+        mcp_log_call(call, "invalid_arguments");
         respond_result(call, mcp_tool_error_result("invalid_arguments", call->key, msg.data, list));
         strbuf_free(&msg);
         return;
@@ -886,7 +810,7 @@ static void call_with_tool(struct mcp_call *call, struct json_text *schema,
     json_decref(empty);
     if (call->key == NULL && key_source != KEY_FROM_ARGUMENTS) {
         if (key_source != KEY_MINTED) {
-            refuse_count(call->s, REFUSED_KEY, "no key");
+            mcp_refuse_count(call->s, REFUSED_KEY, "no key");
             respond_error_code(
                 call, MCP_INVALID_PARAMS, 200,
                 "Invalid params: no idempotency key. The host (not the model) puts it in "
@@ -915,7 +839,7 @@ static void call_with_tool(struct mcp_call *call, struct json_text *schema,
                               call->task_ttl_ms >= 0 ? ttl : NULL,
                               call->argument_hash};
     call->step = STEP_ENQUEUE;
-    call_query(call, "mcp_call", 10, params);
+    mcp_call_query(call, "mcp_call", 10, params);
 }
 
 static void on_list_rows(struct mcp_call *call, PGresult *res)
@@ -1010,17 +934,17 @@ static void on_call_error(struct mcp_call *call, const char *sqlstate, const cha
     if (!strcmp(sqlstate, "OR022")) {
         respond_unauthorized(call, "unknown token");
     } else if (!strcmp(sqlstate, "OR023")) {
-        refuse_count(call->s, REFUSED_TOOL, call->tool);
+        mcp_refuse_count(call->s, REFUSED_TOOL, call->tool);
         respond_error_code(call, MCP_INVALID_PARAMS, 200, primary);
     } else if (!strcmp(sqlstate, "OR004") || !strcmp(sqlstate, "OR009") ||
                !strcmp(sqlstate, "OR012")) {
-        refuse_count(call->s, REFUSED_KEY, sqlstate);
+        mcp_refuse_count(call->s, REFUSED_KEY, sqlstate);
         char msg[700];
         snprintf(msg, sizeof(msg), "Invalid params: %s", primary);
         respond_error_code(call, MCP_INVALID_PARAMS, 200, msg);
     } else if (!strcmp(sqlstate, "OR001")) {
         /* a concurrent call took the key with other arguments first */
-        log_call(call, "key_conflict");
+        mcp_log_call(call, "key_conflict");
         respond_result(call, mcp_tool_error_result("key_conflict", call->key, primary, NULL));
     } else if (!strcmp(sqlstate, "OR025") && call->req.era == MCP_MODERN) {
         respond_result(call, json_object()); /* 2026: cancelling a finished task is an ack */
@@ -1031,8 +955,8 @@ static void on_call_error(struct mcp_call *call, const char *sqlstate, const cha
         respond_error_code(call, MCP_INVALID_PARAMS, 200, msg);
     } else if (!strncmp(sqlstate, "OR", 2) || !strcmp(sqlstate, "22023")) {
         /* the arguments as a payload: too large, too deep, not accepted */
-        refuse_count(call->s, REFUSED_ARGUMENTS, sqlstate);
-        log_call(call, "refused");
+        mcp_refuse_count(call->s, REFUSED_ARGUMENTS, sqlstate);
+        mcp_log_call(call, "refused");
         respond_result(call, mcp_tool_error_result("refused", call->key, primary, NULL));
     } else {
         log_event(LOG_WARN, "mcp_db_error", "step", json_integer(call->step), "error",
@@ -1063,9 +987,11 @@ static void on_query_done(void *data, pg_conn_t *pg, PGresult *res, const char *
 {
     struct mcp_call *call = data;
     call->querying = false;
-    call->pg = pg;            /* NULL: failed before it reached a connection */
-    if (call->conn == NULL) { /* orphaned: the client went away */
-        call_free(call);
+    call->pg = pg; /* NULL: failed before it reached a connection */
+    /* orphaned: the client went away (a stdio call, and a task's watch,
+     * have no connection: they are the session's until answered) */
+    if (call->conn == NULL && !call->on_stdio && !call->watch) {
+        mcp_call_free(call);
         return;
     }
     if (error) {
@@ -1122,7 +1048,7 @@ static void call_slim(void *data)
 
 /* Every statement of a call waits its turn in the fair queue of
  * mcp_admission.c, in its client's line. */
-static void call_query(struct mcp_call *call, const char *statement, int n, const char *const *v)
+void mcp_call_query(struct mcp_call *call, const char *statement, int n, const char *const *v)
 {
     /* Set before adm_query: a send that fails there runs the callback at once. */
     call->querying = true;
@@ -1285,17 +1211,18 @@ static void start_tools_call(struct mcp_call *call, const struct httpd_request *
         return;
     }
     json_t *meta_key = json_object_get(req->meta, MCP_META_KEY);
-    const struct httpd_header *header_key = httpd_request_header(request, "Idempotency-Key");
+    const struct httpd_header *header_key =
+        request ? httpd_request_header(request, "Idempotency-Key") : NULL; /* stdio: none */
     if (header_key && !utf8_valid(header_key->value, header_key->value_len)) {
         /* it would reach the database as text, and every answer naming it as JSON */
-        refuse_count(call->s, REFUSED_KEY, "not UTF-8");
+        mcp_refuse_count(call->s, REFUSED_KEY, "not UTF-8");
         respond_error_code(call, MCP_INVALID_PARAMS, 200,
                            "Invalid params: the Idempotency-Key header is not UTF-8; a key is "
                            "text, e.g. {run_id}:{step_id}");
         return;
     }
     if (meta_key != NULL && !json_is_string(meta_key)) {
-        refuse_count(call->s, REFUSED_KEY, "not a string");
+        mcp_refuse_count(call->s, REFUSED_KEY, "not a string");
         respond_error_code(
             call, MCP_INVALID_PARAMS, 200,
             "Invalid params: _meta[\"outbox-relay/idempotency-key\"] must be a string");
@@ -1304,7 +1231,7 @@ static void start_tools_call(struct mcp_call *call, const struct httpd_request *
     if (meta_key && header_key &&
         (strlen(json_string_value(meta_key)) != header_key->value_len ||
          memcmp(json_string_value(meta_key), header_key->value, header_key->value_len))) {
-        refuse_count(call->s, REFUSED_KEY, "header and _meta differ");
+        mcp_refuse_count(call->s, REFUSED_KEY, "header and _meta differ");
         respond_error_code(call, MCP_INVALID_PARAMS, 200,
                            "Invalid params: the Idempotency-Key header and "
                            "_meta[\"outbox-relay/idempotency-key\"] differ; send one key");
@@ -1339,11 +1266,13 @@ static void start_tools_call(struct mcp_call *call, const struct httpd_request *
     }
     const char *params[2] = {call->token_hash, call->tool};
     call->step = STEP_TOOL;
-    call_query(call, "mcp_tool", 2, params);
+    mcp_call_query(call, "mcp_tool", 2, params);
 }
 
 static bool accepts_event_stream(const struct httpd_request *request)
 {
+    if (request == NULL) /* stdio: the answer is a line, whenever it comes */
+        return false;
     const struct httpd_header *accept = httpd_request_header(request, "Accept");
     return accept && memmem(accept->value, accept->value_len, "text/event-stream", 17) != NULL;
 }
@@ -1367,7 +1296,7 @@ static void start_task_method(struct mcp_call *call, const struct httpd_request 
         const char *params[4] = {call->token_hash, cursor ? created : NULL, cursor ? id : NULL,
                                  "50"};
         call->step = STEP_TASKS;
-        call_query(call, "mcp_tasks_list", 4, params);
+        mcp_call_query(call, "mcp_tasks_list", 4, params);
         return;
     }
     const char *task_id = mcp_param_string(&call->req, "taskId");
@@ -1380,14 +1309,14 @@ static void start_task_method(struct mcp_call *call, const struct httpd_request 
     const char *params[2] = {call->token_hash, call->task_id};
     if (!strcmp(method, "tasks/cancel")) {
         call->step = STEP_CANCEL;
-        call_query(call, "mcp_task_cancel", 2, params);
+        mcp_call_query(call, "mcp_task_cancel", 2, params);
     } else {
         /* tasks/result blocks until the task is terminal (2025-11-25,
          * "Result Retrieval"), not only for --mcp-wait-ms. */
         call->blocking = call->req.era == MCP_LEGACY && !strcmp(method, "tasks/result");
         call->sse = accepts_event_stream(request);
         call->step = STEP_TASK; /* tasks/get, tasks/result */
-        call_query(call, "mcp_task", 2, params);
+        mcp_call_query(call, "mcp_task", 2, params);
     }
 }
 
@@ -1414,7 +1343,7 @@ static void slot_refuse(struct mcp_slot *slot, int status, int code, const char 
 
 static void slot_unauthorized(struct mcp_slot *slot, const char *why)
 {
-    refuse_count(slot->s, REFUSED_AUTH, why);
+    mcp_refuse_count(slot->s, REFUSED_AUTH, why);
     char message[200];
     snprintf(message, sizeof(message), "Unauthorized: %s", why);
     slot_refuse(slot, 401, MCP_INVALID_REQUEST,
@@ -1422,7 +1351,7 @@ static void slot_unauthorized(struct mcp_slot *slot, const char *why)
                 message);
 }
 
-static const char *busy_message(enum adm_refusal refusal, int *status)
+const char *mcp_busy_message(enum adm_refusal refusal, int *status)
 {
     switch (refusal) {
     case ADM_CLIENT_FULL:
@@ -1443,8 +1372,8 @@ static const char *busy_message(enum adm_refusal refusal, int *status)
 static void slot_busy(struct mcp_slot *slot, enum adm_refusal refusal)
 {
     int status;
-    const char *message = busy_message(refusal, &status);
-    refuse_count(slot->s, status == 413 ? REFUSED_TOO_LARGE : REFUSED_BUSY, message);
+    const char *message = mcp_busy_message(refusal, &status);
+    mcp_refuse_count(slot->s, status == 413 ? REFUSED_TOO_LARGE : REFUSED_BUSY, message);
     slot_refuse(slot, status, status == 413 ? MCP_INVALID_REQUEST : -32000,
                 status == 413 ? NULL : retry_after, message);
 }
@@ -1452,11 +1381,11 @@ static void slot_busy(struct mcp_slot *slot, enum adm_refusal refusal)
 static void respond_busy(struct mcp_call *call, enum adm_refusal refusal)
 {
     int status;
-    const char *message = busy_message(refusal, &status);
-    refuse_count(call->s, status == 413 ? REFUSED_TOO_LARGE : REFUSED_BUSY, message);
+    const char *message = mcp_busy_message(refusal, &status);
+    mcp_refuse_count(call->s, status == 413 ? REFUSED_TOO_LARGE : REFUSED_BUSY, message);
     struct mcp_error err = {0};
     mcp_error_set(&err, status == 413 ? MCP_INVALID_REQUEST : -32000, status, "%s", message);
-    if (status != 413)
+    if (status != 413 && call->conn)
         httpd_conn_close_after_answer(call->conn); /* what it holds goes back too */
     respond_text(call, status, status == 413 ? NULL : retry_after,
                  mcp_error_json(call->req.id, &err));
@@ -1497,7 +1426,7 @@ static void on_slot_verdict(struct adm_waiter *w, enum adm_verdict verdict,
     } else if (verdict == ADM_BAD) {
         slot_unauthorized(slot, "unknown token");
     } else {
-        refuse_count(slot->s, REFUSED_BUSY, "the token could not be checked");
+        mcp_refuse_count(slot->s, REFUSED_BUSY, "the token could not be checked");
         slot_refuse(slot, 503, -32000, retry_after,
                     "Service unavailable: the database could not say whether this token is "
                     "known; try again");
@@ -1519,13 +1448,13 @@ static enum httpd_head_action on_head(void *data, httpd_conn_t *conn,
         return HTTPD_HEAD_READ;
     }
     if (!httpd_host_allowed(head, s->cfg->mcp_hosts)) {
-        refuse_count(s, REFUSED_HOST, "Host");
+        mcp_refuse_count(s, REFUSED_HOST, "Host");
         slot_refuse(slot, 403, MCP_INVALID_REQUEST, NULL,
                     "Forbidden: this Host is not served (--mcp-hosts)");
         return HTTPD_HEAD_READ;
     }
     if (!httpd_origin_allowed(head, s->cfg->mcp_origins)) {
-        refuse_count(s, REFUSED_ORIGIN, "Origin");
+        mcp_refuse_count(s, REFUSED_ORIGIN, "Origin");
         slot_refuse(slot, 403, MCP_INVALID_REQUEST, NULL,
                     "Forbidden: this Origin is not allowed (--mcp-origins)");
         return HTTPD_HEAD_READ;
@@ -1550,7 +1479,7 @@ static enum httpd_head_action on_head(void *data, httpd_conn_t *conn,
     }
     slot->waiter.on_verdict = on_slot_verdict;
     if (!adm_ask(s->adm, slot->token_hash, &slot->waiter)) {
-        refuse_count(s, REFUSED_BUSY, "too many unknown tokens");
+        mcp_refuse_count(s, REFUSED_BUSY, "too many unknown tokens");
         slot_refuse(slot, 503, -32000, retry_after,
                     "Service unavailable: the token cannot be checked now (the database is not "
                     "reachable, or too many unknown tokens are being checked); try again");
@@ -1584,20 +1513,20 @@ static void handle_mcp(struct mcp_server *s, httpd_conn_t *conn,
     call->started_ns = request->arrived_ns;
     call->deadline_ms = uv_now(&s->loop) + (uint64_t)s->cfg->mcp_wait_ms;
     if (!httpd_host_allowed(request, s->cfg->mcp_hosts)) {
-        refuse_count(s, REFUSED_HOST, "Host");
+        mcp_refuse_count(s, REFUSED_HOST, "Host");
         respond_error_code(call, MCP_INVALID_REQUEST, 403,
                            "Forbidden: this Host is not served (--mcp-hosts)");
         return;
     }
     if (!httpd_origin_allowed(request, s->cfg->mcp_origins)) {
-        refuse_count(s, REFUSED_ORIGIN, "Origin");
+        mcp_refuse_count(s, REFUSED_ORIGIN, "Origin");
         respond_error_code(call, MCP_INVALID_REQUEST, 403,
                            "Forbidden: this Origin is not allowed (--mcp-origins)");
         return;
     }
     if (request->method != HTTP_POST) {
         call->answered = true;
-        call_detach(call);
+        mcp_call_detach(call);
         httpd_respond_error(conn, 405, "Allow: POST\r\n",
                             "the MCP endpoint takes POST only (no SSE stream, no session to "
                             "delete)");
@@ -1639,11 +1568,22 @@ static void handle_mcp(struct mcp_server *s, httpd_conn_t *conn,
     free(h_method);
     free(h_name);
     if (!parsed) {
-        refuse_count(s, err.code == MCP_HEADER_MISMATCH ? REFUSED_HEADERS : REFUSED_PROTOCOL,
-                     err.message);
-        respond_error(call, &err);
+        mcp_refuse_count(s, err.code == MCP_HEADER_MISMATCH ? REFUSED_HEADERS : REFUSED_PROTOCOL,
+                         err.message);
+        mcp_respond_error(call, &err);
         return;
     }
+    mcp_dispatch(call, request);
+}
+
+/*
+ * The seam between a transport and JSON-RPC: a parsed request of an
+ * admitted client, whatever carried it. HTTP (handle_mcp) and stdio
+ * (stdio_on_line) both end here; request is the HTTP request for the
+ * headers a method may read (Idempotency-Key, Accept), NULL on stdio.
+ */
+void mcp_dispatch(struct mcp_call *call, const struct httpd_request *request)
+{
     const char *method = call->req.method;
     if (method == NULL || call->req.id == NULL) {
         /* a notification or a client's response of a known client (a
@@ -1656,10 +1596,10 @@ static void handle_mcp(struct mcp_server *s, httpd_conn_t *conn,
     if ((!modern && (!strcmp(method, "initialize") || !strcmp(method, "ping"))) ||
         (modern && !strcmp(method, "server/discover"))) {
         call->step = STEP_AUTH;
-        call_query(call, "mcp_list_tools", 1, params);
+        mcp_call_query(call, "mcp_list_tools", 1, params);
     } else if (!strcmp(method, "tools/list")) {
         call->step = STEP_LIST;
-        call_query(call, "mcp_list_tools", 1, params);
+        mcp_call_query(call, "mcp_list_tools", 1, params);
     } else if (!strcmp(method, "tools/call")) {
         start_tools_call(call, request);
     } else if (!modern && (!strcmp(method, "tasks/get") || !strcmp(method, "tasks/result") ||
@@ -1674,14 +1614,14 @@ static void handle_mcp(struct mcp_server *s, httpd_conn_t *conn,
                           MCP_TASKS_EXTENSION);
             need.data = json_pack("{s:{s:{s:{}}}}", "requiredCapabilities", "extensions",
                                   MCP_TASKS_EXTENSION);
-            respond_error(call, &need);
+            mcp_respond_error(call, &need);
             return;
         }
         start_task_method(call, request);
     } else {
         struct mcp_error nf = {0};
         mcp_error_set(&nf, MCP_METHOD_NOT_FOUND, 200, "Method not found: %s", method);
-        respond_error(call, &nf);
+        mcp_respond_error(call, &nf);
     }
 }
 
@@ -1712,7 +1652,7 @@ static void on_wait_over(void *data, httpd_conn_t *conn)
         call_keep_alive(call); /* a tasks/result waits on, kept alive */
         return;
     }
-    call_answer_final_lookup(call);
+    mcp_call_final_lookup(call);
 }
 
 static void on_close(void *data, httpd_conn_t *conn)
@@ -1724,7 +1664,7 @@ static void on_close(void *data, httpd_conn_t *conn)
     if (call == NULL)
         return;
     call->conn = NULL;
-    call_detach(call);
+    mcp_call_detach(call);
 }
 
 /* ---------------------------------------------------------------- wake-ups */
@@ -1838,6 +1778,7 @@ static void on_recheck(uv_timer_t *timer)
     adm_pump(s->adm);
     refusals_flush(s);
     wake(s, NULL);
+    stdio_session_verify(s);
 }
 
 /* ---------------------------------------------------------------- lifetime */
@@ -1860,6 +1801,12 @@ static void on_httpd_closed(void *data)
     s->open_handles--;
 }
 
+static void on_stdio_closed(void *data)
+{
+    struct mcp_server *s = data;
+    s->open_handles--;
+}
+
 static void on_adm_closed(void *data)
 {
     struct mcp_server *s = data;
@@ -1871,8 +1818,10 @@ static void on_adm_closed(void *data)
 static void on_pg_ready(void *data)
 {
     struct mcp_server *s = data;
-    if (s->adm && !s->closing)
+    if (s->adm && !s->closing) {
         adm_pump(s->adm);
+        stdio_session_verify(s);
+    }
 }
 
 static void on_pg_lost(void *data, const char *reason)
@@ -1892,6 +1841,13 @@ static void server_close(struct mcp_server *s)
     uv_close((uv_handle_t *)&s->stop_timer, on_handle_closed);
     uv_close((uv_handle_t *)&s->recheck, on_handle_closed);
     uv_close((uv_handle_t *)&s->batch_timer, on_handle_closed);
+    uv_close((uv_handle_t *)&s->wait_timer, on_handle_closed);
+    if (s->stdio_asked)
+        adm_waiter_cancel(s->adm, &s->stdio_waiter);
+    if (s->stdio) {
+        mcp_stdio_close(s->stdio, on_stdio_closed, s);
+        s->stdio = NULL;
+    }
     uv_close((uv_handle_t *)&s->sigterm, on_handle_closed);
     uv_close((uv_handle_t *)&s->sigint, on_handle_closed);
     if (s->httpd)
@@ -1902,9 +1858,11 @@ static void server_close(struct mcp_server *s)
     log_event(LOG_INFO, "mcp_stopped", LOG_END);
 }
 
-static void server_maybe_close(struct mcp_server *s)
+void mcp_server_maybe_close(struct mcp_server *s)
 {
-    if (s->stopping && !s->closing && s->calls == 0 && s->answering == 0)
+    /* stdio: the answers written must have left too */
+    if (s->stopping && !s->closing && s->calls == 0 && s->answering == 0 &&
+        (s->stdio == NULL || s->stdio_out_failed || mcp_stdio_pending(s->stdio) == 0))
         server_close(s);
 }
 
@@ -1915,20 +1873,34 @@ static void on_stop_timer(uv_timer_t *timer)
     server_close(s);
 }
 
-static void on_signal(uv_signal_t *handle, int signum)
+/* SIGTERM, SIGINT, or (stdio) the end of input: waiting calls are
+ * answered with one last look, no new request is taken, and once every
+ * call is gone (or MCP_STOP_GRACE_MS passed) everything closes. */
+void mcp_server_stop(struct mcp_server *s, const char *why)
 {
-    struct mcp_server *s = handle->data;
     if (s->stopping)
         return;
     s->stopping = true;
-    log_event(LOG_INFO, "mcp_shutdown", "signal",
-              json_string(signum == SIGTERM ? "SIGTERM" : "SIGINT"), LOG_END);
+    log_event(LOG_INFO, "mcp_shutdown", "signal", json_string(why), LOG_END);
     for (struct mcp_call *c = s->waiting, *next; c; c = next) {
         next = c->next;
-        call_answer_final_lookup(c);
+        if (c->watch) { /* a task's watch: no one to tell any more */
+            DLIST_REMOVE(s->waiting, c);
+            c->waiting = false;
+            mcp_call_free(c);
+        } else {
+            mcp_call_final_lookup(c);
+        }
     }
+    if (s->stdio)
+        mcp_stdio_hold(s->stdio, true); /* no new line */
     uv_timer_start(&s->stop_timer, on_stop_timer, MCP_STOP_GRACE_MS, 0);
-    server_maybe_close(s);
+    mcp_server_maybe_close(s);
+}
+
+static void on_signal(uv_signal_t *handle, int signum)
+{
+    mcp_server_stop(handle->data, signum == SIGTERM ? "SIGTERM" : "SIGINT");
 }
 
 static void on_accept_error(void *data, int uv_error)
@@ -1938,8 +1910,19 @@ static void on_accept_error(void *data, int uv_error)
 
 int mcp_server_run(const struct config *cfg)
 {
+    const char *token = cfg->mcp_stdio ? getenv("OUTBOX_MCP_TOKEN") : NULL;
+    if (cfg->mcp_stdio && (token == NULL || *token == '\0')) {
+        log_event(LOG_ERROR, "mcp_stdio_refused", "reason",
+                  json_string("OUTBOX_MCP_TOKEN is not set: --stdio serves one client, the one "
+                              "whose token it holds (outbox.mcp_client)"),
+                  LOG_END);
+        return 2;
+    }
     struct mcp_server *s = xcalloc(1, sizeof(*s));
     s->cfg = cfg;
+    s->stdio_mode = cfg->mcp_stdio;
+    if (token)
+        sha256_hex_bytea(token, strlen(token), s->stdio_token_hash);
     uv_loop_init(&s->loop);
     log_batch_start(&s->loop);
     signal(SIGPIPE, SIG_IGN);
@@ -1983,15 +1966,21 @@ int mcp_server_run(const struct config *cfg)
                                 .on_close = on_close,
                                 .on_accept_error = on_accept_error};
     int uv_error = 0;
-    s->httpd = httpd_start(&s->loop, (const struct sockaddr *)&addr, &hc, &hooks, &uv_error);
+    if (s->stdio_mode) {
+        s->stdio = stdio_session_open(s, &uv_error);
+    } else {
+        s->httpd = httpd_start(&s->loop, (const struct sockaddr *)&addr, &hc, &hooks, &uv_error);
+    }
     uv_timer_init(&s->loop, &s->recheck);
+    uv_timer_init(&s->loop, &s->wait_timer);
+    s->wait_timer.data = s;
     uv_timer_init(&s->loop, &s->stop_timer);
     uv_timer_init(&s->loop, &s->batch_timer);
     s->batch_timer.data = s;
     uv_signal_init(&s->loop, &s->sigterm);
     uv_signal_init(&s->loop, &s->sigint);
     s->recheck.data = s->stop_timer.data = s->sigterm.data = s->sigint.data = s;
-    s->open_handles = 6; /* the admission's timer too */
+    s->open_handles = 7; /* the admission's timer too */
     for (int i = 0; i < s->pg_count; i++) {
         struct pg_events events = {.name = i == 0 ? "mcp-listen" : "mcp",
                                    .data = s,
@@ -2005,7 +1994,21 @@ int mcp_server_run(const struct config *cfg)
         pg_conn_set_query_timeout(s->pg[i], MCP_LOOKUP_TIMEOUT_MS);
         s->open_handles++;
     }
-    if (s->httpd == NULL) {
+    if (s->stdio_mode && s->stdio == NULL) {
+        log_event(LOG_ERROR, "mcp_stdio_failed", "error", json_string(uv_strerror(uv_error)),
+                  LOG_END);
+        s->exit_code = 1;
+        s->stopping = true;
+        server_close(s);
+    } else if (s->stdio_mode) {
+        s->open_handles++;
+        /* the token first (stdio_session_verify, once a connection is ready), then lines */
+        for (int i = 0; i < s->pg_count; i++)
+            pg_conn_start(s->pg[i]);
+        uv_timer_start(&s->recheck, on_recheck, MCP_RECHECK_MS, MCP_RECHECK_MS);
+        uv_signal_start(&s->sigterm, on_signal, SIGTERM);
+        uv_signal_start(&s->sigint, on_signal, SIGINT);
+    } else if (s->httpd == NULL) {
         log_event(LOG_ERROR, "mcp_listen_failed", "listen", json_string(cfg->mcp_listen), "error",
                   json_string(uv_strerror(uv_error)), LOG_END);
         s->exit_code = 1;

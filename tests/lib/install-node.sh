@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # tests/lib/install-node.sh — Node 22 and the official MCP clients for the
-# scenarios that drive the front door with them (tests/integration/43, 44).
+# scenarios that drive the front door with them (tests/integration/43, 44,
+# 78, 81).
 #
 #   tests/lib/install-node.sh      install if missing, then print nothing
 #   . tests/lib/install-node.sh    (or source it) to get NODE_BIN and SDK_DIR
@@ -17,6 +18,7 @@
 #   node_modules/@modelcontextprotocol/conformance     0.2.0-alpha.12
 #   node_modules/conformance-0.1.16                    the conformance suite 0.1.16
 #   node_modules/@modelcontextprotocol/server-everything 2026.8.31 (an upstream, tests/integration/76)
+#   node_modules/@modelcontextprotocol/inspector       2.12.0 (its --cli, tests/integration/81)
 # and build/node/bin/node links to that node. Cached: when the stamp says the
 # installed tree came from the same lock file, nothing is done. Without a
 # network the install fails with a message and a non-zero exit: the scenarios

@@ -202,6 +202,25 @@ START_TEST(exit_when_idle_bool)
 }
 END_TEST
 
+START_TEST(stdio_bool)
+{
+    struct config cfg;
+    ck_assert_int_eq(load_captured(&cfg, 0, NULL), CONFIG_OK);
+    ck_assert(!cfg.mcp_stdio); /* the front door listens on --mcp-listen unless told */
+    config_free(&cfg);
+    char *bare[] = {"--stdio", "--mcp-wait-ms", "5"};
+    ck_assert_int_eq(load_captured(&cfg, ARGC(bare), bare), CONFIG_OK);
+    ck_assert(cfg.mcp_stdio);
+    ck_assert_int_eq(cfg.mcp_wait_ms, 5);
+    config_free(&cfg);
+    setenv("OUTBOX_RELAY_STDIO", "true", 1);
+    ck_assert_int_eq(load_captured(&cfg, 0, NULL), CONFIG_OK);
+    ck_assert(cfg.mcp_stdio);
+    config_free(&cfg);
+    unsetenv("OUTBOX_RELAY_STDIO");
+}
+END_TEST
+
 START_TEST(help)
 {
     struct config cfg;
@@ -443,6 +462,7 @@ Suite *config_suite(void)
     tcase_add_test(tc, flag_bounds_inclusive);
     tcase_add_test(tc, last_flag_wins);
     tcase_add_test(tc, exit_when_idle_bool);
+    tcase_add_test(tc, stdio_bool);
     tcase_add_test(tc, help);
     tcase_add_test(tc, help_lists_every_option);
     tcase_add_test(tc, env_sets_value);

@@ -14,7 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-static const struct mcp_headers no_headers = {NULL, NULL, NULL};
+static const struct mcp_headers no_headers = {0};
 
 /* A legacy tools/call whose params.arguments is arguments (verbatim). */
 static char *call_body(const char *arguments)

@@ -54,6 +54,46 @@ START_TEST(unreadable_ids_are_null)
 }
 END_TEST
 
+/* stdio has no header layer (2026-07-28, stdio "Request Metadata"): a
+ * modern request is judged by its _meta alone there, and a legacy one
+ * speaks the version its session negotiated; over HTTP the same modern
+ * body without headers is refused. */
+START_TEST(stdio_has_no_header_layer)
+{
+    const char *modern = "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"tools/call\",\"params\":{"
+                         "\"name\":\"refund\",\"_meta\":{\"io.modelcontextprotocol/"
+                         "protocolVersion\":\"2026-07-28\",\"io.modelcontextprotocol/"
+                         "clientCapabilities\":{}}}}";
+    struct mcp_request req;
+    struct mcp_error err = {0};
+    struct mcp_headers http = {0};
+    ck_assert(!mcp_parse(modern, strlen(modern), &http, &req, &err));
+    ck_assert_int_eq(err.code, MCP_HEADER_MISMATCH);
+    mcp_error_clear(&err);
+    mcp_request_free(&req);
+    struct mcp_headers stdio = {.no_header_layer = true};
+    ck_assert(mcp_parse(modern, strlen(modern), &stdio, &req, &err));
+    ck_assert_int_eq(req.era, MCP_MODERN);
+    mcp_request_free(&req);
+
+    const char *old = "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"tools/call\",\"params\":{"
+                      "\"name\":\"refund\",\"_meta\":{\"io.modelcontextprotocol/"
+                      "protocolVersion\":\"2025-11-25\",\"io.modelcontextprotocol/"
+                      "clientCapabilities\":{}}}}";
+    ck_assert(!mcp_parse(old, strlen(old), &stdio, &req, &err));
+    ck_assert_int_eq(err.code, MCP_UNSUPPORTED_VERSION);
+    mcp_error_clear(&err);
+    mcp_request_free(&req);
+
+    const char *legacy = "{\"jsonrpc\":\"2.0\",\"id\":2,\"method\":\"tools/list\"}";
+    struct mcp_headers session = {.no_header_layer = true, .protocol_version = "2025-11-25"};
+    ck_assert(mcp_parse(legacy, strlen(legacy), &session, &req, &err));
+    ck_assert_int_eq(req.era, MCP_LEGACY);
+    ck_assert_str_eq(req.version, "2025-11-25");
+    mcp_request_free(&req);
+}
+END_TEST
+
 START_TEST(readable_ids_are_kept)
 {
     json_t *msg = refusal("{\"jsonrpc\":\"2.0\",\"id\":\"r-7\"}"); /* no method */
@@ -219,6 +259,7 @@ Suite *mcp_protocol_suite(void)
     TCase *tc = tcase_create("errors");
     tcase_add_test(tc, unreadable_ids_are_null);
     tcase_add_test(tc, readable_ids_are_kept);
+    tcase_add_test(tc, stdio_has_no_header_layer);
     tcase_add_test(tc, upstream_result_in_the_answer);
     suite_add_tcase(s, tc);
     TCase *tn = tcase_create("numbers");
