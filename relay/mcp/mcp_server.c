@@ -1186,6 +1186,19 @@ static void write_metrics(struct mcp_server *s, struct strbuf *out)
         waiting++;
     metrics_gauge(out, "outbox_mcp_waiting_calls", "Calls waiting for their outcome.",
                   METRICS_NO_LABELS, waiting);
+    if (s->oauth) {
+        struct oauth_stats os;
+        oauth_stats(s->oauth, &os);
+        metrics_family(out, "outbox_mcp_oauth_jwks_fetches_total", METRICS_COUNTER,
+                       "Fetches of the OAuth issuer's JWKS (--mcp-oauth-jwks), by result.");
+        metrics_sample_uint(out, "outbox_mcp_oauth_jwks_fetches_total",
+                            METRICS_LABELS({"result", "ok"}), os.fetches_ok);
+        metrics_sample_uint(out, "outbox_mcp_oauth_jwks_fetches_total",
+                            METRICS_LABELS({"result", "failed"}), os.fetches_failed);
+        metrics_gauge(out, "outbox_mcp_oauth_keys",
+                      "Signature keys of the issuer's JWKS the front door holds.",
+                      METRICS_NO_LABELS, os.keys);
+    }
     int ready = 0;
     for (int i = 0; i < s->pg_count; i++)
         ready += pg_conn_ready(s->pg[i]);

@@ -15,7 +15,8 @@
 #   D. rotation: the issuer's JWKS changes and a token with the new kid
 #      works (one fetch more); then a flood of unknown kids is 401 without
 #      another fetch (at most one a minute: counted at the JWKS server);
-#   E. a static token keeps working beside OAuth.
+#   E. a static token keeps working beside OAuth;
+#   F. a JWT's cached verdict never outlives its exp (+ the 60 s skew).
 . "$(dirname "$0")/../lib/itest.sh"
 itest_setup
 
@@ -151,6 +152,8 @@ done
 is "$flood_refused" 20 "20 tokens of made-up kids: all 401"
 is "$(jwks_count)" 2 "and not one more fetch of the JWKS (at most one a minute for unknown kids)"
 ok "the log says why" grep -qF '"reason":"unknown kid' "$T/mcp.log"
+is "$(curl -s "http://127.0.0.1:$MCP_PORT/metrics" | awk '$1 == "outbox_mcp_oauth_jwks_fetches_total{result=\"ok\"}" { print $2 }')" 2 \
+    "/metrics counts the two fetches"
 withdrawn=""
 for i in $(seq 1 30); do # its verdict may be cached 5 s from its last use
     withdrawn=$(post "$GOOD" "$LIST")
@@ -165,6 +168,24 @@ wait_cmd 20 bash -c "curl -s http://127.0.0.1:$RECV_PORT_fast/_effects | grep -q
 is "$(curl -s "http://127.0.0.1:$RECV_PORT_fast/_effects")" \
     '{"mcp:agent-oauth:good-1":1,"mcp:agent-oauth:rotated-1":1,"mcp:agent-static:static-1":1}' \
     "one effect per good call, none of the refused ones"
+
+# ---- F. a cached verdict ends with its token: a token 3 s from the end of
+# its skew is accepted, then asked with again and again; no request sent
+# after exp + 60 s may be answered 200 from the verdict cache (kept 5 s
+# otherwise). The ones before may: the check is on the clock, not on speed.
+SHORT=$(jwt mint ed "$T/ed.pem" d1 EdDSA "$(claims exp=-57)")
+SHORT_END=$(( $(python3 -c 'import base64, json, sys; p = sys.argv[1].split(".")[1]; print(json.loads(base64.urlsafe_b64decode(p + "=" * (-len(p) % 4)))["exp"])' "$SHORT") + 60 ))
+late_200=0
+last=""
+for i in $(seq 1 60); do
+    sent=$(date +%s)
+    last=$(post "$SHORT" "$LIST")
+    [ "$last" = 200 ] && [ "$sent" -gt "$SHORT_END" ] && late_200=$((late_200 + 1))
+    [ "$last" = 401 ] && break
+    sleep 0.2
+done
+is "$last" 401 "a token past exp + 60 s is refused in the end"
+is "$late_200" 0 "and never answered from the verdict cache once it is past exp + 60 s"
 
 kill -TERM "$MCP_PID"
 wait "$MCP_PID"

@@ -32,5 +32,6 @@ Suite *mcp_protocol_suite(void);
 Suite *mcp_admission_suite(void);
 Suite *json_text_suite(void);
 Suite *mcp_arguments_suite(void);
+Suite *oauth_jwt_suite(void);
 
 #endif
