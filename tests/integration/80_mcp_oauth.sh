@@ -63,14 +63,18 @@ for kv in sys.argv[1:]:
 print(json.dumps(c))
 EOF
 }
-# post TOKEN BODY → "STATUS" (headers in $T/h, body in $T/b)
+# post TOKEN BODY → "STATUS" (headers in $T/h, body in $T/b); 2025-11-25,
+# or the 2026-07-28 era's server/discover with MODERN=1
 post() {
-    local auth=()
+    local auth=() era=(-H 'MCP-Protocol-Version: 2025-11-25')
     [ -z "$1" ] || auth=(-H "Authorization: Bearer $1")
+    [ -z "${MODERN:-}" ] || era=(-H 'MCP-Protocol-Version: 2026-07-28' -H 'Mcp-Method: server/discover')
     curl -s -o "$T/b" -D "$T/h" -w '%{http_code}' -X POST "http://127.0.0.1:$MCP_PORT/mcp" \
         -H 'Content-Type: application/json' -H 'Accept: application/json, text/event-stream' \
-        -H 'MCP-Protocol-Version: 2025-11-25' "${auth[@]}" --data-binary "$2"
+        "${era[@]}" "${auth[@]}" --data-binary "$2"
 }
+DISCOVER='{"jsonrpc":"2.0","id":1,"method":"server/discover","params":{"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{},"io.modelcontextprotocol/clientInfo":{"name":"80","version":"1"}}}}'
+
 call_body() { # call_body KEY
     printf '{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"refund","arguments":{"order":"o-%s"},"_meta":{"outbox-relay/idempotency-key":"%s"}}}' "$1" "$1"
 }
@@ -99,6 +103,10 @@ is "$(post "$ES" "$LIST")" 200 "an ES256 token: tools/list is answered"
 ok "with the client's tools" grep -q '"name":"refund"' "$T/b"
 ED=$(jwt mint ed "$T/ed.pem" d1 EdDSA "$(claims client_id=DELETE azp=agent-oauth)")
 is "$(post "$ED" "$LIST")" 200 "an EdDSA token whose client is its azp: answered"
+is "$(MODERN=1 post "$ED" "$DISCOVER")" 200 "the 2026-07-28 era: server/discover with the same token is answered"
+is "$(MODERN=1 post "" "$DISCOVER")" 401 "the 2026-07-28 era without a token: 401"
+is "$(challenge)" "Bearer resource_metadata=\"$METADATA\", scope=\"outbox:call\"" \
+    "with the same challenge (the authorization spec is the same in both eras)"
 
 # ---- C. bad tokens: 401 (or 403), a reason in the log, nothing enqueued
 refused() { # refused STATUS REASON TOKEN KEY DESC
