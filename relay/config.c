@@ -403,6 +403,16 @@ static bool resource_ok(const char *resource)
     return url != NULL;
 }
 
+/* RFC 6749's scope-token: %x21 / %x23-5B / %x5D-7E, separated by spaces
+ * (it is quoted in WWW-Authenticate). */
+static bool scope_ok(const char *scope)
+{
+    for (const unsigned char *p = (const unsigned char *)scope; *p; p++)
+        if (*p != ' ' && (*p < 0x21 || *p > 0x7e || *p == '"' || *p == '\\'))
+            return false;
+    return true;
+}
+
 static bool config_check_oauth(const struct config *cfg)
 {
     bool on = !is_blank(cfg->mcp_oauth_issuer);
@@ -417,6 +427,9 @@ static bool config_check_oauth(const struct config *cfg)
     else if (!is_blank(cfg->mcp_resource) && !resource_ok(cfg->mcp_resource))
         problem = "--mcp-resource (OUTBOX_RELAY_MCP_RESOURCE) must be an absolute http or https "
                   "URL without query or fragment, e.g. https://mcp.example.com/mcp";
+    else if (!is_blank(cfg->mcp_oauth_scope) && !scope_ok(cfg->mcp_oauth_scope))
+        problem = "--mcp-oauth-scope (OUTBOX_RELAY_MCP_OAUTH_SCOPE) must be scope tokens "
+                  "separated by spaces (RFC 6749: printable ASCII without \" or \\)";
     else if (on && is_blank(cfg->mcp_oauth_jwks))
         problem = "--mcp-oauth-issuer needs --mcp-oauth-jwks (OUTBOX_RELAY_MCP_OAUTH_JWKS), the "
                   "issuer's JWKS URL";

@@ -435,6 +435,11 @@ START_TEST(oauth_options)
                         "https://mcp.test/mcp", "--mcp-oauth-jwks",  (char *)bad_jwks[i]};
         assert_error_names(ARGC(argv), argv, "--mcp-oauth-jwks", "OUTBOX_RELAY_MCP_OAUTH_JWKS");
     }
+    char *bad_scope[] = {
+        "--mcp-oauth-issuer", "https://auth.test",      "--mcp-resource",    "https://mcp.test/mcp",
+        "--mcp-oauth-jwks",   "https://auth.test/jwks", "--mcp-oauth-scope", "a\", b"};
+    assert_error_names(ARGC(bad_scope), bad_scope, "--mcp-oauth-scope",
+                       "OUTBOX_RELAY_MCP_OAUTH_SCOPE");
     const char *good_jwks[] = {"https://auth.test/jwks", "http://127.0.0.1:8080/jwks",
                                "http://localhost/jwks", "http://[::1]:9/jwks"};
     for (size_t i = 0; i < sizeof(good_jwks) / sizeof(good_jwks[0]); i++) {
