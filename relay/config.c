@@ -10,6 +10,9 @@
 #include "lib/http_server.h"
 #include "lib/log.h"
 #include "lib/xalloc.h"
+#include "mcp/oauth.h"
+
+#include <arpa/inet.h>
 
 #include <ctype.h>
 #include <errno.h>
@@ -119,6 +122,22 @@ static const struct option_def options[] = {
         "mcp: serve one client on stdin/stdout (newline-delimited JSON-RPC, the MCP stdio "
         "transport) instead of --mcp-listen; its token in OUTBOX_MCP_TOKEN; exits on end of "
         "input"),
+    OPT("mcp-resource", OPT_STRING, mcp_resource, "", 0, 0,
+        "mcp: the front door's public URL as hosts reach it, e.g. https://mcp.example.com/mcp: "
+        "OAuth's resource (a token's aud must be it) and the base of its metadata address"),
+    OPT("mcp-oauth-issuer", OPT_STRING, mcp_oauth_issuer, "", 0, 0,
+        "mcp: the OAuth authorization server whose JWT access tokens are accepted (their iss; "
+        "published in /.well-known/oauth-protected-resource); empty = OAuth off, static tokens "
+        "only (they keep working beside OAuth)"),
+    OPT("mcp-oauth-jwks", OPT_STRING, mcp_oauth_jwks, "", 0, 0,
+        "mcp: the issuer's JWKS URL (https; plain http only to a loopback address), fetched at "
+        "start, every 5 minutes, and for an unknown kid at most once a minute"),
+    OPT("mcp-oauth-scope", OPT_STRING, mcp_oauth_scope, "", 0, 0,
+        "mcp: space-separated scopes a token must carry (scope or scp claim; else 403), named "
+        "in the 401 challenge and the metadata; empty = none required"),
+    OPT("mcp-oauth-client-claim", OPT_STRING, mcp_oauth_client_claim, "", 0, 0,
+        "mcp: the token claim that names the client (outbox.mcp_clients.name); empty = "
+        "client_id, else azp, else sub"),
 };
 
 #define OPTION_COUNT (sizeof(options) / sizeof(options[0]))
@@ -313,6 +332,8 @@ static enum config_result config_read_arguments(struct config *cfg, int argc, ch
 
 /* The values whose check needs more than a range: the log level (applied
  * here), the admin port's address and --ca-file (readable at start). */
+static bool config_check_oauth(const struct config *cfg);
+
 static bool config_check(const struct config *cfg)
 {
     log_level_t level;
@@ -341,6 +362,8 @@ static bool config_check(const struct config *cfg)
                 cfg->ca_file);
         return false;
     }
+    if (!config_check_oauth(cfg))
+        return false;
     struct sockaddr_storage mcp_address;
     const char *mcp_problem =
         is_blank(cfg->mcp_listen) ? "empty" : httpd_parse_listen(cfg->mcp_listen, &mcp_address);
@@ -352,6 +375,76 @@ static bool config_check(const struct config *cfg)
         return false;
     }
     return true;
+}
+
+/* http://HOST… with HOST a loopback address (tests run the JWKS on one). */
+static bool url_is_loopback_http(const char *url)
+{
+    if (strncmp(url, "http://", 7) != 0)
+        return false;
+    const char *host = url + 7;
+    size_t n = strcspn(host, "/?#");
+    char h[80];
+    if (n == 0 || n >= sizeof(h) || memchr(host, '@', n))
+        return false;
+    memcpy(h, host, n);
+    h[n] = '\0';
+    if (h[0] == '[') {
+        char *end = strchr(h, ']');
+        return end && end - h == 4 && !strncmp(h, "[::1]", 5);
+    }
+    char *colon = strchr(h, ':');
+    if (colon)
+        *colon = '\0';
+    struct in_addr a;
+    return !strcmp(h, "localhost") ||
+           (inet_pton(AF_INET, h, &a) == 1 && (ntohl(a.s_addr) >> 24) == 127);
+}
+
+static bool resource_ok(const char *resource)
+{
+    char *url = oauth_metadata_url(resource);
+    free(url);
+    return url != NULL;
+}
+
+/* RFC 6749's scope-token: %x21 / %x23-5B / %x5D-7E, separated by spaces
+ * (it is quoted in WWW-Authenticate). */
+static bool scope_ok(const char *scope)
+{
+    for (const unsigned char *p = (const unsigned char *)scope; *p; p++)
+        if (*p != ' ' && (*p < 0x21 || *p > 0x7e || *p == '"' || *p == '\\'))
+            return false;
+    return true;
+}
+
+static bool config_check_oauth(const struct config *cfg)
+{
+    bool on = !is_blank(cfg->mcp_oauth_issuer);
+    const char *problem = NULL;
+    if (!on && (!is_blank(cfg->mcp_oauth_jwks) || !is_blank(cfg->mcp_oauth_scope) ||
+                !is_blank(cfg->mcp_oauth_client_claim)))
+        problem = "--mcp-oauth-jwks, --mcp-oauth-scope and --mcp-oauth-client-claim need "
+                  "--mcp-oauth-issuer (OUTBOX_RELAY_MCP_OAUTH_ISSUER)";
+    else if (on && is_blank(cfg->mcp_resource))
+        problem = "--mcp-oauth-issuer needs --mcp-resource (OUTBOX_RELAY_MCP_RESOURCE), the "
+                  "front door's public URL that tokens are issued for";
+    else if (!is_blank(cfg->mcp_resource) && !resource_ok(cfg->mcp_resource))
+        problem = "--mcp-resource (OUTBOX_RELAY_MCP_RESOURCE) must be an absolute http or https "
+                  "URL without query or fragment, e.g. https://mcp.example.com/mcp";
+    else if (!is_blank(cfg->mcp_oauth_scope) && !scope_ok(cfg->mcp_oauth_scope))
+        problem = "--mcp-oauth-scope (OUTBOX_RELAY_MCP_OAUTH_SCOPE) must be scope tokens "
+                  "separated by spaces (RFC 6749: printable ASCII without \" or \\)";
+    else if (on && is_blank(cfg->mcp_oauth_jwks))
+        problem = "--mcp-oauth-issuer needs --mcp-oauth-jwks (OUTBOX_RELAY_MCP_OAUTH_JWKS), the "
+                  "issuer's JWKS URL";
+    else if (on && strncmp(cfg->mcp_oauth_jwks, "https://", 8) != 0 &&
+             !url_is_loopback_http(cfg->mcp_oauth_jwks))
+        problem = "--mcp-oauth-jwks (OUTBOX_RELAY_MCP_OAUTH_JWKS) must be an https URL (plain "
+                  "http only to a loopback address)";
+    if (problem)
+        fprintf(stderr, "outbox-relay: %s\n", problem);
+    return problem == NULL;
 }
 
 enum config_result config_load(struct config *cfg, int argc, char **argv)

@@ -46,6 +46,11 @@ struct config {
     int mcp_max_connections;      /* mcp: open connections */
     int mcp_header_timeout_ms;    /* mcp: accept → the first request's headers */
     bool mcp_stdio;               /* mcp: one client on stdin/stdout instead of --mcp-listen */
+    char *mcp_resource;           /* mcp: the front door's public URL (OAuth's resource, aud) */
+    char *mcp_oauth_issuer;       /* mcp: the authorization server; "" = OAuth off */
+    char *mcp_oauth_jwks;         /* mcp: the issuer's JWKS URL */
+    char *mcp_oauth_scope;        /* mcp: scopes a token must carry (space-separated) */
+    char *mcp_oauth_client_claim; /* mcp: the claim naming the client; "" = client_id, azp, sub */
 };
 
 enum config_result { CONFIG_OK, CONFIG_HELP, CONFIG_ERROR };

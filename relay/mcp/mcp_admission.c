@@ -89,6 +89,8 @@ struct adm_client {
 struct verdict_entry {
     admission_t *a;
     char token_hash[68];
+    char as_hash[68]; /* what statements authenticate with: token_hash, or a JWT's client's */
+    uint64_t cap_ms;  /* a JWT's: the verdict is kept no later than this (its exp) */
     enum adm_verdict verdict;
     bool asking;
     struct adm_client *client;
@@ -465,14 +467,18 @@ static struct verdict_entry *cache_slot(admission_t *a, const char *token_hash)
     return best;
 }
 
-enum adm_verdict adm_verdict(admission_t *a, const char *token_hash, struct adm_client **client)
+enum adm_verdict adm_verdict(admission_t *a, const char *token_hash, struct adm_client **client,
+                             char as_hash[68])
 {
     struct verdict_entry *e = cache_find(a, token_hash);
     if (e == NULL || e->asking)
         return ADM_UNKNOWN;
     a->verdict_hits++;
-    if (e->verdict == ADM_GOOD)
+    if (e->verdict == ADM_GOOD) {
         *client = e->client;
+        if (as_hash)
+            memcpy(as_hash, e->as_hash, 68);
+    }
     return e->verdict;
 }
 
@@ -486,21 +492,27 @@ static void on_auth_done(void *data, pg_conn_t *pg, PGresult *res, const char *e
     e->verdict = ADM_UNKNOWN;
     e->expires_ms = 0;
     if (error == NULL) {
-        if (PQntuples(res) > 0) {
+        if (PQntuples(res) > 0 && (PQnfields(res) == 1 || PQgetlength(res, 0, 1) == 66)) {
             e->verdict = ADM_GOOD;
             e->client = adm_client_get(a, PQgetvalue(res, 0, 0));
+            if (PQnfields(res) > 1) /* a JWT's client: its row's hash ("\x" + 64 hex digits) */
+                snprintf(e->as_hash, sizeof(e->as_hash), "%s", PQgetvalue(res, 0, 1));
         } else {
             e->verdict = ADM_BAD;
         }
         e->expires_ms = uv_now(a->loop) + ADM_VERDICT_MS;
+        if (e->cap_ms && e->cap_ms < e->expires_ms)
+            e->expires_ms = e->cap_ms;
     }
     /* The callbacks may ask about other tokens: take what they need first. */
     enum adm_verdict verdict = e->verdict;
     struct adm_client *client = e->client;
     struct adm_waiter *waiters = e->waiters;
     e->waiters = NULL;
-    for (struct adm_waiter *w = waiters; w; w = w->next)
+    for (struct adm_waiter *w = waiters; w; w = w->next) {
         w->entry = NULL; /* a callback may cancel another waiter: nothing to unlink */
+        memcpy(w->as_hash, e->as_hash, sizeof(w->as_hash));
+    }
     while (waiters) {
         struct adm_waiter *w = waiters;
         waiters = w->next;
@@ -509,6 +521,12 @@ static void on_auth_done(void *data, pg_conn_t *pg, PGresult *res, const char *e
 }
 
 bool adm_ask(admission_t *a, const char *token_hash, struct adm_waiter *w)
+{
+    return adm_ask_client(a, token_hash, NULL, 0, w);
+}
+
+bool adm_ask_client(admission_t *a, const char *token_hash, const char *client, uint64_t cap_ms,
+                    struct adm_waiter *w)
 {
     struct verdict_entry *e = cache_find(a, token_hash);
     if (e == NULL || !e->asking) {
@@ -519,17 +537,21 @@ bool adm_ask(admission_t *a, const char *token_hash, struct adm_waiter *w)
             return false;
         memset(e, 0, sizeof(*e));
         snprintf(e->token_hash, sizeof(e->token_hash), "%s", token_hash);
+        snprintf(e->as_hash, sizeof(e->as_hash), "%s", token_hash);
+        e->cap_ms = cap_ms;
         e->a = a;
         e->asking = true;
         a->asking++;
         a->auth_questions++;
-        const char *params[1] = {e->token_hash};
-        if (!adm_query(a, NULL, "mcp_auth", 1, params, on_auth_done, e, NULL)) {
+        const char *params[1] = {client ? client : e->token_hash};
+        if (!adm_query(a, NULL, client ? "mcp_oauth_client" : "mcp_auth", 1, params, on_auth_done,
+                       e, NULL)) {
             a->asking--;
             memset(e, 0, sizeof(*e));
             return false;
         }
         if (!e->asking) { /* answered at once (the send failed): w was not waiting yet */
+            memcpy(w->as_hash, e->as_hash, sizeof(w->as_hash));
             w->on_verdict(w, e->verdict, e->client);
             return true;
         }

@@ -49,7 +49,8 @@ enum adm_refusal {
  * waiter's own struct; on_verdict runs once, unless cancelled first). */
 struct adm_waiter {
     struct adm_waiter *prev, *next;
-    void *entry; /* the cache entry it waits on; NULL when not waiting */
+    void *entry;      /* the cache entry it waits on; NULL when not waiting */
+    char as_hash[68]; /* set before on_verdict: the hash statements authenticate with (GOOD) */
     void (*on_verdict)(struct adm_waiter *w, enum adm_verdict verdict, struct adm_client *client);
 };
 
@@ -65,12 +66,21 @@ void adm_close(admission_t *a, void (*on_closed)(void *data), void *data);
 /* ---- the token verdict */
 
 /* The cached verdict on a token hash ("\x" + 64 hex digits); GOOD sets
- * *client. A verdict is kept ADM_VERDICT_MS. */
-enum adm_verdict adm_verdict(admission_t *a, const char *token_hash, struct adm_client **client);
+ * *client and, when as_hash is not NULL, the hash the statements
+ * authenticate with (the token's own, or a JWT's client's). A verdict is
+ * kept ADM_VERDICT_MS, a JWT's no later than its exp. */
+enum adm_verdict adm_verdict(admission_t *a, const char *token_hash, struct adm_client **client,
+                             char as_hash[68]);
 /* Asks the database about a token not in the cache (one question per
  * token however many wait for it). false: too many unknown tokens are being
  * asked about, or no database connection is ready: refuse with 503. */
 bool adm_ask(admission_t *a, const char *token_hash, struct adm_waiter *w);
+/* The same for a JWT whose signature and claims were checked (oauth.c):
+ * token_hash is the JWT's, client the name it gave; the database is asked
+ * for that client's row (outbox.mcp_oauth_client), and the verdict is kept
+ * no later than cap_ms (uv_now's clock: the token's exp). */
+bool adm_ask_client(admission_t *a, const char *token_hash, const char *client, uint64_t cap_ms,
+                    struct adm_waiter *w);
 void adm_waiter_cancel(admission_t *a, struct adm_waiter *w);
 
 /* ---- budgets */

@@ -75,6 +75,7 @@
 #include "mcp/mcp_admission.h"
 #include "mcp/mcp_protocol.h"
 #include "mcp/mcp_stdio.h"
+#include "mcp/oauth.h"
 #include "version.h"
 
 #include <arpa/inet.h>
@@ -82,10 +83,12 @@
 #include <openssl/evp.h>
 #include <openssl/rand.h>
 #include <signal.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <time.h>
 
 #define MCP_RECHECK_MS 1000 /* the fallback look-up of every waiting call */
 #define MCP_LOOKUP_TIMEOUT_MS 10000
@@ -106,6 +109,8 @@ static const struct pg_statement statements[] = {
     /* The token alone, before a body is read (mcp_admission.c): a row
      * names the client, none is a stranger. */
     {"mcp_auth", "SELECT client FROM outbox.mcp_tool_keyed($1::bytea, '')"},
+    /* a JWT's client (oauth.c checked the token): its name, and the hash its statements use */
+    {"mcp_oauth_client", "SELECT client, token_hash FROM outbox.mcp_oauth_client($1)"},
     {"mcp_list_tools", "SELECT client, tool, title, description, input_schema::text, destructive, "
                        "key_source, argument_window_s FROM outbox.mcp_list_tools_keyed($1::bytea)"},
     {"mcp_tool", "SELECT client, tool, target, input_schema::text, key_source, argument_window_s "
@@ -133,6 +138,11 @@ struct mcp_slot {
     size_t charged;            /* the body being read, charged to client */
     size_t body_len;           /* its Content-Length, while the verdict is awaited */
     char token_hash[68];
+    char as_hash[68];                 /* what statements authenticate with (a JWT: its client's) */
+    struct oauth_waiter oauth_waiter; /* a JWT with an unknown kid waits for the JWKS */
+    char *jwt;                        /* that JWT's copy, while it waits */
+    size_t jwt_len;
+    bool is_jwt;
 };
 
 static const char *const refusal_names[REFUSAL_COUNT] = {
@@ -313,6 +323,15 @@ static void respond_error_code(struct mcp_call *call, int code, int http_status,
     mcp_respond_error(call, &err);
 }
 
+/* The WWW-Authenticate line of a 401 (or, error "insufficient_scope", a
+ * 403): with OAuth on, where its metadata is (oauth.c); without, the realm. */
+static const char *challenge(const struct mcp_server *s, const char *error, char *buf, size_t len)
+{
+    if (s->oauth)
+        return oauth_challenge(s->oauth, error, buf, len);
+    return "WWW-Authenticate: Bearer realm=\"outbox-relay-mcp\", error=\"invalid_token\"\r\n";
+}
+
 static void respond_unauthorized(struct mcp_call *call, const char *why)
 {
     mcp_refuse_count(call->s, REFUSED_AUTH, why);
@@ -321,9 +340,8 @@ static void respond_unauthorized(struct mcp_call *call, const char *why)
     int status = 401;
     char *json = mcp_error_json(call->req.id, &err);
     mcp_error_clear(&err);
-    respond_text(call, status,
-                 "WWW-Authenticate: Bearer realm=\"outbox-relay-mcp\", error=\"invalid_token\"\r\n",
-                 json);
+    char header[1024];
+    respond_text(call, status, challenge(call->s, NULL, header, sizeof(header)), json);
 }
 
 void mcp_log_call(struct mcp_call *call, const char *status)
@@ -1161,6 +1179,19 @@ static void write_metrics(struct mcp_server *s, struct strbuf *out)
         waiting++;
     metrics_gauge(out, "outbox_mcp_waiting_calls", "Calls waiting for their outcome.",
                   METRICS_NO_LABELS, waiting);
+    if (s->oauth) {
+        struct oauth_stats os;
+        oauth_stats(s->oauth, &os);
+        metrics_family(out, "outbox_mcp_oauth_jwks_fetches_total", METRICS_COUNTER,
+                       "Fetches of the OAuth issuer's JWKS (--mcp-oauth-jwks), by result.");
+        metrics_sample_uint(out, "outbox_mcp_oauth_jwks_fetches_total",
+                            METRICS_LABELS({"result", "ok"}), os.fetches_ok);
+        metrics_sample_uint(out, "outbox_mcp_oauth_jwks_fetches_total",
+                            METRICS_LABELS({"result", "failed"}), os.fetches_failed);
+        metrics_gauge(out, "outbox_mcp_oauth_keys",
+                      "Signature keys of the issuer's JWKS the front door holds.",
+                      METRICS_NO_LABELS, os.keys);
+    }
     int ready = 0;
     for (int i = 0; i < s->pg_count; i++)
         ready += pg_conn_ready(s->pg[i]);
@@ -1171,7 +1202,11 @@ static void write_metrics(struct mcp_server *s, struct strbuf *out)
 static void handle_plain(struct mcp_server *s, httpd_conn_t *conn,
                          const struct httpd_request *request, const char *path)
 {
-    if (!strcmp(path, "/healthz")) {
+    char *metadata = s->oauth ? oauth_metadata(s->oauth, path) : NULL;
+    if (metadata) { /* RFC 9728: where hosts find the authorization server */
+        httpd_respond_json(conn, 200, NULL, metadata);
+        free(metadata);
+    } else if (!strcmp(path, "/healthz")) {
         httpd_respond_json(conn, 200, NULL, "{\"status\":\"ok\"}");
     } else if (!strcmp(path, "/readyz")) {
         bool ready = next_connection(s) != NULL && !s->stopping;
@@ -1346,9 +1381,11 @@ static void slot_unauthorized(struct mcp_slot *slot, const char *why)
     mcp_refuse_count(slot->s, REFUSED_AUTH, why);
     char message[200];
     snprintf(message, sizeof(message), "Unauthorized: %s", why);
-    slot_refuse(slot, 401, MCP_INVALID_REQUEST,
-                "WWW-Authenticate: Bearer realm=\"outbox-relay-mcp\", error=\"invalid_token\"\r\n",
-                message);
+    char header[1024];
+    slot_refuse(
+        slot, 401, MCP_INVALID_REQUEST,
+        challenge(slot->s, slot->token_hash[0] ? "invalid_token" : NULL, header, sizeof(header)),
+        message);
 }
 
 const char *mcp_busy_message(enum adm_refusal refusal, int *status)
@@ -1409,6 +1446,12 @@ static bool slot_admit_body(struct mcp_slot *slot, struct adm_client *client, si
 static void slot_forget(struct mcp_slot *slot)
 {
     adm_waiter_cancel(slot->s->adm, &slot->waiter);
+    oauth_waiter_cancel(slot->s->oauth, &slot->oauth_waiter);
+    free(slot->jwt);
+    slot->jwt = NULL;
+    slot->jwt_len = 0;
+    slot->is_jwt = false;
+    slot->token_hash[0] = '\0';
     if (slot->client && slot->charged)
         adm_uncharge(slot->s->adm, slot->client, slot->charged);
     slot->client = NULL;
@@ -1421,16 +1464,89 @@ static void on_slot_verdict(struct adm_waiter *w, enum adm_verdict verdict,
     struct mcp_slot *slot =
         (struct mcp_slot *)(void *)((char *)w - offsetof(struct mcp_slot, waiter));
     if (verdict == ADM_GOOD) {
+        memcpy(slot->as_hash, w->as_hash, sizeof(slot->as_hash));
         if (slot_admit_body(slot, client, slot->body_len))
             httpd_conn_resume(slot->conn);
     } else if (verdict == ADM_BAD) {
-        slot_unauthorized(slot, "unknown token");
+        slot_unauthorized(slot, slot->is_jwt ? "no client of that name (outbox.mcp_clients)"
+                                             : "unknown token");
     } else {
         mcp_refuse_count(slot->s, REFUSED_BUSY, "the token could not be checked");
         slot_refuse(slot, 503, -32000, retry_after,
                     "Service unavailable: the database could not say whether this token is "
                     "known; try again");
     }
+}
+
+/* A refused JWT: its reason in the log (a line a second per reason; never
+ * the token), then 401, or 403 for a good token without the scope. */
+static void slot_jwt_refused(struct mcp_slot *slot, const struct jwt_result *r)
+{
+    struct mcp_server *s = slot->s;
+    struct oauth_log *l = NULL;
+    for (size_t i = 0; i < sizeof(s->oauth_log) / sizeof(s->oauth_log[0]); i++) {
+        if (s->oauth_log[i].reason == NULL)
+            s->oauth_log[i].reason = xstrdup(r->reason);
+        if (!strcmp(s->oauth_log[i].reason, r->reason)) {
+            l = &s->oauth_log[i];
+            break;
+        }
+    }
+    uint64_t suppressed = 0;
+    if (l == NULL || adm_rate_allow(s->adm, &l->rate, &suppressed))
+        log_event(LOG_INFO, "mcp_oauth_refused", "reason", json_string(r->reason), "suppressed",
+                  json_integer((json_int_t)suppressed), LOG_END);
+    if (r->status != JWT_SCOPE) {
+        char why[160];
+        snprintf(why, sizeof(why), "the access token was refused (%s)", r->reason);
+        slot_unauthorized(slot, why);
+        return;
+    }
+    mcp_refuse_count(s, REFUSED_AUTH, r->reason);
+    char header[1024];
+    slot_refuse(slot, 403, MCP_INVALID_REQUEST,
+                challenge(s, "insufficient_scope", header, sizeof(header)),
+                "Forbidden: the access token lacks the scope this server requires "
+                "(--mcp-oauth-scope)");
+}
+
+/* Checks the JWT the slot holds; true when the request must wait (for the
+ * JWKS or the database), false when it was answered or admitted. */
+static bool slot_check_jwt(struct mcp_slot *slot)
+{
+    struct mcp_server *s = slot->s;
+    struct jwt_result r;
+    bool waiting = false;
+    enum jwt_status status =
+        oauth_check(s->oauth, slot->jwt, slot->jwt_len, &r, &slot->oauth_waiter, &waiting);
+    if (waiting)
+        return true;
+    if (status != JWT_OK) {
+        slot_jwt_refused(slot, &r);
+        return false;
+    }
+    /* The verdict may be kept until the token's exp (with its leeway), never longer. */
+    int64_t left_s = r.exp + JWT_SKEW_S - (int64_t)time(NULL);
+    uint64_t cap = uv_now(&s->loop) + (left_s > 0 ? (uint64_t)left_s * 1000 : 0);
+    if (cap == 0)
+        cap = 1;
+    slot->waiter.on_verdict = on_slot_verdict;
+    if (!adm_ask_client(s->adm, slot->token_hash, r.client, cap, &slot->waiter)) {
+        mcp_refuse_count(s, REFUSED_BUSY, "too many unknown tokens");
+        slot_refuse(slot, 503, -32000, retry_after,
+                    "Service unavailable: the token's client cannot be looked up now (the "
+                    "database is not reachable, or too many unknown tokens are being checked); "
+                    "try again");
+        return false;
+    }
+    return slot->waiter.entry != NULL;
+}
+
+static void on_jwks_fetched(struct oauth_waiter *w)
+{
+    struct mcp_slot *slot =
+        (struct mcp_slot *)(void *)((char *)w - offsetof(struct mcp_slot, oauth_waiter));
+    slot_check_jwt(slot); /* answers, resumes (on_slot_verdict) or waits on the database */
 }
 
 static enum httpd_head_action on_head(void *data, httpd_conn_t *conn,
@@ -1464,18 +1580,30 @@ static enum httpd_head_action on_head(void *data, httpd_conn_t *conn,
         slot_unauthorized(slot, "an Authorization: Bearer token is required");
         return HTTPD_HEAD_READ;
     }
-    sha256_hex_bytea(auth->value + 7, auth->value_len - 7, slot->token_hash);
+    const char *token = auth->value + 7;
+    size_t token_len = auth->value_len - 7;
+    sha256_hex_bytea(token, token_len, slot->token_hash);
     slot->body_len = head->body_len;
+    slot->is_jwt = s->oauth && jwt_shaped(token, token_len);
     struct adm_client *client = NULL;
-    switch (adm_verdict(s->adm, slot->token_hash, &client)) {
-    case ADM_GOOD:
+    switch (adm_verdict(s->adm, slot->token_hash, &client, slot->as_hash)) {
+    case ADM_GOOD: /* a JWT's is kept no later than its exp */
         slot_admit_body(slot, client, head->body_len);
         return HTTPD_HEAD_READ;
     case ADM_BAD:
-        slot_unauthorized(slot, "unknown token");
+        slot_unauthorized(slot, slot->is_jwt ? "no client of that name (outbox.mcp_clients)"
+                                             : "unknown token");
         return HTTPD_HEAD_READ;
     case ADM_UNKNOWN:
         break;
+    }
+    if (slot->is_jwt) {
+        slot->jwt = xmalloc(token_len + 1);
+        memcpy(slot->jwt, token, token_len);
+        slot->jwt[token_len] = '\0';
+        slot->jwt_len = token_len;
+        slot->oauth_waiter.on_keys = on_jwks_fetched;
+        return slot_check_jwt(slot) ? HTTPD_HEAD_DEFER : HTTPD_HEAD_READ;
     }
     slot->waiter.on_verdict = on_slot_verdict;
     if (!adm_ask(s->adm, slot->token_hash, &slot->waiter)) {
@@ -1542,7 +1670,7 @@ static void handle_mcp(struct mcp_server *s, httpd_conn_t *conn,
     call->charged = slot->charged;
     slot->client = NULL;
     slot->charged = 0;
-    memcpy(call->token_hash, slot->token_hash, sizeof(call->token_hash));
+    memcpy(call->token_hash, slot->as_hash, sizeof(call->token_hash));
     enum adm_refusal refusal = adm_call_begin(s->adm, call->adm);
     if (refusal != ADM_OK) {
         respond_busy(call, refusal);
@@ -1807,6 +1935,13 @@ static void on_stdio_closed(void *data)
     s->open_handles--;
 }
 
+static void on_oauth_closed(void *data)
+{
+    struct mcp_server *s = data;
+    s->oauth = NULL;
+    s->open_handles--;
+}
+
 static void on_adm_closed(void *data)
 {
     struct mcp_server *s = data;
@@ -1854,6 +1989,8 @@ static void server_close(struct mcp_server *s)
         httpd_close(s->httpd, on_httpd_closed, s);
     for (int i = 0; i < s->pg_count; i++)
         pg_conn_close(s->pg[i], on_pg_closed, s);
+    if (s->oauth)
+        oauth_close(s->oauth, on_oauth_closed, s);
     adm_close(s->adm, on_adm_closed, s); /* last: the failed queries above free their calls */
     log_event(LOG_INFO, "mcp_stopped", LOG_END);
 }
@@ -1958,6 +2095,7 @@ int mcp_server_run(const struct config *cfg)
                                 .client_memory_bytes = (size_t)cfg->mcp_client_memory_bytes,
                                 .client_calls = cfg->mcp_client_calls};
     s->adm = adm_new(&s->loop, &limits, s->pg, s->pg_count);
+    s->oauth = oauth_new(&s->loop, cfg);
     struct httpd_hooks hooks = {.data = s,
                                 .on_head = on_head,
                                 .on_shed = on_shed,
@@ -1980,7 +2118,7 @@ int mcp_server_run(const struct config *cfg)
     uv_signal_init(&s->loop, &s->sigterm);
     uv_signal_init(&s->loop, &s->sigint);
     s->recheck.data = s->stop_timer.data = s->sigterm.data = s->sigint.data = s;
-    s->open_handles = 7; /* the admission's timer too */
+    s->open_handles = 7 + (s->oauth != NULL); /* the admission's timer too, and OAuth's */
     for (int i = 0; i < s->pg_count; i++) {
         struct pg_events events = {.name = i == 0 ? "mcp-listen" : "mcp",
                                    .data = s,
@@ -2044,6 +2182,8 @@ int mcp_server_run(const struct config *cfg)
     int exit_code = s->exit_code;
     free(s->pg);
     free(s->counts);
+    for (size_t i = 0; i < sizeof(s->oauth_log) / sizeof(s->oauth_log[0]); i++)
+        free((char *)s->oauth_log[i].reason);
     strbuf_free(&s->batch_keys);
     strbuf_free(&s->batch_tokens);
     free(s);

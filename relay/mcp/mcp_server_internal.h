@@ -17,6 +17,7 @@
 #include "mcp/mcp_admission.h"
 #include "mcp/mcp_protocol.h"
 #include "mcp/mcp_stdio.h"
+#include "mcp/oauth.h"
 
 #include <stdbool.h>
 #include <stddef.h>
@@ -119,6 +120,13 @@ struct mcp_server {
     char stdio_token_hash[68];
     char stdio_version[32]; /* the legacy version initialize negotiated ("": none yet) */
     uv_timer_t wait_timer;  /* stdio: the earliest end of a waiting call's wait */
+
+    /* OAuth (oauth.c); NULL when --mcp-oauth-issuer is not set */
+    oauth_t *oauth;
+    struct oauth_log {
+        const char *reason;
+        struct adm_rate rate;
+    } oauth_log[24]; /* a line a second per reason of a refused JWT */
 };
 
 /* Refusals by reason, for /metrics and the log. */

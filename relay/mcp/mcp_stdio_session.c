@@ -297,7 +297,7 @@ void stdio_session_verify(struct mcp_server *s)
     if (!s->stdio_mode || s->stdio_verified || s->stdio_asked || s->stopping)
         return;
     struct adm_client *client = NULL;
-    enum adm_verdict verdict = adm_verdict(s->adm, s->stdio_token_hash, &client);
+    enum adm_verdict verdict = adm_verdict(s->adm, s->stdio_token_hash, &client, NULL);
     if (verdict != ADM_UNKNOWN) {
         stdio_verdict(s, verdict, client);
         return;

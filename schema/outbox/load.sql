@@ -1,6 +1,6 @@
 -- schema/outbox/load.sql — the net schema of outbox-relay, one file per live
 -- object: what a database looks like after every migration up to and
--- including 0040_mcp_argument_keys.sql. `psql -f schema/outbox/load.sql` builds it (the files in
+-- including 0043_mcp_oauth_client.sql. `psql -f schema/outbox/load.sql` builds it (the files in
 -- an order that works); tests/sql/schema_equivalence.sh proves it builds the
 -- same schema as migrations/, tests/sql/schema_fresh_cluster.sh that it loads
 -- into a fresh cluster. Read it to learn the data model; build databases with
@@ -85,6 +85,7 @@ GRANT outbox_operator TO outbox_admin;
 \ir functions/mcp_list_tools_keyed.sql
 \ir functions/mcp_message.sql
 \ir functions/mcp_notify_settled.sql
+\ir functions/mcp_oauth_client.sql
 \ir functions/mcp_outcome.sql
 \ir functions/mcp_outcomes.sql
 \ir functions/mcp_payload_ok.sql

@@ -6,9 +6,10 @@
 --                       a client may not use refused; tasks: one per key
 --   mcp_task_cancel     only what was never sent
 --   the settle NOTIFY   an MCP intent that settles notifies outbox_mcp with its key
+--   mcp_oauth_client    (0043) an OAuth token's client: its name and hash; none for a stranger
 --   outbox_mcp          reaches exactly its functions, and no table
 BEGIN;
-SELECT plan(39);
+SELECT plan(41);
 
 INSERT INTO outbox.targets (name, url) VALUES ('t-refund', 'https://r.test/refund'), ('t-note', 'https://n.test/note');
 
@@ -132,12 +133,19 @@ SELECT is((SELECT tgenabled FROM pg_trigger WHERE tgname = 'intents_mcp_settled'
 SELECT matches(pg_get_triggerdef((SELECT oid FROM pg_trigger WHERE tgname = 'intents_mcp_settled')),
                'starts_with\(new\.key, ''mcp:''::text\)', 'it fires only for MCP intents');
 
+-- ---- 0043: the client an OAuth access token names ----------------------------------------
+SELECT results_eq($$SELECT client, token_hash FROM outbox.mcp_oauth_client('alpha')$$,
+                  $$VALUES ('alpha'::text, sha256(convert_to(repeat('a', 40), 'UTF8')))$$,
+                  'mcp_oauth_client: the named client and the hash its statements authenticate with');
+SELECT is((SELECT count(*)::int FROM outbox.mcp_oauth_client('nobody')), 0,
+          'mcp_oauth_client: no row for a name no client has');
+
 -- ---- outbox_mcp -------------------------------------------------------------------------
 SELECT is((SELECT string_agg(p.proname::text, ' ' ORDER BY p.proname::text COLLATE "C") FROM pg_proc p
              WHERE p.pronamespace = 'outbox'::regnamespace AND has_function_privilege('outbox_mcp', p.oid, 'EXECUTE')
                AND p.proname::text NOT IN ('canonical', 'fingerprint_doc', 'fingerprint', 'differing_fields',
                                            'visible_status', 'needs_approval', 'traceparent_of')),
-          'mcp_call mcp_call mcp_list_tools mcp_list_tools_keyed mcp_outcome mcp_outcomes mcp_outcomes mcp_task mcp_task_cancel mcp_tasks_list mcp_tool mcp_tool_keyed',
+          'mcp_call mcp_call mcp_list_tools mcp_list_tools_keyed mcp_oauth_client mcp_outcome mcp_outcomes mcp_outcomes mcp_task mcp_task_cancel mcp_tasks_list mcp_tool mcp_tool_keyed',
           'outbox_mcp reaches the front door''s functions only (not enqueue or outcome: no target but through a tool)');
 SELECT is((SELECT count(*)::int FROM pg_class c
             WHERE c.relnamespace = 'outbox'::regnamespace AND c.relkind IN ('r', 'v')

@@ -427,6 +427,51 @@ START_TEST(invalid_admin_listen)
 }
 END_TEST
 
+/* OAuth's options: together or not at all, a resource that is a URL, a JWKS
+ * over https (or plain http to a loopback address only). */
+START_TEST(oauth_options)
+{
+    char *no_jwks[] = {"--mcp-oauth-issuer", "https://auth.test", "--mcp-resource",
+                       "https://mcp.test/mcp"};
+    assert_error_names(ARGC(no_jwks), no_jwks, "--mcp-oauth-jwks", "OUTBOX_RELAY_MCP_OAUTH_JWKS");
+    char *no_resource[] = {"--mcp-oauth-issuer", "https://auth.test", "--mcp-oauth-jwks",
+                           "https://auth.test/jwks"};
+    assert_error_names(ARGC(no_resource), no_resource, "--mcp-resource",
+                       "OUTBOX_RELAY_MCP_RESOURCE");
+    char *no_issuer[] = {"--mcp-oauth-jwks", "https://auth.test/jwks"};
+    assert_error_names(ARGC(no_issuer), no_issuer, "--mcp-oauth-issuer",
+                       "OUTBOX_RELAY_MCP_OAUTH_ISSUER");
+    const char *bad_resources[] = {"mcp.test/mcp", "https://", "https://mcp.test/mcp?x=1"};
+    for (size_t i = 0; i < sizeof(bad_resources) / sizeof(bad_resources[0]); i++) {
+        char *argv[] = {"--mcp-oauth-issuer",     "https://auth.test", "--mcp-oauth-jwks",
+                        "https://auth.test/jwks", "--mcp-resource",    (char *)bad_resources[i]};
+        assert_error_names(ARGC(argv), argv, "--mcp-resource", "OUTBOX_RELAY_MCP_RESOURCE");
+    }
+    const char *bad_jwks[] = {"http://auth.test/jwks", "http://10.0.0.1/jwks",
+                              "http://127.0.0.1@evil.test/jwks", "ftp://127.0.0.1/jwks"};
+    for (size_t i = 0; i < sizeof(bad_jwks) / sizeof(bad_jwks[0]); i++) {
+        char *argv[] = {"--mcp-oauth-issuer",   "https://auth.test", "--mcp-resource",
+                        "https://mcp.test/mcp", "--mcp-oauth-jwks",  (char *)bad_jwks[i]};
+        assert_error_names(ARGC(argv), argv, "--mcp-oauth-jwks", "OUTBOX_RELAY_MCP_OAUTH_JWKS");
+    }
+    char *bad_scope[] = {
+        "--mcp-oauth-issuer", "https://auth.test",      "--mcp-resource",    "https://mcp.test/mcp",
+        "--mcp-oauth-jwks",   "https://auth.test/jwks", "--mcp-oauth-scope", "a\", b"};
+    assert_error_names(ARGC(bad_scope), bad_scope, "--mcp-oauth-scope",
+                       "OUTBOX_RELAY_MCP_OAUTH_SCOPE");
+    const char *good_jwks[] = {"https://auth.test/jwks", "http://127.0.0.1:8080/jwks",
+                               "http://localhost/jwks", "http://[::1]:9/jwks"};
+    for (size_t i = 0; i < sizeof(good_jwks) / sizeof(good_jwks[0]); i++) {
+        struct config cfg;
+        char *argv[] = {"--mcp-oauth-issuer",   "https://auth.test", "--mcp-resource",
+                        "https://mcp.test/mcp", "--mcp-oauth-jwks",  (char *)good_jwks[i]};
+        ck_assert_msg(load_captured(&cfg, ARGC(argv), argv) == CONFIG_OK, "%s: %s", good_jwks[i],
+                      captured);
+        config_free(&cfg);
+    }
+}
+END_TEST
+
 START_TEST(unknown_option)
 {
     char *argv[] = {"--nope"};
@@ -478,6 +523,7 @@ Suite *config_suite(void)
     tcase_add_test(tc, invalid_log_level);
     tcase_add_test(tc, invalid_bool_value);
     tcase_add_test(tc, invalid_admin_listen);
+    tcase_add_test(tc, oauth_options);
     tcase_add_test(tc, unknown_option);
     tcase_add_test(tc, missing_value);
     suite_add_tcase(s, tc);

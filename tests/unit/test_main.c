@@ -34,6 +34,7 @@ int main(void)
     srunner_add_suite(runner, json_text_suite());
     srunner_add_suite(runner, mcp_arguments_suite());
     srunner_add_suite(runner, json_schema_canonical_suite());
+    srunner_add_suite(runner, oauth_jwt_suite());
     srunner_run_all(runner, CK_NORMAL);
     int failed = srunner_ntests_failed(runner);
     srunner_free(runner);

@@ -33,5 +33,6 @@ Suite *mcp_admission_suite(void);
 Suite *json_text_suite(void);
 Suite *mcp_arguments_suite(void);
 Suite *json_schema_canonical_suite(void);
+Suite *oauth_jwt_suite(void);
 
 #endif
