@@ -419,12 +419,12 @@ START_TEST(role_prefix_values)
                          "acme-eu",
                          "ac me",
                          "acme\"",
-                         "axxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx"};
+                         "abbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb"};
     for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
         char *argv[] = {"--role-prefix", (char *)bad[i]};
         assert_error_names(ARGC(argv), argv, "--role-prefix", "OUTBOX_RELAY_ROLE_PREFIX");
     }
-    const char *good[] = {"", "acme", "t_42", "axxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx"};
+    const char *good[] = {"", "acme", "t_42", "abbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb"};
     for (size_t i = 0; i < sizeof(good) / sizeof(good[0]); i++) {
         struct config cfg;
         char *argv[] = {"--role-prefix", (char *)good[i]};
