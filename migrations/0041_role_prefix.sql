@@ -1,5 +1,7 @@
--- 0041: each database of a cluster can have roles of its own (issue 38, item 5).
+-- 0041: each database of a cluster can have roles of its own (issue 38, item 5),
+-- and every waiter is woken by the commit (issue 40, item 5; part 2 below).
 --
+-- 1. Role prefixes.
 -- Group roles are cluster-wide: a login granted outbox_app for one database's
 -- outbox could enqueue into the outbox of any other database of the same
 -- cluster. `outbox-relay migrate --role-prefix P`, on a database's first
@@ -68,3 +70,114 @@ COMMENT ON FUNCTION outbox.operator_session() IS
 REVOKE ALL ON outbox.installation FROM PUBLIC;
 REVOKE ALL ON FUNCTION outbox.role_name(text) FROM PUBLIC;
 GRANT SELECT ON outbox.installation TO outbox_operator;
+
+-- ---------------------------------------------------------------------------
+-- 2. Every waiter woken by the commit (issue 40, item 5). The admin port's
+--    GET /v1/intents/{key}?wait= saw outcomes recorded by other relays and
+--    by operators only at its once-a-second re-check. Now outbox.settle
+--    (every path that makes intents final: record, cancel, cancel_run,
+--    reject, resolve) NOTIFYs outbox_outcomes with the keys it settled, and
+--    an approval (awaiting_approval → pending, not final but a new status)
+--    with its key; relays LISTEN on their main connection and look the
+--    waited keys up again at once. Cost: one NOTIFY per settle call (a
+--    record batch is one), its keys read by primary key; nothing per
+--    claim. Locks: none on tables (settle replaced with the same signature;
+--    one trigger added to intents, which takes a SHARE ROW EXCLUSIVE lock
+--    for the instant of CREATE TRIGGER). Relays of 0.1.0 do not LISTEN
+--    and keep their re-check.
+
+CREATE OR REPLACE FUNCTION outbox.settle(p_ids bigint[], p_states outbox.intent_state[], p_groups text[])
+RETURNS void
+LANGUAGE plpgsql SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    moving text[];
+    ev     jsonb;
+    keys   text;
+    k      text;
+BEGIN
+    IF cardinality(p_ids) IS DISTINCT FROM cardinality(p_states)
+       OR cardinality(p_ids) IS DISTINCT FROM cardinality(p_groups) THEN
+        RAISE EXCEPTION 'outbox.settle: % ids, % states and % groups: one of each per intent',
+                        cardinality(p_ids), cardinality(p_states), cardinality(p_groups)
+            USING ERRCODE = '22023';
+    END IF;
+    IF EXISTS (SELECT 1 FROM unnest(p_states) AS s WHERE s IS NULL OR s NOT IN ('succeeded', 'failed', 'cancelled')) THEN
+        RAISE EXCEPTION 'outbox.settle: only succeeded, failed or cancelled is final, got %', p_states
+            USING ERRCODE = '22023';
+    END IF;
+
+    -- Events for people (outbox_events): a failed intent, from the outcome
+    -- that made it failed (the newest recorded row of its history); not when
+    -- that row is a person's resolution. Built before the groups move on, so
+    -- 'blocks' counts the group as it stood.
+    FOR ev IN
+        SELECT outbox.intent_event(i, a.class, a.http_status, a.error)
+          FROM unnest(p_ids, p_states) WITH ORDINALITY AS s(id, state, ord)
+          JOIN outbox.intents i ON i.id = s.id
+          CROSS JOIN LATERAL (SELECT h.class, h.http_status, h.error
+                                FROM outbox.attempts h
+                               WHERE h.intent_id = s.id AND h.recorded
+                               ORDER BY h.id DESC
+                               LIMIT 1) AS a
+         WHERE s.state = 'failed' AND a.class <> 'resolved'
+         ORDER BY s.ord
+    LOOP
+        PERFORM pg_notify('outbox_events', ev::text);
+        IF ev ? 'blocks' THEN
+            PERFORM pg_notify('outbox_events',
+                              jsonb_build_object('event', 'group_blocked', 'group', ev->>'ordering_key',
+                                                 'head', ev->>'key', 'blocks', ev->'blocks',
+                                                 'at', ev->>'at')::text);
+        END IF;
+    END LOOP;
+
+    -- Ordered delivery: the next intent of a group is due once this one
+    -- succeeded or was cancelled; a failed one keeps the group waiting.
+    SELECT array_agg(DISTINCT s.grp) INTO moving
+      FROM unnest(p_states, p_groups) AS s(state, grp)
+     WHERE s.grp IS NOT NULL AND s.state IN ('succeeded', 'cancelled');
+    IF moving IS NOT NULL THEN
+        PERFORM outbox.ordering_release(moving);
+    END IF;
+
+    -- Waiters (0041): the relays' admin ports hold ?wait= requests and
+    -- LISTEN outbox_outcomes; one NOTIFY per call names the keys, a JSON
+    -- array, or several when they do not fit in one payload.
+    SELECT string_agg(to_json(i.key)::text, ',') INTO keys
+      FROM outbox.intents i WHERE i.id = ANY (p_ids);
+    IF octet_length(keys) <= 7000 THEN
+        PERFORM pg_notify('outbox_outcomes', '[' || keys || ']');
+    ELSIF keys IS NOT NULL THEN
+        keys := NULL;
+        FOR k IN SELECT to_json(i.key)::text FROM outbox.intents i WHERE i.id = ANY (p_ids) LOOP
+            IF octet_length(keys) + octet_length(k) > 7000 THEN
+                PERFORM pg_notify('outbox_outcomes', '[' || keys || ']');
+                keys := NULL;
+            END IF;
+            keys := CASE WHEN keys IS NULL THEN k ELSE keys || ',' || k END;
+        END LOOP;
+        PERFORM pg_notify('outbox_outcomes', '[' || keys || ']');
+    END IF;
+END
+$$;
+COMMENT ON FUNCTION outbox.settle(bigint[], outbox.intent_state[], text[]) IS
+    'What follows an intent becoming final (succeeded, failed, cancelled), called once by each path that makes intents final, with their ids, new states and ordering groups: the events for people (intent_failed, group_blocked), the release of the groups that may move on, and the NOTIFY outbox_outcomes that wakes waiters (0041).';
+
+CREATE FUNCTION outbox.notify_approved() RETURNS trigger
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    PERFORM pg_notify('outbox_outcomes', '[' || to_json(NEW.key)::text || ']');
+    RETURN NULL;
+END
+$$;
+COMMENT ON FUNCTION outbox.notify_approved() IS
+    'Wakes the relays'' waiters on a key that left awaiting_approval (NOTIFY outbox_outcomes, 0041); final states are settle''s.';
+REVOKE ALL ON FUNCTION outbox.notify_approved() FROM PUBLIC;
+
+CREATE TRIGGER intents_notify_approved AFTER UPDATE OF state ON outbox.intents
+    FOR EACH ROW WHEN (OLD.state = 'awaiting_approval' AND NEW.state = 'pending')
+    EXECUTE FUNCTION outbox.notify_approved();

@@ -103,6 +103,7 @@ GRANT outbox_operator TO outbox_admin;
 \ir functions/needs_person.sql
 \ir functions/next_due_ms.sql
 \ir functions/note_decision.sql
+\ir functions/notify_approved.sql
 \ir functions/notify_circuit_change.sql
 \ir functions/notify_relays.sql
 \ir functions/notify_relays_row.sql
@@ -162,6 +163,7 @@ GRANT outbox_operator TO outbox_admin;
 \ir triggers/attempts_reference_update.sql
 \ir triggers/intents_delete_history.sql
 \ir triggers/intents_mcp_settled.sql
+\ir triggers/intents_notify_approved.sql
 \ir triggers/intents_notify_insert.sql
 \ir triggers/intents_notify_update.sql
 \ir triggers/intents_truncate_history.sql
