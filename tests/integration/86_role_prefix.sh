@@ -20,7 +20,9 @@
 #     prefix on the plain install, is refused with a message naming both;
 #   - a first install interrupted before 0041 (migrations up to 0039 with
 #     --role-prefix gamma) is finished with the prefix its grants show, and
-#     refused with another.
+#     refused with another;
+#   - under a prefix, a migration that grants to an outbox_* group role
+#     migrate does not know is refused, and nothing of it stays.
 . "$(dirname "$0")/../lib/itest.sh"
 itest_setup
 
@@ -155,6 +157,15 @@ is "$?:$out" "1:outbox-relay migrate: refusing to run: this database's outbox wa
 out=$(migrate "$C_URL")
 is "$?:$(psql -X -tA -d tenant_c -c "SELECT role_prefix FROM outbox.installation")" "0:gamma" \
     "migrate without the option finishes it and records gamma"
+
+# A migration that grants to an outbox_* group role migrate does not know.
+mkdir "$T/new"
+cp "$ITEST_ROOT"/migrations/0*.sql "$ITEST_ROOT/migrations/amended" "$T/new/"
+echo "CREATE ROLE outbox_reader NOLOGIN; GRANT SELECT ON outbox.intents TO outbox_reader;" >"$T/new/0999_reader.sql"
+"$RELAY_BIN" migrate --db "$C_URL" --migrations-dir "$T/new" >"$T/reader.out" 2>&1
+is "$?:$(grep -c "0999_reader.sql: giving its grants to the roles of prefix 'gamma' failed, nothing of it was applied: ERROR:  it grants to outbox_reader, a role that migrate does not know how to prefix" "$T/reader.out")" \
+    "1:1" "a migration granting to an unknown outbox_* role is refused under a prefix"
+is "$(sql "SELECT count(*) FROM pg_roles WHERE rolname = 'outbox_reader'")" 0 "and nothing of it stays"
 
 for n in a b; do
     kill -TERM "$(eval echo "\$RELAY_PID_$n")"
