@@ -9,7 +9,7 @@
 -- P_outbox_admin and P_outbox_mcp instead: migrate creates them, and after
 -- every migration file, in that file's transaction, moves each privilege the
 -- file granted to an outbox_* role in this database to the prefixed role
--- (relay/cli/migrate.c, move_grants). The migrations keep naming the plain
+-- (relay/cli/migrate.c, MOVE_GRANTS_SQL). The migrations keep naming the plain
 -- roles, so the released files apply unchanged.
 --
 -- This file records the prefix, which migrate passes in the transaction's
@@ -80,11 +80,13 @@ GRANT SELECT ON outbox.installation TO outbox_operator;
 --    an approval (awaiting_approval → pending, not final but a new status)
 --    with its key; relays LISTEN on their main connection and look the
 --    waited keys up again at once. Cost: one NOTIFY per settle call (a
---    record batch is one), its keys read by primary key; nothing per
---    claim. Locks: none on tables (settle replaced with the same signature;
---    one trigger added to intents, which takes a SHARE ROW EXCLUSIVE lock
---    for the instant of CREATE TRIGGER). Relays of 0.1.0 do not LISTEN
---    and keep their re-check.
+--    record batch is one), its keys read by primary key, about 1 us per
+--    settled intent (settle of 256 ids, 2,000 times, on a loaded machine:
+--    1.9-2.6 us per id against 1.2-1.6 without); nothing per claim.
+--    Locks: settle is replaced with the same signature; CREATE TRIGGER
+--    holds intents' SHARE ROW EXCLUSIVE lock for an instant (records and
+--    enqueues wait for it). Relays of 0.1.0 do not LISTEN and keep their
+--    re-check.
 
 CREATE OR REPLACE FUNCTION outbox.settle(p_ids bigint[], p_states outbox.intent_state[], p_groups text[])
 RETURNS void
