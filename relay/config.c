@@ -47,6 +47,10 @@ static const struct option_def options[] = {
         "directory of NNNN_*.sql files for migrate (default: the first of ../migrations, "
         "../../migrations and ../share/outbox-relay/migrations beside the binary, else "
         "/usr/share/outbox-relay/migrations)"),
+    OPT("role-prefix", OPT_STRING, role_prefix, "", 0, 0,
+        "migrate, first install only: this database's group roles are PREFIX_outbox_app, "
+        "PREFIX_outbox_relay, ... instead of outbox_app, ... (recorded; a later migrate may "
+        "repeat it, not change it); [a-z][a-z0-9_]*, at most 40 characters"),
     OPT("admin-listen", OPT_STRING, admin_listen, "127.0.0.1:9464", 0, 0,
         "host:port of the admin HTTP port (health, readiness, metrics, status API); empty = off"),
     OPT("admin-hosts", OPT_STRING, admin_hosts, "", 0, 0,
@@ -330,9 +334,29 @@ static enum config_result config_read_arguments(struct config *cfg, int argc, ch
     return CONFIG_OK;
 }
 
-/* The values whose check needs more than a range: the log level (applied
- * here), the admin port's address and --ca-file (readable at start). */
+/* A role prefix: a lower-case letter, then lower-case letters, digits and
+ * '_', at most 40 (the longest role, PREFIX_outbox_operator, stays within
+ * PostgreSQL's 63 bytes and needs no quoting); empty: none. */
+static bool config_role_prefix_valid(const char *prefix)
+{
+    size_t len = strlen(prefix);
+    if (len == 0)
+        return true;
+    if (len > 40 || prefix[0] < 'a' || prefix[0] > 'z')
+        return false;
+    for (size_t i = 1; i < len; i++) {
+        char c = prefix[i];
+        if (!((c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '_'))
+            return false;
+    }
+    return true;
+}
+
 static bool config_check_oauth(const struct config *cfg);
+
+/* The values whose check needs more than a range: the log level (applied
+ * here), the admin port's address, --ca-file (readable at start) and
+ * --role-prefix. */
 
 static bool config_check(const struct config *cfg)
 {
@@ -364,6 +388,14 @@ static bool config_check(const struct config *cfg)
     }
     if (!config_check_oauth(cfg))
         return false;
+    if (!config_role_prefix_valid(cfg->role_prefix)) {
+        fprintf(stderr,
+                "outbox-relay: invalid value '%s' for --role-prefix (OUTBOX_RELAY_ROLE_PREFIX): "
+                "expected a lower-case letter, then lower-case letters, digits or '_', at most "
+                "40 in all, e.g. acme\n",
+                cfg->role_prefix);
+        return false;
+    }
     struct sockaddr_storage mcp_address;
     const char *mcp_problem =
         is_blank(cfg->mcp_listen) ? "empty" : httpd_parse_listen(cfg->mcp_listen, &mcp_address);

@@ -16,6 +16,7 @@ struct config {
     char *db;                     /* libpq conninfo or URL; "" = libpq environment */
     char *relay_id;               /* lease owner name; default host:pid */
     char *migrations_dir;         /* for migrate */
+    char *role_prefix;            /* migrate: first install's role prefix; "" = none/recorded */
     char *admin_listen;           /* host:port of the admin HTTP port; "" = off */
     char *admin_token_file;       /* bearer token for the admin port's /metrics, /v1/; "" = none */
     char *admin_hosts;            /* more Host names the admin port answers (comma-separated) */

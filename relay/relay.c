@@ -958,7 +958,11 @@ static void on_record_db_ready(void *data)
 
 static void on_db_notify(void *data, const char *channel, const char *payload)
 {
-    relay_maybe_claim(data);
+    struct relay *r = data;
+    if (strcmp(channel, SQL_CHANNEL_OUTCOMES) == 0)
+        admin_outcomes_notified(r->admin, payload); /* wakes ?wait= requests */
+    else
+        relay_maybe_claim(r);
 }
 
 /* ---------------------------------------------------------------- shutdown */
@@ -1093,7 +1097,7 @@ static void relay_open_database(struct relay *r)
     const struct config *cfg = r->cfg;
     struct pg_events events = {
         .name = "main", .data = r, .on_ready = on_db_ready, .on_notify = on_db_notify};
-    r->pg = pg_conn_new(&r->loop, cfg->db, relay_statements, RELAY_STATEMENT_COUNT, SQL_CHANNEL,
+    r->pg = pg_conn_new(&r->loop, cfg->db, relay_statements, RELAY_STATEMENT_COUNT, SQL_CHANNELS,
                         cfg->connect_timeout_ms, cfg->reconnect_max_ms, events);
     struct pg_events record_events = {.name = "record", .data = r, .on_ready = on_record_db_ready};
     r->pg_rec = pg_conn_new(&r->loop, cfg->db, relay_statements, RELAY_STATEMENT_COUNT, NULL,

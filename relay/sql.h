@@ -15,7 +15,11 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+/* The main connection LISTENs to both (pg_conn_new's list): due intents
+ * (claim), and keys whose outcome changed (the admin port's waits; 0041). */
 #define SQL_CHANNEL "outbox_intents"
+#define SQL_CHANNEL_OUTCOMES "outbox_outcomes"
+#define SQL_CHANNELS SQL_CHANNEL "," SQL_CHANNEL_OUTCOMES
 
 /* $1 relay, $2 idle */
 #define STMT_HEARTBEAT "heartbeat"

@@ -42,14 +42,20 @@
  * NetworkPolicy (deploy/kubernetes/base/networkpolicy.yaml) keeps them out.
  *
  * LONG-POLLS
- * A held request (?wait=) is "parked" between lookups. Once a second, and at
- * once after admin_outcomes_changed(), every distinct key that has parked
- * requests is looked up again, once for all its waiters (struct
- * admin_recheck): so a wait sees outcomes recorded by other relays and by
- * operators (outbox.cancel, approve, resolve) within about a second, at a
- * cost of one query per key per second. A re-check that fails leaves the
- * waiters parked. When the wait ends, a last lookup decides the answer: it is
- * never older than the deadline.
+ * A held request (?wait=) is "parked" between lookups. Its key is looked up
+ * again, once for all its waiters (struct admin_recheck), when something
+ * says it may have changed: this relay recorded outcomes
+ * (admin_outcomes_changed), or the database NOTIFYed outbox_outcomes with
+ * the key at the commit of another relay's record or of an operator's
+ * approve, reject, resolve or cancel (admin_outcomes_notified; outbox.settle
+ * and the trigger intents_notify_approved, migration 0041). A NOTIFY is a
+ * hint, lost while the connection is down: once a second every parked key
+ * is looked up anyway (the fallback re-check). Each wake-up is counted by
+ * what sent it, and each wait by what ended it (/metrics), so a test tells
+ * a wait woken by the commit from one found by the fallback without a
+ * clock. A re-check that fails leaves the waiters parked. When the wait
+ * ends, a last lookup decides the answer: it is never older than the
+ * deadline.
  *
  * Lookups outlive connections: lookup_intent gets a small request object
  * that points at its connection (or, for a re-check, at the server). When
@@ -166,6 +172,22 @@ enum refusal {
 
 static const char *const refusal_names[REFUSAL_KINDS] = {"connections", "waits", "evicted"};
 
+/* What sent parked requests to look again (the first three) and what ended
+ * a wait: a re-check woken by one of those, the request's own first lookup,
+ * or its deadline (outbox_admin_wait_wakeups_total{by},
+ * outbox_admin_waits_total{ended_by}). */
+enum wake {
+    WAKE_NOTIFY,   /* NOTIFY outbox_outcomes named the key (or named none) */
+    WAKE_RECORD,   /* this relay recorded outcomes */
+    WAKE_RECHECK,  /* the once-a-second fallback */
+    WAKE_FIRST,    /* ended by the request's first lookup (already final) */
+    WAKE_DEADLINE, /* ended by the lookup at the deadline, or no answer in time */
+    WAKE_KINDS
+};
+#define WAKE_CAUSES (WAKE_RECHECK + 1)
+static const char *const wake_names[WAKE_KINDS] = {"notify", "record", "recheck", "first",
+                                                   "deadline"};
+
 struct admin_lookup;
 
 /* What the port keeps per connection (httpd_conn_data). */
@@ -195,7 +217,9 @@ struct admin_lookup {
 struct admin_recheck {
     admin_server_t *server;
     struct admin_recheck *prev, *next;
-    bool again; /* outcomes changed while it was running: look once more */
+    bool again;         /* outcomes changed while it was running: look once more */
+    enum wake by;       /* what sent it */
+    enum wake again_by; /* what asked for once more */
     char key[ADMIN_KEY_MAX_BYTES + 1];
 };
 
@@ -218,6 +242,8 @@ struct admin_server {
     bool token_required;
     unsigned char token_digest[32]; /* SHA-256 of the token */
     uint64_t refused_total[REFUSAL_KINDS];
+    uint64_t wakeups[WAKE_CAUSES];    /* parked requests sent to look again, by cause */
+    uint64_t waits_ended[WAKE_KINDS]; /* waits answered, by what ended them */
     uint64_t refused_logged_ms;
     bool refused_logged;
     void (*on_closed)(void *data);
@@ -438,12 +464,15 @@ static void wait_headers(const struct admin_conn *conn, const char *json_body, c
     }
 }
 
-/* The answer to a lookup: the wait (if any) is over. */
-static void conn_answer_lookup(struct admin_conn *conn, int status, const char *json_body)
+/* The answer to a lookup: the wait (if any) is over, ended by `by`. */
+static void conn_answer_lookup(struct admin_conn *conn, int status, const char *json_body,
+                               enum wake by)
 {
     conn_end_wait(conn);
     bool waited = conn->waited;
     conn->waited = false;
+    if (waited)
+        conn->server->waits_ended[by]++;
     if (status < 100 || status > 599)
         status = 500;
     if (json_body) {
@@ -485,7 +514,10 @@ static void admin_lookup_done(void *req, int status, const char *json_body)
     if (conn_wait_goes_on(conn, status, json_body))
         conn_park(conn);
     else
-        conn_answer_lookup(conn, status, json_body);
+        conn_answer_lookup(conn, status, json_body,
+                           conn->wait_until_ms && uv_now(conn->server->loop) >= conn->wait_until_ms
+                               ? WAKE_DEADLINE
+                               : WAKE_FIRST);
 }
 
 static void conn_lookup_timed_out(struct admin_conn *conn)
@@ -494,7 +526,8 @@ static void conn_lookup_timed_out(struct admin_conn *conn)
         conn->lookup->conn = NULL; /* done() will only free it */
         conn->lookup = NULL;
     }
-    conn_answer_lookup(conn, 503, "{\"error\":\"the outcome could not be read in time\"}");
+    conn_answer_lookup(conn, 503, "{\"error\":\"the outcome could not be read in time\"}",
+                       WAKE_DEADLINE);
 }
 
 static void conn_start_lookup(struct admin_conn *conn, uint64_t timeout_ms)
@@ -528,26 +561,47 @@ static void admin_recheck_done(void *req, int status, const char *json_body);
 
 /* A re-check of key for the requests parked on it, linked into s->rechecks
  * but not yet sent; NULL when one is already running (it is then told to
- * look once more, if outcomes changed) or out of memory. */
-static struct admin_recheck *server_new_recheck(admin_server_t *s, const char *key,
-                                                bool outcomes_changed)
+ * look once more, unless by is the fallback: its snapshot may predate the
+ * change) or out of memory. */
+static struct admin_recheck *server_new_recheck(admin_server_t *s, const char *key, enum wake by)
 {
     struct admin_recheck *running = server_find_recheck(s, key);
     if (running) {
-        running->again = running->again || outcomes_changed;
+        if (by != WAKE_RECHECK) {
+            running->again = true;
+            running->again_by = by;
+        }
         return NULL;
     }
     struct admin_recheck *rc = xcalloc(1, sizeof(*rc));
     rc->server = s;
+    rc->by = by;
     snprintf(rc->key, sizeof(rc->key), "%s", key);
     DLIST_PUSH_FRONT(s->rechecks, rc);
     return rc;
 }
 
-/* Looks up again every key with parked requests, once per key. The
+/* Whether keys (a JSON array of strings; NULL: any key) holds key. */
+static bool keys_hold(const json_t *keys, const char *key)
+{
+    if (keys == NULL)
+        return true;
+    size_t i;
+    const json_t *item;
+    json_array_foreach(keys, i, item)
+    {
+        const char *k = json_string_value(item);
+        if (k && strcmp(k, key) == 0)
+            return true;
+    }
+    return false;
+}
+
+/* Looks up again every key with parked requests (only those in keys, when
+ * not NULL), once per key, each request counted as woken by `by`. The
  * re-checks are created first and sent after: done() may run before
  * lookup_intent returns and answer (even close) connections. */
-static void server_recheck_waits(admin_server_t *s, bool outcomes_changed)
+static void server_recheck_waits(admin_server_t *s, enum wake by, const json_t *keys)
 {
     if (s->parked == 0 || s->hooks.lookup_intent == NULL)
         return;
@@ -556,9 +610,10 @@ static void server_recheck_waits(admin_server_t *s, bool outcomes_changed)
     for (httpd_conn_t *http = httpd_first_conn(s->httpd); http && count < s->parked;
          http = httpd_next_conn(http)) {
         struct admin_conn *conn = httpd_conn_data(http);
-        if (!conn->parked)
+        if (!conn->parked || !keys_hold(keys, conn->wait_key))
             continue;
-        struct admin_recheck *rc = server_new_recheck(s, conn->wait_key, outcomes_changed);
+        s->wakeups[by]++;
+        struct admin_recheck *rc = server_new_recheck(s, conn->wait_key, by);
         if (rc)
             batch[count++] = rc;
     }
@@ -579,6 +634,7 @@ static void admin_recheck_done(void *req, int status, const char *json_body)
     char key[ADMIN_KEY_MAX_BYTES + 1];
     snprintf(key, sizeof(key), "%s", rc->key);
     bool again = rc->again;
+    enum wake by = rc->by, again_by = rc->again_by;
     free(rc);
     /* A failed re-check changes nothing: the waiters stay parked, and the
      * last lookup at their deadline decides. */
@@ -590,12 +646,12 @@ static void admin_recheck_done(void *req, int status, const char *json_body)
         if (!conn->parked || strcmp(conn->wait_key, key) != 0)
             continue;
         if (answerable && !conn_wait_goes_on(conn, status, json_body))
-            conn_answer_lookup(conn, status, json_body);
+            conn_answer_lookup(conn, status, json_body, by);
         else
             parked_left = true;
     }
     if (again && parked_left) {
-        struct admin_recheck *more = server_new_recheck(s, key, false);
+        struct admin_recheck *more = server_new_recheck(s, key, again_by);
         if (more)
             s->hooks.lookup_intent(s->hooks.data, more->key, more, admin_recheck_done);
     }
@@ -608,14 +664,24 @@ static void on_recheck_timer(uv_timer_t *timer)
         uv_timer_stop(timer); /* conn_set_parked starts it again */
         return;
     }
-    server_recheck_waits(s, false);
+    server_recheck_waits(s, WAKE_RECHECK, NULL);
 }
 
 void admin_outcomes_changed(admin_server_t *s)
 {
     if (s == NULL || s->closing)
         return;
-    server_recheck_waits(s, true);
+    server_recheck_waits(s, WAKE_RECORD, NULL);
+}
+
+void admin_outcomes_notified(admin_server_t *s, const char *payload)
+{
+    if (s == NULL || s->closing || s->parked == 0)
+        return; /* the usual case: nothing waits, nothing to parse */
+    json_t *keys = json_loads(payload, 0, NULL);
+    /* Not a list of keys (a later schema, or none named): every key. */
+    server_recheck_waits(s, WAKE_NOTIFY, json_is_array(keys) ? keys : NULL);
+    json_decref(keys);
 }
 
 /* "?wait=30s", "wait=500ms", "wait=2" (seconds): the wait asked for, in ms
@@ -696,6 +762,19 @@ static void write_admin_metrics(admin_server_t *s, struct strbuf *out)
         metrics_sample_uint(out, "outbox_admin_refused_total",
                             METRICS_LABELS({"reason", refusal_names[kind]}),
                             s->refused_total[kind]);
+    metrics_family(out, "outbox_admin_wait_wakeups_total", METRICS_COUNTER,
+                   "Requests held by ?wait= sent to look their key up again, by what sent them: "
+                   "notify (the commit's NOTIFY outbox_outcomes), record (this relay recorded "
+                   "outcomes), recheck (the once-a-second fallback).");
+    for (int by = 0; by < WAKE_CAUSES; by++)
+        metrics_sample_uint(out, "outbox_admin_wait_wakeups_total",
+                            METRICS_LABELS({"by", wake_names[by]}), s->wakeups[by]);
+    metrics_family(out, "outbox_admin_waits_total", METRICS_COUNTER,
+                   "Requests with ?wait= answered, by what ended the wait: a look-up woken by "
+                   "notify, record or recheck; first (final at once); deadline.");
+    for (int by = 0; by < WAKE_KINDS; by++)
+        metrics_sample_uint(out, "outbox_admin_waits_total",
+                            METRICS_LABELS({"ended_by", wake_names[by]}), s->waits_ended[by]);
 }
 
 static void handle_metrics(struct admin_conn *conn)

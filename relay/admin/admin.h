@@ -110,6 +110,10 @@ admin_server_t *admin_start(uv_loop_t *loop, const char *listen, struct admin_ho
                             const struct admin_limits *limits, const char *token_file);
 /* The relay recorded outcomes: requests waiting with ?wait= look again. */
 void admin_outcomes_changed(admin_server_t *s);
+/* The database NOTIFYed outbox_outcomes (payload: a JSON array of the keys
+ * whose outcome changed): the requests waiting for those keys look again;
+ * for any other payload, every waiting request. Cheap when none waits. */
+void admin_outcomes_notified(admin_server_t *s, const char *payload);
 /* The bound port. */
 int admin_port(const admin_server_t *s);
 /* Closes the listener and every connection (an answer being written is cut

@@ -14,6 +14,20 @@
  * listed there with the checksum of its earlier text, and a database that
  * applied that text is accepted; a later migration brings both to the same
  * state. Any other difference is still refused.
+ *
+ * Role prefix (--role-prefix P, migrations/0041_role_prefix.sql): group roles
+ * are cluster-wide, so two databases of one cluster would share outbox_app
+ * and its logins. With a prefix, each migration file still grants to the
+ * plain names it was written with (released files never change), and in
+ * the same transaction, before its checksum is recorded, MOVE_GRANTS_SQL
+ * moves every privilege those roles hold in this database to
+ * P_outbox_app, P_outbox_relay, ... (created here when missing), and
+ * refuses a file that granted to an outbox_* group role it does not know.
+ * The catalog, not the text, is rewritten: no substitution can touch a
+ * NOTIFY channel or a comment that happens to spell a role's name. The
+ * prefix is taken on the first install only; 0041 records it (the
+ * transaction's setting outbox.role_prefix), and a later migrate that asks
+ * for another is refused before anything is applied.
  */
 #include "cli/migrate.h"
 
@@ -32,6 +46,103 @@
 
 /* Any constant; the same for every migrate of every version. */
 #define MIGRATE_LOCK_KEY "7364202021"
+
+/* The group roles the migrations create (0005, 0022), which a prefix
+ * renames; a file that grants to another outbox_* group role is refused
+ * under a prefix until it is added here (and to the docs). */
+#define PREFIXED_ROLES "ARRAY['app', 'relay', 'operator', 'admin', 'mcp']"
+
+/* Run after each file when the prefix (the setting outbox.role_prefix) is
+ * not empty: the prefixed roles exist, have the memberships the plain ones
+ * have among themselves (operator in admin), and hold every privilege that
+ * the plain ones held on the objects of the schemas outbox and outbox_meta,
+ * where the plain ones then hold none. What a DBA granted elsewhere in the
+ * database is left alone. */
+static const char MOVE_GRANTS_SQL[] =
+    "DO $move$\n"
+    "DECLARE\n"
+    "    prefix text := current_setting('outbox.role_prefix');\n"
+    "    roles  text[] := " PREFIXED_ROLES ";\n"
+    "    ours   oid[] := ARRAY(SELECT oid FROM pg_namespace\n"
+    "                          WHERE nspname IN ('outbox', 'outbox_meta'));\n"
+    "    r text; plain oid; mine text; o record; privilege text; unknown text;\n"
+    "BEGIN\n"
+    "    FOREACH r IN ARRAY roles LOOP\n"
+    "        mine := prefix || '_outbox_' || r;\n"
+    "        IF NOT EXISTS (SELECT 1 FROM pg_roles WHERE rolname = mine) THEN\n"
+    "            EXECUTE format('CREATE ROLE %I NOLOGIN', mine);\n"
+    "        END IF;\n"
+    "    END LOOP;\n"
+    "    FOR o IN SELECT substr(g.rolname, 8) AS grp, substr(m.rolname, 8) AS mem\n"
+    "               FROM pg_auth_members am JOIN pg_roles g ON g.oid = am.roleid\n"
+    "               JOIN pg_roles m ON m.oid = am.member\n"
+    "              WHERE g.rolname IN (SELECT 'outbox_' || x FROM unnest(roles) x)\n"
+    "                AND m.rolname IN (SELECT 'outbox_' || x FROM unnest(roles) x) LOOP\n"
+    "        IF NOT pg_has_role(prefix || '_outbox_' || o.mem, prefix || '_outbox_' || o.grp,\n"
+    "                           'MEMBER') THEN\n"
+    "            EXECUTE format('GRANT %I TO %I', prefix || '_outbox_' || o.grp,\n"
+    "                           prefix || '_outbox_' || o.mem);\n"
+    "        END IF;\n"
+    "    END LOOP;\n"
+    "    FOREACH r IN ARRAY roles LOOP\n"
+    "        SELECT oid INTO plain FROM pg_roles WHERE rolname = 'outbox_' || r;\n"
+    "        CONTINUE WHEN plain IS NULL;\n"
+    "        mine := prefix || '_outbox_' || r;\n"
+    "        FOR o IN\n"
+    "            SELECT format('SCHEMA %I', n.nspname) AS obj, NULL::name AS col,\n"
+    "                   a.privilege_type AS priv, a.is_grantable AS grantable\n"
+    "              FROM pg_namespace n, aclexplode(n.nspacl) a\n"
+    "             WHERE a.grantee = plain AND n.oid = ANY (ours)\n"
+    "            UNION ALL\n"
+    "            SELECT CASE c.relkind WHEN 'S' THEN 'SEQUENCE ' ELSE 'TABLE ' END\n"
+    "                   || c.oid::regclass, NULL, a.privilege_type, a.is_grantable\n"
+    "              FROM pg_class c, aclexplode(c.relacl) a\n"
+    "             WHERE a.grantee = plain AND c.relnamespace = ANY (ours)\n"
+    "            UNION ALL\n"
+    "            SELECT 'TABLE ' || c.oid::regclass, t.attname, a.privilege_type, a.is_grantable\n"
+    "              FROM pg_attribute t JOIN pg_class c ON c.oid = t.attrelid,\n"
+    "                   aclexplode(t.attacl) a\n"
+    "             WHERE a.grantee = plain AND NOT t.attisdropped\n"
+    "               AND c.relnamespace = ANY (ours)\n"
+    "            UNION ALL\n"
+    "            SELECT CASE p.prokind WHEN 'p' THEN 'PROCEDURE ' ELSE 'FUNCTION ' END\n"
+    "                   || p.oid::regprocedure, NULL, a.privilege_type, a.is_grantable\n"
+    "              FROM pg_proc p, aclexplode(p.proacl) a\n"
+    "             WHERE a.grantee = plain AND p.pronamespace = ANY (ours)\n"
+    "            UNION ALL\n"
+    "            SELECT 'TYPE ' || t.oid::regtype, NULL, a.privilege_type, a.is_grantable\n"
+    "              FROM pg_type t, aclexplode(t.typacl) a\n"
+    "             WHERE a.grantee = plain AND t.typnamespace = ANY (ours)\n"
+    "        LOOP\n"
+    "            privilege := o.priv || CASE WHEN o.col IS NULL THEN ''\n"
+    "                                        ELSE format(' (%I)', o.col) END;\n"
+    "            EXECUTE format('GRANT %s ON %s TO %I%s', privilege, o.obj, mine,\n"
+    "                           CASE WHEN o.grantable THEN ' WITH GRANT OPTION' ELSE '' END);\n"
+    "            EXECUTE format('REVOKE %s ON %s FROM %I CASCADE', privilege, o.obj,\n"
+    "                           'outbox_' || r);\n"
+    "        END LOOP;\n"
+    "    END LOOP;\n"
+    "    SELECT string_agg(DISTINCT g.rolname, ', ') INTO unknown FROM (\n"
+    "        SELECT a.grantee FROM pg_namespace n, aclexplode(n.nspacl) a\n"
+    "         WHERE a.grantee <> n.nspowner AND n.oid = ANY (ours)\n"
+    "        UNION ALL SELECT a.grantee FROM pg_class c, aclexplode(c.relacl) a\n"
+    "         WHERE a.grantee <> c.relowner AND c.relnamespace = ANY (ours)\n"
+    "        UNION ALL SELECT a.grantee FROM pg_attribute t\n"
+    "          JOIN pg_class c ON c.oid = t.attrelid, aclexplode(t.attacl) a\n"
+    "         WHERE c.relnamespace = ANY (ours)\n"
+    "        UNION ALL SELECT a.grantee FROM pg_proc p, aclexplode(p.proacl) a\n"
+    "         WHERE a.grantee <> p.proowner AND p.pronamespace = ANY (ours)\n"
+    "        UNION ALL SELECT a.grantee FROM pg_type t, aclexplode(t.typacl) a\n"
+    "         WHERE a.grantee <> t.typowner AND t.typnamespace = ANY (ours)\n"
+    "    ) acl JOIN pg_roles g ON g.oid = acl.grantee\n"
+    "     WHERE g.rolname LIKE 'outbox\\_%' AND NOT g.rolcanlogin\n"
+    "       AND NOT starts_with(g.rolname, prefix || '_outbox_');\n"
+    "    IF unknown IS NOT NULL THEN\n"
+    "        RAISE EXCEPTION 'it grants to %, a role that migrate does not know how to prefix '\n"
+    "                        '(relay/cli/migrate.c, PREFIXED_ROLES)', unknown;\n"
+    "    END IF;\n"
+    "END\n"
+    "$move$";
 
 struct migration_file {
     char name[256];
@@ -252,19 +363,40 @@ static bool check_applied(PGconn *conn, const struct migration_file *files, size
 }
 
 /* One file in one transaction, recorded with its checksum: all of it or
- * nothing. */
-static bool apply_one(PGconn *conn, const struct migration_file *file)
+ * nothing. Under a role prefix, its grants move to the prefixed roles in the
+ * same transaction (MOVE_GRANTS_SQL). */
+static bool apply_one(PGconn *conn, const struct migration_file *file, const char *prefix)
 {
     if (!exec_ok(conn, "BEGIN", "BEGIN"))
         return false;
-    PGresult *r = PQexec(conn, file->sql);
+    const char *setting[1] = {prefix};
+    PGresult *r = PQexecParams(conn, "SELECT set_config('outbox.role_prefix', $1, true)", 1, NULL,
+                               setting, NULL, NULL, 0);
     ExecStatusType st = PQresultStatus(r);
     PQclear(r);
+    if (st == PGRES_TUPLES_OK) {
+        r = PQexec(conn, file->sql);
+        st = PQresultStatus(r);
+        PQclear(r);
+    }
     if (st != PGRES_COMMAND_OK && st != PGRES_TUPLES_OK && st != PGRES_EMPTY_QUERY) {
         fprintf(stderr, "outbox-relay migrate: %s failed, nothing of it was applied: %s",
                 file->name, PQerrorMessage(conn));
         exec_ok(conn, "ROLLBACK", "ROLLBACK");
         return false;
+    }
+    if (*prefix != '\0') {
+        r = PQexec(conn, MOVE_GRANTS_SQL);
+        st = PQresultStatus(r);
+        PQclear(r);
+        if (st != PGRES_COMMAND_OK) {
+            fprintf(stderr,
+                    "outbox-relay migrate: %s: giving its grants to the roles of prefix '%s' "
+                    "failed, nothing of it was applied: %s",
+                    file->name, prefix, PQerrorMessage(conn));
+            exec_ok(conn, "ROLLBACK", "ROLLBACK");
+            return false;
+        }
     }
     const char *params[2] = {file->name, file->checksum};
     r = PQexecParams(conn, "INSERT INTO outbox_meta.migrations (name, checksum) VALUES ($1, $2)", 2,
@@ -282,8 +414,78 @@ static bool apply_one(PGconn *conn, const struct migration_file *file)
     return true;
 }
 
+/* A single value of a query without parameters into out; false (said why)
+ * on an error. *found is false when it returned no row. */
+static bool query_value(PGconn *conn, const char *sql, char *out, size_t size, bool *found)
+{
+    PGresult *res = PQexec(conn, sql);
+    bool ok = PQresultStatus(res) == PGRES_TUPLES_OK;
+    if (!ok)
+        fprintf(stderr, "outbox-relay migrate: reading the role prefix failed: %s",
+                PQerrorMessage(conn));
+    *found = ok && PQntuples(res) > 0 && !PQgetisnull(res, 0, 0);
+    if (*found)
+        snprintf(out, size, "%s", PQgetvalue(res, 0, 0));
+    PQclear(res);
+    return ok;
+}
+
+/* The prefix this database's roles have: what 0041 recorded; before 0041,
+ * what the grants say (the role that holds USAGE on the schema outbox and
+ * is named ..outbox_app); not found on a database with nothing installed. */
+static bool installed_prefix(PGconn *conn, char *out, size_t size, bool *found)
+{
+    bool recorded = false;
+    char flag[8];
+    if (!query_value(conn, "SELECT 1 WHERE to_regclass('outbox.installation') IS NOT NULL", flag,
+                     sizeof(flag), &recorded))
+        return false;
+    if (recorded)
+        return query_value(conn, "SELECT role_prefix FROM outbox.installation", out, size, found);
+    return query_value(conn,
+                       "SELECT CASE WHEN r.rolname = 'outbox_app' THEN ''"
+                       "            ELSE left(r.rolname, -length('_outbox_app')) END"
+                       "  FROM pg_namespace n CROSS JOIN LATERAL aclexplode(n.nspacl) a"
+                       "  JOIN pg_roles r ON r.oid = a.grantee"
+                       " WHERE n.nspname = 'outbox' AND r.rolname LIKE '%outbox\\_app'"
+                       " ORDER BY r.rolname = 'outbox_app' DESC, r.rolname LIMIT 1",
+                       out, size, found);
+}
+
+/* The prefix to migrate with: the installed one, which --role-prefix may
+ * repeat but not change; on a first install, --role-prefix's. */
+static bool choose_prefix(PGconn *conn, const struct config *cfg, char *out, size_t size)
+{
+    const char *asked = cfg->role_prefix ? cfg->role_prefix : "";
+    bool found = false;
+    if (!installed_prefix(conn, out, size, &found))
+        return false;
+    if (!found) {
+        snprintf(out, size, "%s", asked);
+        return true;
+    }
+    if (*asked != '\0' && strcmp(asked, out) != 0) {
+        if (*out == '\0')
+            fprintf(stderr,
+                    "outbox-relay migrate: refusing to run: this database's outbox was "
+                    "installed without a role prefix (its roles are outbox_app, outbox_relay, "
+                    "...); --role-prefix '%s' is taken on a first install only\n",
+                    asked);
+        else
+            fprintf(stderr,
+                    "outbox-relay migrate: refusing to run: this database's outbox was "
+                    "installed with role prefix '%s' (its roles are %s_outbox_app, "
+                    "%s_outbox_relay, ...), not '%s'; a prefix is taken on a first install "
+                    "only\n",
+                    out, out, out, asked);
+        return false;
+    }
+    return true;
+}
+
 static int apply_pending(PGconn *conn, struct migration_file *files, size_t count,
-                         const struct amended_text *amended, size_t amended_count)
+                         const struct amended_text *amended, size_t amended_count,
+                         const char *prefix)
 {
     bool *applied = xcalloc(count + 1, sizeof(bool));
     int rc = check_applied(conn, files, count, amended, amended_count, applied) ? 0 : 1;
@@ -291,7 +493,7 @@ static int apply_pending(PGconn *conn, struct migration_file *files, size_t coun
     for (size_t i = 0; i < count && rc == 0; i++) {
         if (applied[i])
             continue;
-        if (!apply_one(conn, &files[i]))
+        if (!apply_one(conn, &files[i], prefix))
             rc = 1;
         else
             newly_applied++;
@@ -329,6 +531,7 @@ int migrate_run(const struct config *cfg)
     struct amended_text *amended = NULL;
     size_t amended_count = rc == 0 ? load_amended(dir, &amended) : 0;
     PGconn *conn = NULL;
+    char prefix[64] = "";
     if (rc == 0) {
         conn = PQconnectdb(cfg->db ? cfg->db : "");
         if (PQstatus(conn) != CONNECTION_OK) {
@@ -347,8 +550,10 @@ int migrate_run(const struct config *cfg)
                      " applied_at timestamptz NOT NULL DEFAULT now())",
                      "creating outbox_meta.migrations"))
             rc = -1;
+        else if (!choose_prefix(conn, cfg, prefix, sizeof(prefix)))
+            rc = -1;
         else
-            rc = apply_pending(conn, files, count, amended, amended_count);
+            rc = apply_pending(conn, files, count, amended, amended_count, prefix);
         /* The lock goes with the session; unlock explicitly all the same. */
         exec_ok(conn, "SELECT pg_advisory_unlock_all()", "unlocking");
     }

@@ -33,6 +33,7 @@
  * in its close callback.
  */
 #include "lib/pg.h"
+#include "lib/strbuf.h"
 #include "lib/xalloc.h"
 
 #include "lib/log.h"
@@ -554,9 +555,16 @@ pg_conn_t *pg_conn_new(uv_loop_t *loop, const char *conninfo, const struct pg_st
     pg->statements = statements;
     pg->statement_count = statement_count;
     if (listen_channel) {
-        size_t len = strlen(listen_channel) + 16;
-        pg->listen_sql = xmalloc(len);
-        snprintf(pg->listen_sql, len, "LISTEN \"%s\"", listen_channel);
+        /* "a,b" → LISTEN "a"; LISTEN "b" (one round trip) */
+        struct strbuf sql;
+        strbuf_init(&sql);
+        for (const char *p = listen_channel; *p;) {
+            size_t n = strcspn(p, ",");
+            strbuf_printf(&sql, "%sLISTEN \"%.*s\"", sql.len ? "; " : "", (int)n, p);
+            p += n + (p[n] == ',');
+        }
+        pg->listen_sql = strbuf_steal(&sql);
+        strbuf_free(&sql);
     }
     pg->connect_timeout_ms = connect_timeout_ms;
     pg->reconnect_max_ms = reconnect_max_ms;

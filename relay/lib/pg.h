@@ -3,9 +3,9 @@
  *
  * Owns: the PGconn, its uv_poll_t, the connect deadline and reconnect
  * back-off timer, a FIFO of queries (one on the wire at a time), LISTEN on
- * one channel and the prepared statements, re-established after every
- * reconnect. It never blocks the loop (libpq in non-blocking mode; only a
- * host name in the connection string is resolved synchronously by libpq).
+ * its channels (listen_channel: "a" or "a,b") and the prepared statements, re-established after
+ * every reconnect. It never blocks the loop (libpq in non-blocking mode; only a host name in the
+ * connection string is resolved synchronously by libpq).
  *
  * Contract of pg_query(): the callback runs exactly once, with the result
  * (status TUPLES_OK or COMMAND_OK) or with an error text (SQL error, or the

@@ -39,6 +39,7 @@ GRANT outbox_operator TO outbox_admin;
 \ir tables/target_state.sql
 \ir tables/targets.sql
 \ir tables/attempts.sql
+\ir tables/installation.sql
 \ir tables/isolated_logins.sql
 \ir tables/mcp_argument_keys.sql
 \ir tables/mcp_clients.sql
@@ -108,6 +109,7 @@ GRANT outbox_operator TO outbox_admin;
 \ir functions/needs_person.sql
 \ir functions/next_due_ms.sql
 \ir functions/note_decision.sql
+\ir functions/notify_approved.sql
 \ir functions/notify_circuit_change.sql
 \ir functions/notify_relays.sql
 \ir functions/notify_relays_row.sql
@@ -146,6 +148,7 @@ GRANT outbox_operator TO outbox_admin;
 \ir functions/resolve.sql
 \ir functions/retries_due_now.sql
 \ir functions/retry_now.sql
+\ir functions/role_name.sql
 \ir functions/rule_text.sql
 \ir functions/settle.sql
 \ir functions/take_over.sql
@@ -166,6 +169,7 @@ GRANT outbox_operator TO outbox_admin;
 \ir triggers/attempts_reference_update.sql
 \ir triggers/intents_delete_history.sql
 \ir triggers/intents_mcp_settled.sql
+\ir triggers/intents_notify_approved.sql
 \ir triggers/intents_notify_insert.sql
 \ir triggers/intents_notify_update.sql
 \ir triggers/intents_truncate_history.sql

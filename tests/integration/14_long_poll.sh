@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # GET /v1/intents/{key}?wait=…: held until the outcome is final, woken by the
-# relay's own recording, by the periodic re-check for an outcome recorded
-# elsewhere (an operator's outbox.cancel), and answered when the wait ends
-# with the outcome as it is then, not as it was when last looked at.
+# relay's own recording, by the NOTIFY of an outcome recorded elsewhere (an
+# operator's outbox.cancel; tests/integration/89_admin_wait_notify.sh counts
+# which wake-up ended each wait), and answered when the wait ends with the
+# outcome as it is then, not as it was when last looked at.
 # No duration is asserted: "answered before the wait ended" is a wait of 60 s
 # (the most ?wait= allows) that curl gives up on after 30 s (a bound that only
 # keeps the scenario from hanging), and "read at the deadline" is the order of
@@ -35,7 +36,7 @@ echo "# $body"
 ok "when the wait ends: 200 with the current status" grep -q '"status":"pending".* 200$' <<<"$body"
 
 # Cancelled by an operator during a 60 s wait: no delivery of this relay
-# wakes the wait, the periodic re-check does.
+# wakes the wait, the cancel's NOTIFY (or the periodic re-check) does.
 sql "INSERT INTO outbox.intents (key, target, payload, fingerprint) VALUES ('lp:cancel', 'paused', '{}', '')" >/dev/null
 curl -s -m 30 -w ' %{http_code}' "$base/lp:cancel?wait=60s" >"$T/cancel.out" &
 poll=$!
@@ -47,16 +48,18 @@ echo "# $body"
 ok "a wait ends with an operator's cancel, before its 60 s deadline" grep -q '"status":"cancelled".* 200$' <<<"$body"
 
 # Cancelled shortly before the wait ends: the answer is read at the deadline,
-# not the last outcome seen before it. Judged only when the cancel committed
-# while the request was still held (its curl still running afterwards); a
-# slow machine whose cancel came after the answer tries another key (up to 5).
+# not the last outcome seen before it. The row is changed by a plain UPDATE,
+# which sends no NOTIFY (outbox.cancel's would wake the wait at once), so
+# only the re-check or the lookup at the deadline can see it. Judged only
+# when it committed while the request was still held (its curl still running
+# afterwards); a slow machine tries another key (up to 5).
 judged=0
 for i in 1 2 3 4 5; do
     sql "INSERT INTO outbox.intents (key, target, payload, fingerprint) VALUES ('lp:late$i', 'paused', '{}', '')" >/dev/null
     curl -s -w ' %{http_code}' "$base/lp:late$i?wait=1500ms" >"$T/late.out" &
     poll=$!
     sleep 1.1
-    sql "SELECT outbox.cancel('lp:late$i', 'x')" >/dev/null
+    sql "UPDATE outbox.intents SET state = 'cancelled' WHERE key = 'lp:late$i'" >/dev/null
     held=no
     kill -0 "$poll" 2>/dev/null && held=yes
     wait "$poll"

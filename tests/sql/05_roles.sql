@@ -6,7 +6,7 @@
 -- Each role is exercised with SET ROLE, then the full grant matrix is pinned,
 -- so a new grant (or PUBLIC's default EXECUTE on a new function) shows up here.
 BEGIN;
-SELECT plan(63);
+SELECT plan(65);
 
 INSERT INTO outbox.targets (name, url, secret_env) VALUES ('t1', 'https://t1.test/hook', 'OUTBOX_SECRET_T1_SIGNING');
 INSERT INTO outbox.targets (name, url, approval_rule) VALUES ('appr', 'https://appr.test/hook', '$.amount > 100000');
@@ -211,8 +211,13 @@ SELECT set_eq(
              ('outbox_operator', 'approvals', 'SELECT'), ('outbox_admin', 'approvals', 'SELECT'),
              ('outbox_operator', 'isolated_logins', 'SELECT'), ('outbox_admin', 'isolated_logins', 'SELECT'),
              ('outbox_admin', 'isolated_logins', 'INSERT'), ('outbox_admin', 'isolated_logins', 'UPDATE'),
-             ('outbox_admin', 'isolated_logins', 'DELETE')$$,
+             ('outbox_admin', 'isolated_logins', 'DELETE'),
+             ('outbox_operator', 'installation', 'SELECT'), ('outbox_admin', 'installation', 'SELECT')$$,
     'table matrix: the app has no table rights; relay reads targets and target_state; operator reads; admin also edits targets');
+-- Installed without a role prefix (0041): the plain names, recorded as ''.
+SELECT is((SELECT role_prefix FROM outbox.installation), '', 'installed without a role prefix: recorded as empty');
+SELECT is(ARRAY[outbox.role_name('app'), outbox.role_name('operator'), outbox.role_name('relay')],
+          ARRAY['outbox_app', 'outbox_operator', 'outbox_relay'], 'outbox.role_name gives the plain names');
 SELECT set_eq(
     $$SELECT r.rolname::text FROM pg_roles r
        WHERE r.rolname IN ('outbox_app', 'outbox_relay', 'outbox_operator', 'outbox_admin')

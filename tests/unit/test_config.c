@@ -104,6 +104,7 @@ START_TEST(defaults)
     ck_assert_str_eq(cfg.log_level, "info");
     ck_assert_str_eq(cfg.db, "");
     ck_assert_str_eq(cfg.migrations_dir, "");
+    ck_assert_str_eq(cfg.role_prefix, ""); /* plain role names */
 
     /* relay id defaults to hostname:pid */
     ck_assert_ptr_nonnull(cfg.relay_id);
@@ -472,6 +473,32 @@ START_TEST(oauth_options)
 }
 END_TEST
 
+/* --role-prefix: names roles PREFIX_outbox_app, ...: a lower-case letter,
+ * then [a-z0-9_], at most 40; empty is none. */
+START_TEST(role_prefix_values)
+{
+    const char *bad[] = {"Acme",
+                         "1acme",
+                         "_acme",
+                         "acme-eu",
+                         "ac me",
+                         "acme\"",
+                         "abbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb"};
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        char *argv[] = {"--role-prefix", (char *)bad[i]};
+        assert_error_names(ARGC(argv), argv, "--role-prefix", "OUTBOX_RELAY_ROLE_PREFIX");
+    }
+    const char *good[] = {"", "acme", "t_42", "abbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb"};
+    for (size_t i = 0; i < sizeof(good) / sizeof(good[0]); i++) {
+        struct config cfg;
+        char *argv[] = {"--role-prefix", (char *)good[i]};
+        ck_assert_int_eq(load_captured(&cfg, ARGC(argv), argv), CONFIG_OK);
+        ck_assert_str_eq(cfg.role_prefix, good[i]);
+        config_free(&cfg);
+    }
+}
+END_TEST
+
 START_TEST(unknown_option)
 {
     char *argv[] = {"--nope"};
@@ -524,6 +551,7 @@ Suite *config_suite(void)
     tcase_add_test(tc, invalid_bool_value);
     tcase_add_test(tc, invalid_admin_listen);
     tcase_add_test(tc, oauth_options);
+    tcase_add_test(tc, role_prefix_values);
     tcase_add_test(tc, unknown_option);
     tcase_add_test(tc, missing_value);
     suite_add_tcase(s, tc);

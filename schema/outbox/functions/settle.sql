@@ -5,6 +5,8 @@ CREATE FUNCTION outbox.settle(p_ids bigint[], p_states outbox.intent_state[], p_
 DECLARE
     moving text[];
     ev     jsonb;
+    keys   text;
+    k      text;
 BEGIN
     IF cardinality(p_ids) IS DISTINCT FROM cardinality(p_states)
        OR cardinality(p_ids) IS DISTINCT FROM cardinality(p_groups) THEN
@@ -50,9 +52,28 @@ BEGIN
     IF moving IS NOT NULL THEN
         PERFORM outbox.ordering_release(moving);
     END IF;
+
+    -- Waiters (0041): the relays' admin ports hold ?wait= requests and
+    -- LISTEN outbox_outcomes; one NOTIFY per call names the keys, a JSON
+    -- array, or several when they do not fit in one payload.
+    SELECT string_agg(to_json(i.key)::text, ',') INTO keys
+      FROM outbox.intents i WHERE i.id = ANY (p_ids);
+    IF octet_length(keys) <= 7000 THEN
+        PERFORM pg_notify('outbox_outcomes', '[' || keys || ']');
+    ELSIF keys IS NOT NULL THEN
+        keys := NULL;
+        FOR k IN SELECT to_json(i.key)::text FROM outbox.intents i WHERE i.id = ANY (p_ids) LOOP
+            IF octet_length(keys) + octet_length(k) > 7000 THEN
+                PERFORM pg_notify('outbox_outcomes', '[' || keys || ']');
+                keys := NULL;
+            END IF;
+            keys := CASE WHEN keys IS NULL THEN k ELSE keys || ',' || k END;
+        END LOOP;
+        PERFORM pg_notify('outbox_outcomes', '[' || keys || ']');
+    END IF;
 END
 $$;
 
-COMMENT ON FUNCTION outbox.settle(p_ids bigint[], p_states outbox.intent_state[], p_groups text[]) IS 'What follows an intent becoming final (succeeded, failed, cancelled), called once by each path that makes intents final, with their ids, new states and ordering groups: the events for people (intent_failed, group_blocked) and the release of the groups that may move on.';
+COMMENT ON FUNCTION outbox.settle(p_ids bigint[], p_states outbox.intent_state[], p_groups text[]) IS 'What follows an intent becoming final (succeeded, failed, cancelled), called once by each path that makes intents final, with their ids, new states and ordering groups: the events for people (intent_failed, group_blocked), the release of the groups that may move on, and the NOTIFY outbox_outcomes that wakes waiters (0041).';
 
 REVOKE ALL ON FUNCTION outbox.settle(p_ids bigint[], p_states outbox.intent_state[], p_groups text[]) FROM PUBLIC;

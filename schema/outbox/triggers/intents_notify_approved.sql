@@ -1,0 +1,1 @@
+CREATE TRIGGER intents_notify_approved AFTER UPDATE OF state ON outbox.intents FOR EACH ROW WHEN (((old.state = 'awaiting_approval'::outbox.intent_state) AND (new.state = 'pending'::outbox.intent_state))) EXECUTE FUNCTION outbox.notify_approved();
