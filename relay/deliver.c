@@ -573,6 +573,11 @@ static void mcp_report(struct delivery *d, struct delivery_report *report)
                  a.text ? a.text : "",
                  outcome_rpc_code_not_executed(a.code) ? " (not executed)" : "");
         break;
+    case MCP_ANSWER_NOT_FINAL:
+        snprintf(report->error, sizeof(report->error),
+                 "the upstream gateway's own call is not final yet: %s",
+                 a.text ? a.text : "(no text)");
+        break;
     case MCP_ANSWER_NONE:
         snprintf(report->error, sizeof(report->error),
                  "HTTP %ld but the answer ended without the call's response%s", s,

@@ -182,6 +182,9 @@ static bool take_message(json_t *msg, long long id, struct upstream_answer *a)
     if (json_is_object(result)) {
         a->kind = json_is_true(json_object_get(result, "isError")) ? MCP_ANSWER_TOOL_ERROR
                                                                    : MCP_ANSWER_RESULT;
+        json_t *final = json_object_get(json_object_get(result, "_meta"), UPSTREAM_META_FINAL);
+        if (a->kind == MCP_ANSWER_RESULT && json_is_false(final))
+            a->kind = MCP_ANSWER_NOT_FINAL;
         a->result = json_dumps(result, JSON_COMPACT);
         a->text = result_text(result);
         json_t *executed =

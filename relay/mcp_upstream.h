@@ -27,6 +27,9 @@
 #define UPSTREAM_META_CAPABILITIES "io.modelcontextprotocol/clientCapabilities"
 #define UPSTREAM_META_CLIENT_INFO "io.modelcontextprotocol/clientInfo"
 #define UPSTREAM_META_KEY "outbox-relay/idempotency-key"
+/* In a result's _meta: false when the upstream is a gateway whose own call
+ * is not final yet (our front door, MCP_META_FINAL in mcp/mcp_protocol.h). */
+#define UPSTREAM_META_FINAL "outbox-relay/final"
 /* The JSON-RPC id of a session's setup requests; a call's id is its intent's (>= 1). */
 #define UPSTREAM_SETUP_ID 0
 

@@ -150,6 +150,17 @@ START_TEST(read_json_result)
     upstream_read_answer("application/json", body, strlen(body), 6, &a);
     ck_assert_int_eq(a.kind, MCP_ANSWER_NONE);
     upstream_answer_free(&a);
+    /* a gateway's result that says its own call is not final; final: true is a result */
+    body = "{\"jsonrpc\":\"2.0\",\"id\":5,\"result\":{\"content\":[],\"isError\":false,"
+           "\"_meta\":{\"outbox-relay/final\":false}}}";
+    upstream_read_answer("application/json", body, strlen(body), 5, &a);
+    ck_assert_int_eq(a.kind, MCP_ANSWER_NOT_FINAL);
+    upstream_answer_free(&a);
+    body = "{\"jsonrpc\":\"2.0\",\"id\":5,\"result\":{\"content\":[],\"isError\":false,"
+           "\"_meta\":{\"outbox-relay/final\":true}}}";
+    upstream_read_answer("application/json", body, strlen(body), 5, &a);
+    ck_assert_int_eq(a.kind, MCP_ANSWER_RESULT);
+    upstream_answer_free(&a);
 }
 END_TEST
 
