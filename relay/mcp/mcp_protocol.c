@@ -606,8 +606,8 @@ json_t *mcp_call_result(const struct mcp_answer *a, struct json_text **response_
     if (upstream)
         json_array_extend(content, json_object_get(response, "content"));
     json_decref(response);
-    json_t *result = json_pack("{s:o,s:O,s:b,s:{s:b}}", "content", content, "structuredContent",
-                               sc, "isError", is_error, "_meta", MCP_META_FINAL, a->final);
+    json_t *result = json_pack("{s:o,s:O,s:b,s:{s:b}}", "content", content, "structuredContent", sc,
+                               "isError", is_error, "_meta", MCP_META_FINAL, a->final);
     json_decref(sc);
     if (response_doc)
         *response_doc = doc;
