@@ -9,7 +9,11 @@
 # every 5th call happen and then resets the connection instead of passing the
 # answer on. The host retries with the same key. Printed: calls, retries,
 # what the client was told after a lost answer, effects at the receiver (one
-# per key). Everything started is stopped at the end.
+# per key). Then (step 7, DEMO_MCP_UPSTREAM_CALLS, 40) an upstream MCP server
+# behind the front door (an SDK McpServer that acts, then loses the answer
+# of each key's first call, and honours the key in _meta): imported with
+# mcp-import, called through the front door, one effect per key. Everything
+# started is stopped at the end.
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 cd "$ROOT"
@@ -93,3 +97,34 @@ echo "   told succeeded in the end:            $(sed -n 's/.*succeeded=\([0-9]*\
 echo "   intents in the outbox:                $(q "SELECT count(*) FROM outbox.intents")"
 echo "   effects at the receiver:              $(num effects_total <<<"$stats") over $(num keys <<<"$stats") keys"
 echo "   keys with a duplicate effect:         $(num keys_with_duplicate_effects <<<"$stats")"
+
+# ---- step 7: an upstream MCP server behind the front door (issue 36) ----------------------------
+say "7. an upstream MCP server behind the front door, losing the answer of every key's first call"
+NU=${DEMO_MCP_UPSTREAM_CALLS:-40}
+(cd "$D/sdk" && cp "$ROOT/tests/mcp/sdk/upstream_server.mjs" . &&
+    exec env MODE=drop DEDUPE=1 EFFECTS="$D/up-effects" "$NODE_BIN" upstream_server.mjs) >"$D/up.out" 2>"$D/up.err" &
+PIDS+=($!)
+UP=""
+for _ in $(seq 1 100); do
+    UP=$(sed -n 's/^listening //p' "$D/up.out")
+    [ -n "$UP" ] && break
+    sleep 0.1
+done
+q "INSERT INTO outbox.targets (name, url, protocol, key_header, backoff_base_ms, backoff_cap_ms) VALUES
+     ('tickets', 'http://127.0.0.1:$UP/mcp', 'mcp', 'Idempotency-Key', 100, 500)"
+q "CREATE ROLE demo_admin LOGIN; GRANT outbox_admin TO demo_admin"
+build/outbox-relay mcp-import tickets --only create_ticket \
+    --db "postgresql://demo_admin@127.0.0.1:$PGPORT/postgres" 2>&1 | sed 's/^/   /'
+q "SELECT outbox.mcp_client('demo-agent-2', '$TOKEN-2', ARRAY['tickets.create_ticket'])" >/dev/null
+echo "   an SDK McpServer at 127.0.0.1:$UP (acts, then drops the first answer of each key; honours the key)"
+(cd "$D/sdk" && MCP_URL="http://127.0.0.1:$MP/mcp" MCP_TOKEN="$TOKEN-2" CALLS="$NU" TOOL=tickets.create_ticket \
+    RUN=ticket-run timeout 300 "$NODE_BIN" demo_client.mjs) >"$D/client2.out" 2>"$D/client2.err" ||
+    { cat "$D/client2.err" >&2; exit 1; }
+summary=$(grep '^SUMMARY' "$D/client2.out")
+eff() { grep '^effect create_ticket ' "$D/up-effects" || true; }
+echo "   upstream: tool calls by the host:     $(sed -n 's/.*calls=\([0-9]*\).*/\1/p' <<<"$summary")"
+echo "   upstream: told succeeded:             $(sed -n 's/.*succeeded=\([0-9]*\).*/\1/p' <<<"$summary")"
+echo "   upstream: calls it received:          $(grep -c '^call create_ticket ' "$D/up-effects") (each key's first answer lost, sent again)"
+echo "   upstream: effects:                    $(eff | wc -l) over $(eff | sort -u | wc -l) keys"
+echo "   upstream: keys with a duplicate:      $(eff | sort | uniq -d | wc -l)"
+# ---- end of step 7 --------------------------------------------------------------------------------

@@ -2,11 +2,13 @@
 # `make demo-mcp` (tests/demo_mcp.sh) with 60 calls: it exits 0, every call
 # ends succeeded, every 5th answer was lost and retried with its key, the
 # receiver acted once per key, and nothing is left running on its directory.
+# Step 7 (20 calls): an upstream MCP server behind the front door that loses
+# each key's first answer: every call told succeeded, one effect per key.
 . "$(dirname "$0")/../lib/itest.sh"
 T=$(mktemp -d /tmp/outbox-itest.XXXXXX)
 trap 'rm -rf "$T"' EXIT
 out=$T/demo.out
-(cd "$ITEST_ROOT" && DEMO_MCP_CALLS=60 timeout 600 tests/demo_mcp.sh) >"$out" 2>&1
+(cd "$ITEST_ROOT" && DEMO_MCP_CALLS=60 DEMO_MCP_UPSTREAM_CALLS=20 timeout 600 tests/demo_mcp.sh) >"$out" 2>&1
 is "$?" 0 "the MCP demo exits 0"
 line() { sed -n "s/^   $1: *//p" "$out"; }
 is "$(line 'tool calls made by the host')" 60 "60 tool calls"
@@ -16,6 +18,11 @@ is "$(line 'told succeeded in the end')" 60 "every call was told succeeded in th
 is "$(line 'intents in the outbox')" 60 "one intent per call"
 is "$(line 'effects at the receiver')" "60 over 60 keys" "one effect per key"
 is "$(line 'keys with a duplicate effect')" 0 "no key with a duplicate effect"
+is "$(line 'upstream: tool calls by the host')" 20 "upstream MCP server: 20 tool calls through the front door"
+is "$(line 'upstream: told succeeded')" 20 "every one told succeeded"
+is "$(line 'upstream: calls it received' | cut -d' ' -f1)" 40 "the upstream received each call twice (the first answer lost)"
+is "$(line 'upstream: effects')" "20 over 20 keys" "one effect per key at the upstream"
+is "$(line 'upstream: keys with a duplicate')" 0 "no key with a duplicate effect upstream"
 dir=$(sed -n 's/.*a throwaway PostgreSQL in \([^,]*\),.*/\1/p' "$out" | sed 's/\x1b\[[0-9;]*m//g')
 ok "the demo's directory is removed" test ! -e "$dir"
 is "$(pgrep -f -- "-D $dir/pg/data" || true)" "" "no PostgreSQL is left running on it"
