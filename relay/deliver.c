@@ -134,11 +134,41 @@ void delivery_pool_drain(void)
         tls_sessions = NULL;
 }
 
+static void (*reply_hook)(struct delivery *reply);
+
+void delivery_set_reply_hook(void (*hook)(struct delivery *reply))
+{
+    reply_hook = hook;
+}
+
+/* A request of the server on an MCP call's stream: its error goes back. */
+static void on_server_request(void *ctx, const char *body)
+{
+    struct delivery *d = ctx;
+    struct delivery *reply = delivery_new_mcp_reply(d, body);
+    if (reply == NULL)
+        return; /* the server waits: the call ends as an unanswered one */
+    d->mcp_replies++;
+    reply_hook(reply);
+}
+
 static size_t on_body(char *data, size_t size, size_t nmemb, void *userp)
 {
     struct delivery *d = userp;
     size_t n = size * nmemb;
     strbuf_append_capped(&d->body, data, n, d->body_limit);
+    /* An MCP call's event stream: the server may ask something while it
+     * runs the tool, and waits for the answer (mcp_upstream.c). */
+    if (d->mcp && reply_hook && d->easy && d->sse != 0) {
+        if (d->sse < 0) {
+            char *type = NULL;
+            curl_easy_getinfo(d->easy, CURLINFO_CONTENT_TYPE, &type);
+            d->sse = type && strncasecmp(type, "text/event-stream", 17) == 0;
+        }
+        if (d->sse > 0)
+            d->sse_scanned = upstream_scan_requests(d->body.data, d->body.len, d->sse_scanned,
+                                                    on_server_request, d);
+    }
     return n; /* the rest is read and dropped: the copy is bounded, the transfer is not failed */
 }
 
@@ -371,6 +401,7 @@ static struct delivery *delivery_alloc(enum delivery_kind kind, struct target *t
     d->first_attempt_ms = first_attempt_ms;
     d->body_limit = body_limit;
     d->retry_after_ms = -1;
+    d->sse = -1;
     strbuf_init(&d->body);
     d->easy = easy_take();
     return d;
@@ -483,6 +514,37 @@ struct delivery *delivery_new_mcp_setup(struct target *target, enum upstream_ste
     return d;
 }
 
+struct delivery *delivery_new_mcp_reply(struct delivery *call, const char *body)
+{
+    struct target *t = call->target;
+    struct delivery *d =
+        delivery_alloc(DELIVERY_MCP_REPLY, t, call->intent_id, call->key, body, 0, false, 0, 4096);
+    if (d->easy == NULL) {
+        delivery_free(d);
+        return NULL;
+    }
+    d->owner = call->owner;
+    d->headers = mcp_headers(t, NULL);
+    const struct upstream_session *s = &t->upstream;
+    if (call->mcp_session_sent) {
+        d->headers = add_header(d->headers, "MCP-Protocol-Version",
+                                s->version ? s->version : UPSTREAM_LEGACY_VERSION);
+        d->headers = add_header(d->headers, "Mcp-Session-Id", call->mcp_session_sent);
+    } else {
+        d->headers = add_header(d->headers, "MCP-Protocol-Version",
+                                s->era == UPSTREAM_ERA_MODERN ? UPSTREAM_MODERN_VERSION
+                                : s->version                  ? s->version
+                                                              : UPSTREAM_LEGACY_VERSION);
+    }
+    CURL *e = d->easy;
+    curl_easy_setopt(e, CURLOPT_URL, t->url);
+    set_common_options(d, t, t->url);
+    curl_easy_setopt(e, CURLOPT_POSTFIELDS, d->payload);
+    curl_easy_setopt(e, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)d->payload_len);
+    d->started_ns = uv_hrtime();
+    return d;
+}
+
 bool delivery_mcp_prepare(struct delivery *d)
 {
     const struct target *t = d->target;
@@ -573,10 +635,16 @@ static void mcp_report(struct delivery *d, struct delivery_report *report)
                  a.text ? a.text : "",
                  outcome_rpc_code_not_executed(a.code) ? " (not executed)" : "");
         break;
+    case MCP_ANSWER_NOT_FINAL:
+        snprintf(report->error, sizeof(report->error),
+                 "the upstream gateway's own call is not final yet: %s",
+                 a.text ? a.text : "(no text)");
+        break;
     case MCP_ANSWER_NONE:
         snprintf(report->error, sizeof(report->error),
                  "HTTP %ld but the answer ended without the call's response%s", s,
-                 a.server_requests ? " (the server asked something on the stream: not answered)"
+                 a.server_requests ? " (the server asked something on the stream, and was told"
+                                     " the gateway cannot answer)"
                                    : "");
         break;
     }

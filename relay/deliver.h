@@ -21,7 +21,8 @@
 enum delivery_kind {
     DELIVERY_SEND,         /* the intent itself, to the target's URL */
     DELIVERY_STATUS_CHECK, /* GET the target's status URL for the key (reconciliation) */
-    DELIVERY_MCP_SETUP     /* a step of an MCP target's session setup (mcp_upstream.c) */
+    DELIVERY_MCP_SETUP,    /* a step of an MCP target's session setup (mcp_upstream.c) */
+    DELIVERY_MCP_REPLY     /* the error answering a request of an MCP server, POSTed back */
 };
 
 struct delivery {
@@ -59,6 +60,9 @@ struct delivery {
     char *mcp_refused;           /* why the call was never sent: initialize refused */
     char *content_type;          /* of the answer (delivery_report) */
     struct delivery *mcp_next;   /* the session's waiting list */
+    size_t sse_scanned;          /* an event stream's bytes scanned for server requests */
+    signed char sse;             /* the answer is an event stream: -1 not known yet, 0, 1 */
+    int mcp_replies;             /* server requests answered (DELIVERY_MCP_REPLY made) */
 
     void *owner;                  /* the relay */
     struct delivery *prev, *next; /* the relay's in-flight list */
@@ -89,6 +93,15 @@ struct delivery *delivery_new(struct target *target, const struct claimed_row *r
  * to the target's URL. NULL on failure to set up. */
 struct delivery *delivery_new_mcp_setup(struct target *target, enum upstream_step step,
                                         size_t body_limit);
+/* The error answering a request of an MCP server on a call's stream
+ * (upstream_refusal_body), POSTed to the target with the call's session
+ * id. NULL on failure to set up. */
+struct delivery *delivery_new_mcp_reply(struct delivery *call, const char *body);
+/* Where deliver.c hands a DELIVERY_MCP_REPLY made inside libcurl's write
+ * callback (the relay puts it on the multi after the callback returns:
+ * libcurl refuses a new transfer from inside its callbacks). Its owner is
+ * the call's. */
+void delivery_set_reply_hook(void (*hook)(struct delivery *reply));
 /* Builds a call to an MCP target (delivery_new left its body unset) for
  * its session as it is now: the tools/call body of the era, the transport's
  * headers, the session id. False when the payload is not a tools/call (a

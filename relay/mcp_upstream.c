@@ -33,11 +33,16 @@
  * text/event-stream is read whole (the relay's bounded copy of a body,
  * --max-response-bytes) and each event's data parsed: the response with the
  * call's id is the answer; notifications (progress, logs) are skipped. A
- * request of the server on the stream (sampling, elicitation) is counted,
- * not answered: answering needs a POST while the call's stream is still
- * open, and the relay reads a body when its transfer ends. A server that
- * waits for that answer keeps the call open until the target's timeout,
- * and the call is ambiguous, as any unanswered call.
+ * request of the server on the stream (sampling, elicitation, roots/list)
+ * is answered while the call's stream is still open: the body is scanned
+ * as it arrives (deliver.c's write callback, upstream_scan_requests), and
+ * each request gets a JSON-RPC error (-32601: the gateway has no host,
+ * model or user to ask), POSTed back to the target as the Streamable HTTP
+ * transport says (a request of its own, DELIVERY_MCP_REPLY, with the
+ * call's session id and the target's bearer token). The server's tool then
+ * goes on or gives up, and its answer ends the call (before, the server
+ * waited for an answer that never came, until the target's timeout: an
+ * ambiguous call).
  */
 #include "mcp_upstream.h"
 #include "deliver.h"
@@ -182,6 +187,9 @@ static bool take_message(json_t *msg, long long id, struct upstream_answer *a)
     if (json_is_object(result)) {
         a->kind = json_is_true(json_object_get(result, "isError")) ? MCP_ANSWER_TOOL_ERROR
                                                                    : MCP_ANSWER_RESULT;
+        json_t *final = json_object_get(json_object_get(result, "_meta"), UPSTREAM_META_FINAL);
+        if (a->kind == MCP_ANSWER_RESULT && json_is_false(final))
+            a->kind = MCP_ANSWER_NOT_FINAL;
         a->result = json_dumps(result, JSON_COMPACT);
         a->text = result_text(result);
         json_t *executed =
@@ -262,6 +270,68 @@ void upstream_read_answer(const char *content_type, const char *body, size_t len
         p = eol + 1;
     }
     strbuf_free(&data);
+}
+
+char *upstream_refusal_body(const json_t *id, const char *method)
+{
+    json_t *body = json_pack(
+        "{s:s,s:O,s:{s:i,s:s++}}", "jsonrpc", "2.0", "id", id, "error", "code", -32601, "message",
+        "outbox-relay cannot answer ", method,
+        ": it is a gateway delivering a recorded tools/call, with no host, model or user to ask");
+    char *text = json_dumps(body, JSON_COMPACT);
+    json_decref(body);
+    return text;
+}
+
+/* The requests of the server in one event's data (a message or a batch). */
+static void reply_to_requests(const char *data, size_t len,
+                              void (*reply)(void *ctx, const char *body), void *ctx)
+{
+    json_t *msg = json_loadb(data, len, 0, NULL);
+    json_t *one = msg;
+    for (size_t i = 0; json_is_array(msg) ? i < json_array_size(msg) : i < 1; i++) {
+        if (json_is_array(msg))
+            one = json_array_get(msg, i);
+        json_t *method = json_object_get(one, "method");
+        json_t *id = json_object_get(one, "id");
+        if (json_is_string(method) && (json_is_string(id) || json_is_integer(id))) {
+            char *body = upstream_refusal_body(id, json_string_value(method));
+            reply(ctx, body);
+            free(body);
+        }
+    }
+    json_decref(msg);
+}
+
+size_t upstream_scan_requests(const char *buf, size_t len, size_t from,
+                              void (*reply)(void *ctx, const char *body), void *ctx)
+{
+    struct strbuf data;
+    strbuf_init(&data);
+    size_t done = from, p = from;
+    while (p < len) {
+        const char *eol = memchr(buf + p, '\n', len - p);
+        if (eol == NULL)
+            break; /* a line not complete yet */
+        size_t n = (size_t)(eol - (buf + p));
+        const char *line = buf + p;
+        if (n > 0 && line[n - 1] == '\r')
+            n--;
+        p = (size_t)(eol - buf) + 1;
+        if (n == 0) { /* the end of an event */
+            if (data.len)
+                reply_to_requests(data.data, data.len, reply, ctx);
+            data.len = 0;
+            done = p;
+        } else if (n >= 5 && strncmp(line, "data:", 5) == 0) {
+            size_t skip = n > 5 && line[5] == ' ' ? 6 : 5;
+            if (data.len)
+                strbuf_append_str(&data, "\n");
+            strbuf_append(&data, line + skip, n - skip);
+        }
+    }
+    strbuf_free(&data);
+    return done;
 }
 
 void upstream_answer_free(struct upstream_answer *a)

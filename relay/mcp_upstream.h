@@ -16,6 +16,7 @@
 #define OUTBOX_MCP_UPSTREAM_H
 
 #include <curl/curl.h>
+#include <jansson.h>
 #include <stdbool.h>
 #include <stddef.h>
 
@@ -27,6 +28,9 @@
 #define UPSTREAM_META_CAPABILITIES "io.modelcontextprotocol/clientCapabilities"
 #define UPSTREAM_META_CLIENT_INFO "io.modelcontextprotocol/clientInfo"
 #define UPSTREAM_META_KEY "outbox-relay/idempotency-key"
+/* In a result's _meta: false when the upstream is a gateway whose own call
+ * is not final yet (our front door, MCP_META_FINAL in mcp/mcp_protocol.h). */
+#define UPSTREAM_META_FINAL "outbox-relay/final"
 /* The JSON-RPC id of a session's setup requests; a call's id is its intent's (>= 1). */
 #define UPSTREAM_SETUP_ID 0
 
@@ -56,7 +60,7 @@ struct upstream_answer {
     long code;           /* MCP_ANSWER_RPC_ERROR */
     char *text;          /* the result's text blocks, or the error's message; NULL: none */
     char *result;        /* the result as compact JSON; NULL: none */
-    int server_requests; /* requests of the server seen on the stream (not answered) */
+    int server_requests; /* requests of the server seen on the stream (answered as they came) */
     int executed;        /* a result's structuredContent.executed: 1, 0, -1 not a boolean */
 };
 
@@ -82,6 +86,16 @@ char *upstream_header_value(const char *text);
 void upstream_read_answer(const char *content_type, const char *body, size_t len, long long id,
                           struct upstream_answer *a);
 void upstream_answer_free(struct upstream_answer *a);
+/* The requests of the server (sampling, elicitation, roots/list: an
+ * object with "method" and an "id") in the complete events of an event
+ * stream, from offset from on: each is answered, through reply(ctx, body),
+ * with the JSON-RPC error the relay POSTs back (upstream_refusal_body).
+ * Returns the offset after the last complete event (the next call's from). */
+size_t upstream_scan_requests(const char *buf, size_t len, size_t from,
+                              void (*reply)(void *ctx, const char *body), void *ctx);
+/* The error response to a request of the server: -32601, saying that the
+ * gateway has no host, model or user to ask. Caller frees. */
+char *upstream_refusal_body(const json_t *id, const char *method);
 /* server/discover's result lists 2026-07-28 among supportedVersions. */
 bool upstream_discover_says_modern(const struct upstream_answer *a);
 /* initialize's result's protocolVersion (caller frees), or NULL. */

@@ -27,7 +27,9 @@
  * defines as refusing the request before it ran (-32700, -32600, -32601,
  * -32602) is a permanent failure; any other error (-32603 "internal error"
  * included: it may come after the tool acted) and a 2xx whose stream ends
- * without our answer are ambiguous. A 404 to a request that carried a
+ * without our answer are ambiguous, and so is a result that says the
+ * upstream's own call is not final (a chained front door whose wait ended
+ * first: re-sent with the same key, it answers its outcome). A 404 to a request that carried a
  * session id is the session's end, not the call's: retried after a new
  * initialize.
  * Reconciliation answers: 200 executed → succeeded; 404 not executed →
@@ -93,6 +95,7 @@ enum attempt_class outcome_classify_mcp(const struct attempt_facts *facts)
             return outcome_rpc_code_not_executed(facts->rpc_code) ? CLASS_PERMANENT_FAILURE
                                                                   : CLASS_AMBIGUOUS;
         case MCP_ANSWER_NONE:
+        case MCP_ANSWER_NOT_FINAL:
             return CLASS_AMBIGUOUS;
         }
     }

@@ -47,6 +47,10 @@ enum mcp_answer_kind {
     MCP_ANSWER_RESULT,     /* a result, isError false: the tool ran and succeeded */
     MCP_ANSWER_TOOL_ERROR, /* a result, isError true: the tool ran and said no */
     MCP_ANSWER_RPC_ERROR,  /* a JSON-RPC error (rpc_code) */
+    /* a result of a gateway that says its own call of the tool is not
+     * final yet (_meta["outbox-relay/final"]: false, our front door's
+     * answer when its wait ended first): it may still act */
+    MCP_ANSWER_NOT_FINAL,
 };
 
 struct attempt_facts {

@@ -80,6 +80,7 @@ static void relay_flush(struct relay *r);
 static void relay_send_releases(struct relay *r);
 static void relay_check_shutdown(struct relay *r);
 static void relay_setup_done(struct relay *r, struct delivery *setup, CURLcode result);
+static void on_reply_timer(uv_timer_t *timer);
 
 /* ---------------------------------------------------------------- helpers */
 
@@ -529,12 +530,76 @@ static void relay_setup_done(struct relay *r, struct delivery *setup, CURLcode r
         relay_maybe_claim(r);
 }
 
+/* An error for a request of an MCP server on a call's stream
+ * (deliver.c:on_server_request), made inside libcurl's write callback:
+ * it goes on the multi from the loop, once the callback returned. */
+static void relay_queue_reply(struct delivery *reply)
+{
+    struct relay *r = reply->owner;
+    if (relay_stopping(r) || r->phase == RELAY_CLOSING) {
+        delivery_free(reply);
+        return;
+    }
+    reply->mcp_next = r->replies_pending;
+    r->replies_pending = reply;
+    uv_timer_start(&r->reply_timer, on_reply_timer, 0, 0);
+}
+
+static void on_reply_timer(uv_timer_t *timer)
+{
+    struct relay *r = timer->data;
+    while (r->replies_pending) {
+        struct delivery *reply = r->replies_pending;
+        r->replies_pending = reply->mcp_next;
+        reply->mcp_next = NULL;
+        DLIST_PUSH_FRONT(r->replies, reply);
+        if (!http_client_add(relay_multi_of(r, reply), reply->easy, reply)) {
+            DLIST_REMOVE(r->replies, reply);
+            delivery_free(reply);
+        }
+    }
+}
+
+static void relay_reply_done(struct relay *r, struct delivery *reply, CURLcode result)
+{
+    DLIST_REMOVE(r->replies, reply);
+    long status = 0;
+    curl_easy_getinfo(reply->easy, CURLINFO_RESPONSE_CODE, &status);
+    bool ok = result == CURLE_OK && status >= 200 && status <= 299;
+    log_event(ok ? LOG_INFO : LOG_WARN, "mcp_server_request_refused", "target",
+              json_string(reply->target->name), "key", json_string(reply->key), "http_status",
+              status ? json_integer(status) : json_null(), "error",
+              result == CURLE_OK ? json_null() : json_string(curl_easy_strerror(result)), LOG_END);
+    delivery_free(reply);
+}
+
+/* Every reply, pending or on the multi, dropped (the relay closes). */
+static void relay_drop_replies(struct relay *r)
+{
+    uv_timer_stop(&r->reply_timer);
+    while (r->replies_pending) {
+        struct delivery *reply = r->replies_pending;
+        r->replies_pending = reply->mcp_next;
+        delivery_free(reply);
+    }
+    while (r->replies) {
+        struct delivery *reply = r->replies;
+        DLIST_REMOVE(r->replies, reply);
+        http_client_remove(relay_multi_of(r, reply), reply->easy);
+        delivery_free(reply);
+    }
+}
+
 static void on_delivery_done(CURL *easy, CURLcode result, void *data)
 {
     struct delivery *d = data;
     struct relay *r = d->owner;
     if (d->kind == DELIVERY_MCP_SETUP) {
         relay_setup_done(r, d, result);
+        return;
+    }
+    if (d->kind == DELIVERY_MCP_REPLY) {
+        relay_reply_done(r, d, result);
         return;
     }
     relay_conclude(r, d, result, false);
@@ -1076,6 +1141,8 @@ void relay_close(struct relay *r)
         r->admin = NULL;
     }
     relay_log_totals(r);
+    relay_drop_replies(r);
+    uv_close((uv_handle_t *)&r->reply_timer, NULL);
     uv_close((uv_handle_t *)&r->poll_timer, NULL);
     uv_close((uv_handle_t *)&r->maintenance_timer, NULL);
     uv_close((uv_handle_t *)&r->shutdown_timer, NULL);
@@ -1126,7 +1193,10 @@ static void relay_init_timers(struct relay *r)
     uv_timer_init(&r->loop, &r->poll_timer);
     uv_timer_init(&r->loop, &r->maintenance_timer);
     uv_timer_init(&r->loop, &r->shutdown_timer);
+    uv_timer_init(&r->loop, &r->reply_timer);
     r->poll_timer.data = r->maintenance_timer.data = r->shutdown_timer.data = r;
+    r->reply_timer.data = r;
+    delivery_set_reply_hook(relay_queue_reply);
     uv_signal_init(&r->loop, &r->sigterm);
     uv_signal_init(&r->loop, &r->sigint);
     r->sigterm.data = r->sigint.data = r;

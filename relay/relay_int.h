@@ -87,6 +87,12 @@ struct relay {
 
     struct delivery *deliveries; /* in flight */
     int in_flight;
+    /* Errors answering MCP servers' requests (DELIVERY_MCP_REPLY): made in
+     * libcurl's write callback, put on the multi by reply_timer (0 ms) once
+     * the callback returned; not counted in in_flight. */
+    struct delivery *replies_pending; /* through mcp_next */
+    struct delivery *replies;         /* on the multi (prev, next) */
+    uv_timer_t reply_timer;
 
     /* Outcomes from the end of a delivery to outbox.record (record_batch.h). */
     struct record_queue records;

@@ -12,7 +12,11 @@
 # per key). Then the same for a host that cannot set _meta (issue 37): a tool
 # whose key_source is 'arguments', DEMO_MCP_NO_META_CALLS (100) calls with no
 # key at all through a proxy that loses every 5th first answer, the host
-# calling again with the same arguments: one effect per call. Everything
+# calling again with the same arguments: one effect per call. Then
+# (step 9, DEMO_MCP_UPSTREAM_CALLS, 40) an upstream MCP server
+# behind the front door (an SDK McpServer that acts, then loses the answer
+# of each key's first call, and honours the key in _meta): imported with
+# mcp-import, called through the front door, one effect per key. Everything
 # started is stopped at the end.
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
@@ -132,3 +136,34 @@ echo "   without _meta, retries (same args):    $(sed -n 's/.*retries=\([0-9]*\)
 echo "   without _meta, told succeeded:         $(sed -n 's/.*succeeded=\([0-9]*\).*/\1/p' <<<"$summary")"
 echo "   without _meta, intents:                $(q "SELECT count(*) FROM outbox.intents WHERE key LIKE 'mcp:demo-agent:args-%'")"
 echo "   without _meta, effects:                $effects"
+
+# ---- step 9: an upstream MCP server behind the front door (issue 36) ----------------------------
+say "9. an upstream MCP server behind the front door, losing the answer of every key's first call"
+NU=${DEMO_MCP_UPSTREAM_CALLS:-40}
+(cd "$D/sdk" && cp "$ROOT/tests/mcp/sdk/upstream_server.mjs" . &&
+    exec env MODE=drop DEDUPE=1 EFFECTS="$D/up-effects" "$NODE_BIN" upstream_server.mjs) >"$D/up.out" 2>"$D/up.err" &
+PIDS+=($!)
+UP=""
+for _ in $(seq 1 100); do
+    UP=$(sed -n 's/^listening //p' "$D/up.out")
+    [ -n "$UP" ] && break
+    sleep 0.1
+done
+q "INSERT INTO outbox.targets (name, url, protocol, key_header, backoff_base_ms, backoff_cap_ms) VALUES
+     ('tickets', 'http://127.0.0.1:$UP/mcp', 'mcp', 'Idempotency-Key', 100, 500)"
+q "CREATE ROLE demo_admin LOGIN; GRANT outbox_admin TO demo_admin"
+build/outbox-relay mcp-import tickets --only create_ticket \
+    --db "postgresql://demo_admin@127.0.0.1:$PGPORT/postgres" 2>&1 | sed 's/^/   /'
+q "SELECT outbox.mcp_client('demo-agent-2', '$TOKEN-2', ARRAY['tickets.create_ticket'])" >/dev/null
+echo "   an SDK McpServer at 127.0.0.1:$UP (acts, then drops the first answer of each key; honours the key)"
+(cd "$D/sdk" && MCP_URL="http://127.0.0.1:$MP/mcp" MCP_TOKEN="$TOKEN-2" CALLS="$NU" TOOL=tickets.create_ticket \
+    RUN=ticket-run timeout 300 "$NODE_BIN" demo_client.mjs) >"$D/client3.out" 2>"$D/client3.err" ||
+    { cat "$D/client3.err" >&2; exit 1; }
+summary=$(grep '^SUMMARY' "$D/client3.out")
+eff() { grep '^effect create_ticket ' "$D/up-effects" || true; }
+echo "   upstream: tool calls by the host:     $(sed -n 's/.*calls=\([0-9]*\).*/\1/p' <<<"$summary")"
+echo "   upstream: told succeeded:             $(sed -n 's/.*succeeded=\([0-9]*\).*/\1/p' <<<"$summary")"
+echo "   upstream: calls it received:          $(grep -c '^call create_ticket ' "$D/up-effects") (each key's first answer lost, sent again)"
+echo "   upstream: effects:                    $(eff | wc -l) over $(eff | sort -u | wc -l) keys"
+echo "   upstream: keys with a duplicate:      $(eff | sort | uniq -d | wc -l)"
+# ---- end of step 9 --------------------------------------------------------------------------------

@@ -21,7 +21,9 @@
  * status means ("outcome unknown, reconciling: do not retry with a new key;
  * calling again with the same key is safe"). What may have executed is never
  * an error: isError is set only for failed, cancelled and key_conflict,
- * which are final and certain.
+ * which are final and certain. _meta["outbox-relay/final"] says whether
+ * the status is final, for a relay that delivers to this front door as an
+ * MCP target: a result that is not final is not the tool's outcome.
  */
 #include "mcp/mcp_protocol.h"
 #include "version.h"
@@ -599,7 +601,8 @@ static json_t *text_content(const char *message, json_t *value, const struct jso
 
 /* A saved response that is an MCP tools/call result (what the relay saves
  * for an 'mcp' target, relay/mcp_upstream.c): an object with a "content"
- * array of typed blocks and no member a CallToolResult does not have. */
+ * array of typed blocks and no member a CallToolResult does not have
+ * (resultType is one in 2026-07-28: our own front door writes it). */
 bool mcp_is_upstream_result(const json_t *r)
 {
     json_t *content = json_object_get(r, "content");
@@ -610,7 +613,7 @@ bool mcp_is_upstream_result(const json_t *r)
     json_object_foreach((json_t *)r, name, v)
     {
         if (strcmp(name, "content") && strcmp(name, "structuredContent") &&
-            strcmp(name, "isError") && strcmp(name, "_meta"))
+            strcmp(name, "isError") && strcmp(name, "_meta") && strcmp(name, "resultType"))
             return false;
     }
     size_t i;
@@ -651,8 +654,8 @@ json_t *mcp_call_result(const struct mcp_answer *a, struct json_text **response_
     if (upstream)
         json_array_extend(content, json_object_get(response, "content"));
     json_decref(response);
-    json_t *result = json_pack("{s:o,s:O,s:b}", "content", content, "structuredContent", sc,
-                               "isError", is_error);
+    json_t *result = json_pack("{s:o,s:O,s:b,s:{s:b}}", "content", content, "structuredContent", sc,
+                               "isError", is_error, "_meta", MCP_META_FINAL, a->final);
     json_decref(sc);
     if (response_doc)
         *response_doc = doc;

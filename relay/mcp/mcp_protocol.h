@@ -32,6 +32,11 @@
 #define MCP_META_SERVER_INFO "io.modelcontextprotocol/serverInfo"
 #define MCP_TASKS_EXTENSION "io.modelcontextprotocol/tasks"
 #define MCP_META_RELATED_TASK "io.modelcontextprotocol/related-task"
+/* In a tools/call result's _meta: whether the call's outcome is final. A
+ * relay whose MCP target is a front door (relay/mcp_upstream.c,
+ * UPSTREAM_META_FINAL) does not take a result that is not final for the
+ * tool's: it asks again with the same key. */
+#define MCP_META_FINAL "outbox-relay/final"
 #define MCP_META_KEY "outbox-relay/idempotency-key"
 #define MCP_META_RUN_ID "outbox-relay/run-id"
 #define MCP_META_ORDERING_KEY "outbox-relay/ordering-key"

@@ -502,8 +502,8 @@ static void answer_call(struct mcp_call *call, const struct mcp_answer *a)
     struct json_text *response;
     json_t *result = mcp_call_result(a, &response);
     if (call->task_id && strcmp(call->req.method, "tasks/result") == 0)
-        json_object_set_new(result, "_meta",
-                            json_pack("{s:{s:s}}", MCP_META_RELATED_TASK, "taskId", call->task_id));
+        json_object_set_new(json_object_get(result, "_meta"), MCP_META_RELATED_TASK,
+                            json_pack("{s:s}", "taskId", call->task_id));
     mcp_log_call(call, a->status);
     respond_result_docs(call, result, (const struct json_text *const *)&response, 1);
     json_text_decref(response);

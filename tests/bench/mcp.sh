@@ -14,7 +14,8 @@
 # p99 from request to result (wrk), CPU per call of the front door, of the
 # relay and of PostgreSQL (utime + stime from /proc over the measured
 # window; PostgreSQL's is every process of its cluster), and how many calls
-# did not answer succeeded (must be 0).
+# did not answer succeeded (must be 0). Then the same for a tool whose
+# target is an upstream MCP server (variant upstream_mcp, mcp_upstream_variant).
 #
 # Then two floods, each on a fresh front door (defaults, a 3 s wait): 30
 # concurrent 1 MB bodies with a made-up token, and 100 concurrent calls of
@@ -98,11 +99,13 @@ function setup(thread)
 end
 function init(args)
     prefix = args[1] .. "-" .. tostring(tid) .. "-"
+    tool = args[2] or "refund"
+    arguments = args[3] or '{"account":42,"amount_cents":2500}'
 end
 function request()
     counter = counter + 1
-    local body = '{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"refund",' ..
-        '"arguments":{"account":42,"amount_cents":2500},"_meta":{"outbox-relay/idempotency-key":"' ..
+    local body = '{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"' .. tool .. '",' ..
+        '"arguments":' .. arguments .. ',"_meta":{"outbox-relay/idempotency-key":"' ..
         prefix .. counter .. '"}}}'
     return wrk.format("POST", "/mcp", {["Content-Type"] = "application/json",
         ["Authorization"] = "Bearer $token", ["MCP-Protocol-Version"] = "2025-11-25"}, body)
@@ -124,40 +127,9 @@ function done(summary, latency, requests)
         latency:percentile(50), latency:percentile(99), summary.requests))
 end
 LUA
-    say "mcp: warm-up, then $MCP_BENCH_CONNS clients for ${MCP_BENCH_S}s"
-    wrk -t 2 -c "$MCP_BENCH_CONNS" -d 3s --timeout 30s -s "$B/mcp-wrk.lua" "http://127.0.0.1:$mport" -- warm \
-        >"$B/mcp-warm.out" 2>&1
-    local pg_pids fd0 rl0 pg0 fd1 rl1 pg1 t0 t1
-    [ -z "$PROFILE" ] || PGPORT=$port q postgres "CREATE EXTENSION IF NOT EXISTS pg_stat_statements" \
-        "SELECT pg_stat_statements_reset()" >/dev/null
-    pg_pids=$(cluster_pids "$B/pgmcp")
-    fd0=$(cpu_seconds_of "$mcp_pid")
-    rl0=$(cpu_seconds_of "$relay_pid")
-    pg0=$(cpu_seconds_of $pg_pids)
-    t0=$(date +%s.%N)
-    wrk -t 2 -c "$MCP_BENCH_CONNS" -d "${MCP_BENCH_S}s" --timeout 30s -s "$B/mcp-wrk.lua" \
-        "http://127.0.0.1:$mport" -- run >"$B/mcp-wrk.out" 2>&1
-    t1=$(date +%s.%N)
-    fd1=$(cpu_seconds_of "$mcp_pid")
-    rl1=$(cpu_seconds_of "$relay_pid")
-    pg1=$(cpu_seconds_of $(cluster_pids "$B/pgmcp"))
-    local line
-    line=$(grep '^RESULT' "$B/mcp-wrk.out")
-    if [ -z "$line" ]; then
-        broken "mcp: wrk printed no result (see $B/mcp-wrk.out)"
-    else
-        local okn other p50 p99
-        okn=$(sed -n 's/.* ok=\([0-9]*\).*/\1/p' <<<"$line")
-        other=$(sed -n 's/.* other=\([0-9]*\).*/\1/p' <<<"$line")
-        p50=$(sed -n 's/.* p50_us=\([0-9]*\).*/\1/p' <<<"$line")
-        p99=$(sed -n 's/.* p99_us=\([0-9]*\).*/\1/p' <<<"$line")
-        emit kind=mcp seconds="$(awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.3f", b - a }')" \
-            connections="$MCP_BENCH_CONNS" succeeded="$okn" other="$other" p50_us="$p50" p99_us="$p99" \
-            front_door_cpu_s="$(awk -v a="$fd0" -v b="$fd1" 'BEGIN { printf "%.3f", b - a }')" \
-            relay_cpu_s="$(awk -v a="$rl0" -v b="$rl1" 'BEGIN { printf "%.3f", b - a }')" \
-            postgres_cpu_s="$(awk -v a="$pg0" -v b="$pg1" 'BEGIN { printf "%.3f", b - a }')"
-    fi
+    mcp_measure webhook refund '{"account":42,"amount_cents":2500}'
     [ -z "$PROFILE" ] || PGPORT=$port profile_dump postgres mcp
+    mcp_upstream_variant
     kill -TERM "$mcp_pid" 2>/dev/null
     wait "$mcp_pid" 2>/dev/null
     forget_pid "$mcp_pid"
@@ -172,6 +144,84 @@ LUA
     wait "$relay_pid" 2>/dev/null
     forget_pid "$relay_pid"
     pgcluster_stop "$B/pgmcp"
+}
+
+# mcp_measure VARIANT TOOL ARGS_JSON: warm-up, then the measured wrk run of
+# tools/call TOOL (a new key per call); emits kind=mcp with the variant.
+# Reads port, mport, mcp_pid, relay_pid of scenario_mcp.
+mcp_measure() {
+    local variant=$1 tool=$2 args=$3
+    say "mcp ($variant): warm-up, then $MCP_BENCH_CONNS clients for ${MCP_BENCH_S}s"
+    wrk -t 2 -c "$MCP_BENCH_CONNS" -d 3s --timeout 30s -s "$B/mcp-wrk.lua" "http://127.0.0.1:$mport" -- "warm-$variant" \
+        "$tool" "$args" >"$B/mcp-warm-$variant.out" 2>&1
+    local pg_pids fd0 rl0 pg0 fd1 rl1 pg1 t0 t1
+    [ -z "$PROFILE" ] || PGPORT=$port q postgres "CREATE EXTENSION IF NOT EXISTS pg_stat_statements" \
+        "SELECT pg_stat_statements_reset()" >/dev/null
+    pg_pids=$(cluster_pids "$B/pgmcp")
+    fd0=$(cpu_seconds_of "$mcp_pid")
+    rl0=$(cpu_seconds_of "$relay_pid")
+    pg0=$(cpu_seconds_of $pg_pids)
+    t0=$(date +%s.%N)
+    wrk -t 2 -c "$MCP_BENCH_CONNS" -d "${MCP_BENCH_S}s" --timeout 30s -s "$B/mcp-wrk.lua" \
+        "http://127.0.0.1:$mport" -- "run-$variant" "$tool" "$args" >"$B/mcp-wrk-$variant.out" 2>&1
+    t1=$(date +%s.%N)
+    fd1=$(cpu_seconds_of "$mcp_pid")
+    rl1=$(cpu_seconds_of "$relay_pid")
+    pg1=$(cpu_seconds_of $(cluster_pids "$B/pgmcp"))
+    local line
+    line=$(grep '^RESULT' "$B/mcp-wrk-$variant.out")
+    if [ -z "$line" ]; then
+        broken "mcp ($variant): wrk printed no result (see $B/mcp-wrk-$variant.out)"
+    else
+        local okn other p50 p99
+        okn=$(sed -n 's/.* ok=\([0-9]*\).*/\1/p' <<<"$line")
+        other=$(sed -n 's/.* other=\([0-9]*\).*/\1/p' <<<"$line")
+        p50=$(sed -n 's/.* p50_us=\([0-9]*\).*/\1/p' <<<"$line")
+        p99=$(sed -n 's/.* p99_us=\([0-9]*\).*/\1/p' <<<"$line")
+        emit kind=mcp variant="$variant" seconds="$(awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.3f", b - a }')" \
+            connections="$MCP_BENCH_CONNS" succeeded="$okn" other="$other" p50_us="$p50" p99_us="$p99" \
+            front_door_cpu_s="$(awk -v a="$fd0" -v b="$fd1" 'BEGIN { printf "%.3f", b - a }')" \
+            relay_cpu_s="$(awk -v a="$rl0" -v b="$rl1" 'BEGIN { printf "%.3f", b - a }')" \
+            postgres_cpu_s="$(awk -v a="$pg0" -v b="$pg1" 'BEGIN { printf "%.3f", b - a }')"
+    fi
+}
+
+# The upstream-MCP variant (issue 36): the same calls to a front-door tool
+# whose target is an MCP server written with the official SDK's McpServer
+# (tests/mcp/sdk/upstream_server.mjs, sessions, JSON answers, Node 22 from
+# tests/lib/install-node.sh): the relay delivers each intent as that
+# server's tools/call, with the key in _meta. Against the webhook variant it
+# shows what the MCP leg costs (a JSON-RPC body and answer, a Node server).
+mcp_upstream_variant() {
+    if ! "$ROOT/tests/lib/install-node.sh" >"$B/mcp-node.log" 2>&1; then
+        broken "mcp (upstream_mcp): no Node 22 or no MCP packages (see $B/mcp-node.log)"
+        return 1
+    fi
+    . "$ROOT/tests/lib/install-node.sh"
+    mkdir -p "$B/mcp-sdk"
+    ln -sfn "$SDK_DIR/node_modules" "$B/mcp-sdk/node_modules"
+    cp "$ROOT/tests/mcp/sdk/upstream_server.mjs" "$B/mcp-sdk/"
+    (cd "$B/mcp-sdk" && exec env MODE=stateful "$NODE_BIN" upstream_server.mjs) >"$B/mcp-upstream.out" 2>&1 &
+    local up_pid=$! up="" i
+    PIDS+=("$up_pid")
+    for i in $(seq 1 100); do
+        up=$(sed -n 's/^listening //p' "$B/mcp-upstream.out")
+        [ -n "$up" ] && break
+        sleep 0.1
+    done
+    if [ -z "$up" ] || ! PGPORT=$port q postgres \
+        "INSERT INTO outbox.targets (name, url, protocol, mcp_version)
+           VALUES ('upstream', 'http://127.0.0.1:$up/mcp', 'mcp', '2025-11-25')" \
+        "INSERT INTO outbox.mcp_tools (tool, target, description, input_schema, upstream_tool) VALUES ('ticket', 'upstream',
+           'Open a ticket', '{\"type\": \"object\", \"properties\": {\"title\": {\"type\": \"string\"}}, \"required\": [\"title\"]}',
+           'create_ticket')" >/dev/null; then
+        broken "mcp (upstream_mcp): the SDK server did not start, or its target could not be added"
+    else
+        mcp_measure upstream_mcp ticket '{"title":"printer on fire"}'
+    fi
+    kill -TERM "$up_pid" 2>/dev/null
+    wait "$up_pid" 2>/dev/null
+    forget_pid "$up_pid"
 }
 
 # mcp_flood NAME TOKEN TOOL N BYTES SHAPE: N concurrent calls of BYTES on a

@@ -709,7 +709,17 @@ def main():
     if wanted("mcp") and not mcps:
         figure("mcp: 64 clients, defaults", "calls/s", None, "/s", 2000, ">=")
     for r in mcps:
+        upstream = r.get("variant") == "upstream_mcp"
         scen = "mcp: {} clients, defaults".format(r["connections"])
+        if upstream:  # issue 36: the target is an MCP server (an SDK McpServer): no aims, beside the webhook's
+            scen = "mcp: {} clients, target an upstream MCP server".format(r["connections"])
+            secs = r["seconds"] or 1
+            figure(scen, "calls/s", r["succeeded"] / secs, "/s",
+                   note="{:,} succeeded, {:,} other answers in {:.1f} s".format(r["succeeded"], r["other"], secs))
+            figure(scen, "p50 request to result", r["p50_us"] / 1000.0, "ms", fmt="{:.2f}")
+            figure(scen, "p99 request to result", r["p99_us"] / 1000.0, "ms", fmt="{:.2f}")
+            figure(scen, "answers not succeeded", r["other"], "calls", 0, "<=")
+            continue
         calls = r["succeeded"] + r["other"]
         secs = r["seconds"] or 1
         figure(scen, "calls/s", r["succeeded"] / secs, "/s", 2000, ">=",

@@ -32,7 +32,9 @@
 #   ordered      ordered delivery: 1,000 groups x 10 steps (p_ordering_key) drained by one
 #                relay, beside an unordered drain of as many intents, each round
 #   mcp          the MCP front door with defaults: 64 SDK-free HTTP clients calling a tool
-#                whose target answers at once (tests/bench/mcp.sh, BENCH_MCP_SECONDS)
+#                whose target answers at once (tests/bench/mcp.sh, BENCH_MCP_SECONDS); then
+#                the same calls to a tool whose target is an upstream MCP server (an SDK
+#                McpServer with sessions, Node 22): calls/s, p50, p99 beside the webhook's
 #
 # Knobs (environment): BENCH_RUNS (drain rounds, default 5), BENCH_RUNS_OTHER
 # (rounds of the other scenarios, default 1), BENCH_DRAIN_INTENTS (100000),

@@ -10,7 +10,7 @@
 --   front door mcp_call wraps an agent's arguments in that shape for an mcp target (the
 --              upstream's name of the tool when it has one), and a replay matches it
 BEGIN;
-SELECT plan(26);
+SELECT plan(28);
 
 -- columns
 SELECT has_column('outbox', 'targets', 'protocol', 'targets.protocol');
@@ -20,6 +20,12 @@ SELECT has_column('outbox', 'targets', 'auth_secret', 'targets.auth_secret');
 SELECT has_column('outbox', 'targets', 'status_tool', 'targets.status_tool');
 SELECT throws_ok($$INSERT INTO outbox.targets (name, url, status_tool) VALUES ('x', 'http://x.test/', 'status')$$,
                  '23514', NULL, 'a status_tool is for an mcp target only');
+SELECT throws_ok($$INSERT INTO outbox.targets (name, url, protocol, secret_env) VALUES ('x', 'http://x.test/', 'mcp', 'OUTBOX_SECRET_SIGN')$$,
+                 '23514', NULL, 'an mcp target takes no signing secret_env (0044: its calls are not signed)');
+INSERT INTO outbox.targets (name, url, protocol) VALUES ('unsigned', 'http://x.test/', 'mcp');
+SELECT throws_ok($$UPDATE outbox.targets SET secret_env = 'OUTBOX_SECRET_SIGN' WHERE name = 'unsigned'$$,
+                 '23514', NULL, 'nor can an mcp target be given one later');
+DELETE FROM outbox.targets WHERE name = 'unsigned';
 SELECT has_column('outbox', 'mcp_tools', 'upstream_tool', 'mcp_tools.upstream_tool');
 SELECT throws_ok($$INSERT INTO outbox.targets (name, url, protocol) VALUES ('x', 'http://x.test/', 'grpc')$$,
                  '23514', NULL, 'a protocol other than http or mcp is refused');

@@ -150,6 +150,17 @@ START_TEST(read_json_result)
     upstream_read_answer("application/json", body, strlen(body), 6, &a);
     ck_assert_int_eq(a.kind, MCP_ANSWER_NONE);
     upstream_answer_free(&a);
+    /* a gateway's result that says its own call is not final; final: true is a result */
+    body = "{\"jsonrpc\":\"2.0\",\"id\":5,\"result\":{\"content\":[],\"isError\":false,"
+           "\"_meta\":{\"outbox-relay/final\":false}}}";
+    upstream_read_answer("application/json", body, strlen(body), 5, &a);
+    ck_assert_int_eq(a.kind, MCP_ANSWER_NOT_FINAL);
+    upstream_answer_free(&a);
+    body = "{\"jsonrpc\":\"2.0\",\"id\":5,\"result\":{\"content\":[],\"isError\":false,"
+           "\"_meta\":{\"outbox-relay/final\":true}}}";
+    upstream_read_answer("application/json", body, strlen(body), 5, &a);
+    ck_assert_int_eq(a.kind, MCP_ANSWER_RESULT);
+    upstream_answer_free(&a);
 }
 END_TEST
 
@@ -203,6 +214,61 @@ START_TEST(read_event_stream)
 }
 END_TEST
 
+/* Requests of the server on a stream are answered as their event completes:
+ * a half event waits for its blank line; notifications and responses get
+ * nothing; a string id is kept as it is. */
+struct replies {
+    int n;
+    char *last;
+};
+
+static void collect(void *ctx, const char *body)
+{
+    struct replies *r = ctx;
+    r->n++;
+    free(r->last);
+    r->last = strdup(body);
+}
+
+START_TEST(scan_requests_answers_each_once)
+{
+    const char *stream =
+        "event: message\ndata: {\"jsonrpc\":\"2.0\",\"method\":\"notifications/progress\","
+        "\"params\":{}}\n\n"
+        "data: {\"jsonrpc\":\"2.0\",\"id\":7,\"method\":\"sampling/createMessage\","
+        "\"params\":{}}\r\n\r\n"
+        "data: {\"jsonrpc\":\"2.0\",\"id\":\"e-1\",\n"
+        "data: \"method\":\"elicitation/create\"}\n";
+    struct replies r = {0};
+    size_t len = strlen(stream);
+    size_t done = upstream_scan_requests(stream, len, 0, collect, &r);
+    ck_assert_int_eq(r.n, 1); /* the elicitation's event has no blank line yet */
+    json_t *b = parse(r.last);
+    ck_assert_int_eq(json_integer_value(json_object_get(b, "id")), 7);
+    json_t *err = json_object_get(b, "error");
+    ck_assert_int_eq(json_integer_value(json_object_get(err, "code")), -32601);
+    ck_assert(strstr(json_string_value(json_object_get(err, "message")),
+                     "cannot answer sampling/createMessage") != NULL);
+    json_decref(b);
+    ck_assert(done < len);
+    /* the rest arrives: only the new event is answered */
+    char *more = malloc(len + 2);
+    memcpy(more, stream, len);
+    memcpy(more + len, "\n", 2);
+    done = upstream_scan_requests(more, len + 1, done, collect, &r);
+    ck_assert_int_eq(done, len + 1);
+    ck_assert_int_eq(r.n, 2);
+    b = parse(r.last);
+    ck_assert_str_eq(json_string_value(json_object_get(b, "id")), "e-1");
+    json_decref(b);
+    /* nothing new: nothing sent again */
+    ck_assert_int_eq(upstream_scan_requests(more, len + 1, done, collect, &r), len + 1);
+    ck_assert_int_eq(r.n, 2);
+    free(more);
+    free(r.last);
+}
+END_TEST
+
 START_TEST(discover_and_initialize_answers)
 {
     const char *body = "{\"jsonrpc\":\"2.0\",\"id\":0,\"result\":{\"supportedVersions\":"
@@ -248,6 +314,7 @@ Suite *mcp_upstream_suite(void)
     tcase_add_test(tc, read_json_result);
     tcase_add_test(tc, read_tool_error_and_rpc_error);
     tcase_add_test(tc, read_event_stream);
+    tcase_add_test(tc, scan_requests_answers_each_once);
     tcase_add_test(tc, discover_and_initialize_answers);
     suite_add_tcase(s, tc);
     return s;

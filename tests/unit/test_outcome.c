@@ -872,6 +872,9 @@ START_TEST(classify_mcp_table)
     ck_assert_int_eq(outcome_classify(&f), CLASS_AMBIGUOUS);
     f = mcp_facts(202, MCP_ANSWER_NONE, 0);
     ck_assert_int_eq(outcome_classify(&f), CLASS_AMBIGUOUS);
+    /* a chained front door whose own call is not final yet */
+    f = mcp_facts(200, MCP_ANSWER_NOT_FINAL, 0);
+    ck_assert_int_eq(outcome_classify(&f), CLASS_AMBIGUOUS);
     /* a refused initialize: the call never went */
     f = mcp_facts(0, MCP_ANSWER_NONE, 0);
     f.mcp_refused = true;

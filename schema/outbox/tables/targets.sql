@@ -113,6 +113,9 @@ COMMENT ON COLUMN outbox.targets.auth_secret IS 'For an mcp target: the name of 
 
 COMMENT ON COLUMN outbox.targets.status_tool IS 'For an mcp target: the upstream tool asked about an unknown intent ({"key": KEY} → structuredContent {"executed": true|false}), as a status URL is (0037).';
 
+ALTER TABLE outbox.targets
+    ADD CONSTRAINT targets_mcp_not_signed CHECK (((protocol = 'http'::text) OR (secret_env IS NULL))) NOT VALID;
+
 ALTER TABLE ONLY outbox.targets
     ADD CONSTRAINT targets_pkey PRIMARY KEY (name);
 

@@ -5,7 +5,9 @@
 // should. Prints one line per call that needed a retry, then a summary line
 // "SUMMARY calls=N retries=N succeeded=N other=N failed_for_good=N".
 //
-// Environment: MCP_URL, MCP_TOKEN, CALLS (300), CONCURRENCY (8).
+// Environment: MCP_URL, MCP_TOKEN, CALLS (300), CONCURRENCY (8); TOOL
+// (refund; another tool gets {"title": "step I"}) and RUN (demo-run, the
+// keys' prefix).
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 
@@ -23,11 +25,13 @@ async function connect() {
 }
 
 async function step(client, i) {
-    const run = `demo-run-${Math.floor(i / 4)}`, key = `${run}:step-${i % 4}`;
+    const run = `${process.env.RUN ?? 'demo-run'}-${Math.floor(i / 4)}`, key = `${run}:step-${i % 4}`;
+    const tool = process.env.TOOL ?? 'refund';
+    const args = tool === 'refund' ? { account: i % 100, amount_cents: 25 } : { title: `step ${i}` };
     const told = [];
     for (let attempt = 1; attempt <= 5; attempt++) {
         try {
-            const res = await client.callTool({ name: 'refund', arguments: { account: i % 100, amount_cents: 25 },
+            const res = await client.callTool({ name: tool, arguments: args,
                 _meta: { 'outbox-relay/idempotency-key': key } }, undefined, { timeout: 30000 });
             const sc = res.structuredContent ?? {};
             told.push(`${sc.status} (${sc.attempts} attempt${sc.attempts === 1 ? '' : 's'})`);

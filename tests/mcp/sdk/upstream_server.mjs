@@ -9,6 +9,10 @@
 //   MODE=drop        stateless; create_ticket acts, then the connection is
 //                    destroyed before the answer, once per key (the lost answer)
 //   ticket_status    the status tool: {"key"} → structuredContent {"executed"}
+//   summarize        asks the client, on the call's stream, for a sampling, an
+//                    elicitation and its roots (requests of the server), writes
+//                    "asked <method>: <code> <message>" per answer, then acts
+//                    (MODE=sse: the requests reach the client only on a stream)
 //   DEDUPE=1         the key in _meta["outbox-relay/idempotency-key"] is
 //                    honoured: a key seen before gets its first result, no
 //                    second effect (then MODE=drop drops the first answer only)
@@ -22,6 +26,11 @@ import { randomUUID } from "node:crypto";
 import { McpServer } from "@modelcontextprotocol/sdk/server/mcp.js";
 import { StreamableHTTPServerTransport } from "@modelcontextprotocol/sdk/server/streamableHttp.js";
 import { z } from "zod";
+import {
+    CreateMessageResultSchema,
+    ElicitResultSchema,
+    ListRootsResultSchema,
+} from "@modelcontextprotocol/sdk/types.js";
 
 const MODE = process.env.MODE || "stateless";
 const DEDUPE = process.env.DEDUPE === "1";
@@ -82,6 +91,31 @@ function makeServer(current) {
             return { content: [{ type: "text", text: String(executed) }], structuredContent: { executed } };
         },
     );
+    // A tool that needs the client during the call. A gateway has no model,
+    // user or roots to give: each request must be answered with an error,
+    // or the call waits for the SDK's request timeout.
+    server.registerTool(
+        "summarize",
+        { description: "Summarizes with the host's model, asks the user, reads the roots.", inputSchema: { text: z.string() } },
+        async ({ text }, extra) => {
+            const key = extra._meta?.[KEY_META] ?? "(no key)";
+            const asks = [
+                ["sampling/createMessage", { messages: [{ role: "user", content: { type: "text", text } }], maxTokens: 10 }, CreateMessageResultSchema],
+                ["elicitation/create", { message: "Which account?", requestedSchema: { type: "object", properties: {} } }, ElicitResultSchema],
+                ["roots/list", {}, ListRootsResultSchema],
+            ];
+            for (const [method, params, schema] of asks) {
+                try {
+                    await extra.sendRequest({ method, params }, schema);
+                    fs.appendFileSync(EFFECTS, `asked ${method}: answered\n`);
+                } catch (e) {
+                    fs.appendFileSync(EFFECTS, `asked ${method}: ${e.code} ${String(e.message).replace(/\n/g, " ")}\n`);
+                }
+            }
+            effect("summarize", key);
+            return { content: [{ type: "text", text: `summary of ${text.length} characters, without the host` }] };
+        },
+    );
     server.registerTool(
         "close_account",
         { description: "Always refuses: the account is closed.", inputSchema: { account: z.number() } },
@@ -111,8 +145,7 @@ const httpServer = http.createServer(async (req, res) => {
         }
         const body = req.method === "POST" ? await readBody(req) : undefined;
         if (MODE === "stateless" || MODE === "drop") {
-            dropState.req = req;
-            const server = makeServer(dropState);
+            const server = makeServer({ req }); // this request's: concurrent calls each drop their own
             const transport = new StreamableHTTPServerTransport({
                 sessionIdGenerator: undefined,
                 enableJsonResponse: true,

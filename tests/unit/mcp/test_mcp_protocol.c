@@ -141,6 +141,12 @@ START_TEST(upstream_result_in_the_answer)
     ck_assert_str_eq(json_string_value(json_object_get(sc, "key")), "k1");
     ck_assert_int_eq(json_integer_value(json_object_get(sc, "attempts")), 1);
     ck_assert(json_is_false(json_object_get(r, "isError")));
+    /* not final (a->final false): a relay behind us must not take it for the tool's outcome */
+    ck_assert(json_is_false(json_object_get(json_object_get(r, "_meta"), "outbox-relay/final")));
+    json_decref(r);
+    a.final = true;
+    r = mcp_call_result(&a, NULL);
+    ck_assert(json_is_true(json_object_get(json_object_get(r, "_meta"), "outbox-relay/final")));
     json_decref(r);
 
     /* a webhook's answer: one block, the body as the response */
@@ -152,6 +158,9 @@ START_TEST(upstream_result_in_the_answer)
     json_decref(r);
     json_t *v = json_loads("{\"content\":[],\"extra\":1}", 0, NULL);
     ck_assert(!mcp_is_upstream_result(v)); /* a member a result does not have */
+    json_decref(v);
+    v = json_loads("{\"content\":[],\"resultType\":\"complete\",\"_meta\":{}}", 0, NULL);
+    ck_assert(mcp_is_upstream_result(v)); /* a 2026-07-28 result (a front door upstream) */
     json_decref(v);
     v = json_loads("{\"content\":[{\"text\":\"no type\"}]}", 0, NULL);
     ck_assert(!mcp_is_upstream_result(v));
