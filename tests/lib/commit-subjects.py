@@ -22,7 +22,8 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.environ.get("ROOT") or os.path.normpath(os.path.join(HERE, "..", ".."))
 CUTOFF = os.environ.get("CUTOFF") or "67a64079b8231bfd527c27b4007ffb21ad1c1549"
 LIMIT = 72
-MEASUREMENT = re.compile(r"(?<![\w.])\d+(?:[.,]\d+)?\s?(?:ns|µs|us|ms|s|min|KiB|MiB|GiB|kB|KB|MB|GB|%|×|x)(?!\w)")
+# seconds only with a space ("9 s"): "401s" is the plural of a status code
+MEASUREMENT = re.compile(r"(?<![\w.])\d+(?:[.,]\d+)?(?:\s?(?:ns|µs|us|ms|min|KiB|MiB|GiB|kB|KB|MB|GB|%|×|x)|\ss)(?!\w)")
 
 
 def git(*args):
