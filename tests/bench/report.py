@@ -325,7 +325,7 @@ def main():
                "wait4 ru_maxrss of the relay, default --max-in-flight 1024; libcurl alone over the same TLS at the "
                "relay's mean in flight: {} MiB (an OpenSSL context and session per connection, and record buffers "
                "while a request is under way); connections open at nginx, maximum: relay {}, libcurl alone {} "
-               "(the peak follows them: about 55 KiB a connection, docs/performance.md#memory)".format(
+               "(the peak follows them: about 51 KiB a connection, docs/performance.md#memory)".format(
                    ", ".join("{:.1f}".format(r.get("probe_maxrss_kb", 0) / 1024.0) for r in tls_heads),
                    ", ".join(str(r.get("conns_max")) for r in tls_heads),
                    ", ".join(str(r.get("probe_conns_max")) for r in tls_heads)),
