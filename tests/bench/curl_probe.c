@@ -23,7 +23,8 @@
  *     (10 s, the targets' default), no signals, no redirects, TLS verification,
  *     TCP keep-alive and TCP_NODELAY, the relay's User-Agent, a write callback
  *     copying the body into a capped buffer, a header callback looking for
- *     Retry-After, an error buffer;
+ *     Retry-After, an error buffer, libcurl's least upload buffer (16 KiB:
+ *     over TLS libcurl copies each request into it);
  *   - POSTFIELDS + POSTFIELDSIZE_LARGE of a JSON payload of the bench's shape;
  *   - afterwards CURLINFO_REQUEST_SIZE and CURLINFO_RESPONSE_CODE.
  * The multi handle is set up as relay/lib/http_client.c sets it up: socket and timer
@@ -249,6 +250,7 @@ static void start(struct request *r, long n)
     curl_easy_setopt(e, CURLOPT_TCP_KEEPALIVE, 1L);
     curl_easy_setopt(e, CURLOPT_TCP_NODELAY, 1L);
     curl_easy_setopt(e, CURLOPT_USERAGENT, "outbox-relay/0.1");
+    curl_easy_setopt(e, CURLOPT_UPLOAD_BUFFERSIZE, 16384L);
     curl_easy_setopt(e, CURLOPT_WRITEFUNCTION, on_body);
     curl_easy_setopt(e, CURLOPT_WRITEDATA, r);
     curl_easy_setopt(e, CURLOPT_ERRORBUFFER, r->error);

@@ -61,7 +61,7 @@
 . "$ROOT/tests/bench/bare_claim.sh" # headline_bare: the limit's PostgreSQL share
 HEADLINE_RUNS=${BENCH_HEADLINE_RUNS:-3}
 N_HEADLINE=${BENCH_HEADLINE_INTENTS:-100000}
-HEADLINE_IN_FLIGHT=1024 # the relay's --max-in-flight default (and targets.max_in_flight's)
+HEADLINE_IN_FLIGHT=${BENCH_HEADLINE_IN_FLIGHT:-1024} # the relay's --max-in-flight default (and targets.max_in_flight's)
 HEADLINE_TLS_RUNS=${BENCH_HEADLINE_TLS_RUNS:-3}
 HEADLINE_STORM=${BENCH_HEADLINE_STORM:-1}
 HEADLINE_H2_RUNS=${BENCH_HEADLINE_H2_RUNS:-3}

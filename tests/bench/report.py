@@ -324,9 +324,11 @@ def main():
                "<=", [round(r["relay_maxrss_kb"] / 1024.0, 1) for r in tls_heads],
                "wait4 ru_maxrss of the relay, default --max-in-flight 1024; libcurl alone over the same TLS at the "
                "relay's mean in flight: {} MiB (an OpenSSL context and session per connection, and record buffers "
-               "while a request is under way); connections open at nginx, maximum: {}".format(
+               "while a request is under way); connections open at nginx, maximum: relay {}, libcurl alone {} "
+               "(the peak follows them: about 51 KiB a connection, docs/performance.md#memory)".format(
                    ", ".join("{:.1f}".format(r.get("probe_maxrss_kb", 0) / 1024.0) for r in tls_heads),
-                   ", ".join(str(r.get("conns_max")) for r in tls_heads)),
+                   ", ".join(str(r.get("conns_max")) for r in tls_heads),
+                   ", ".join(str(r.get("probe_conns_max")) for r in tls_heads)),
                fmt="{:.1f}")
         figure(ts, "TLS handshakes per 1,000 deliveries", tm("handshakes_per_1000"), "", 20, "<=",
                [round(r["handshakes_per_1000"], 1) for r in tls_heads],

@@ -47,7 +47,10 @@
 # steady state (tests/bench/retention.sh), BENCH_HEADLINE_RUNS (3) and
 # BENCH_HEADLINE_INTENTS (100000) for `headline` (tests/bench/headline.sh),
 # BENCH_HEADLINE_TLS_RUNS (3) and BENCH_HEADLINE_STORM (1; 0 = no storm drain)
-# for its TLS rounds, KEEP_TMP=1.
+# for its TLS rounds, BENCH_HEADLINE_IN_FLIGHT (1024: the second probe's
+# concurrency; lower it where 1,024 handshakes at once time out on a loaded
+# machine), BENCH_RELAY (another relay binary: before/after pairs on one
+# machine state), KEEP_TMP=1.
 #
 # Exit status: 0 when every scenario produced its figures (a MISS against a
 # target is a finding, not a failure); 1 when the bench itself broke
@@ -84,7 +87,7 @@ MEMORY_RESPONSE_CAP=65536 # the relay's --max-response-bytes default
 PROFILE=${BENCH_PROFILE:-}
 EXPLAIN_MS=${BENCH_EXPLAIN_MS:-20}
 
-RELAY=$ROOT/build/outbox-relay
+RELAY=${BENCH_RELAY:-$ROOT/build/outbox-relay}
 RECEIVER=$ROOT/build/test-receiver
 BIN=$ROOT/build/bench
 PGBIN=$(pgcluster_bindir) || exit 1

@@ -3,14 +3,21 @@
  * key, libcurl's header and body callbacks (Retry-After, the bounded copy
  * of a body), the request a delivery sets up, and delivery_report for a
  * transfer that never ran (aborted, or failed before a byte was sent).
+ * One test sends a request to a server on 127.0.0.1 in a thread of its
+ * own, to see how libcurl writes a large body (the upload buffer).
  */
 #include "unit.h"
 
 #include "deliver.h"
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <time.h>
+#include <unistd.h>
 
 /* A target with what delivery_new reads; its strings are literals (a
  * delivery never frees its target). */
@@ -247,6 +254,116 @@ START_TEST(receive_buffer_follows_the_answers)
 }
 END_TEST
 
+/* A server for one request: reads it whole (headers, then Content-Length
+ * bytes of body), answers 200 and closes. */
+struct one_request_server {
+    int listener;
+    size_t body_bytes; /* the body it read */
+};
+
+static void *serve_one_request(void *arg)
+{
+    struct one_request_server *srv = arg;
+    int fd = accept(srv->listener, NULL, NULL);
+    if (fd < 0)
+        return NULL;
+    static char buf[1 << 16];
+    size_t have = 0, want = 0;
+    char *end = NULL;
+    ssize_t n;
+    while (end == NULL && have < sizeof(buf) - 1 &&
+           (n = read(fd, buf + have, sizeof(buf) - 1 - have)) > 0) {
+        have += (size_t)n;
+        buf[have] = '\0';
+        end = strstr(buf, "\r\n\r\n");
+    }
+    if (end != NULL) {
+        char *length = strcasestr(buf, "\r\nContent-Length:");
+        want = length ? strtoul(length + 17, NULL, 10) : 0;
+        srv->body_bytes = have - (size_t)(end + 4 - buf);
+        while (srv->body_bytes < want && (n = read(fd, buf, sizeof(buf))) > 0)
+            srv->body_bytes += (size_t)n;
+    }
+    static const char answer[] = "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\n{}";
+    ssize_t w = write(fd, answer, sizeof(answer) - 1);
+    (void)w;
+    close(fd);
+    return NULL;
+}
+
+static size_t largest_write;
+static size_t written;
+
+static int on_debug(CURL *easy, curl_infotype type, char *data, size_t size, void *userp)
+{
+    (void)easy, (void)data, (void)userp;
+    if (type == CURLINFO_DATA_OUT) {
+        written += size;
+        if (size > largest_write)
+            largest_write = size;
+    }
+    return 0;
+}
+
+/* A send buffer large enough that the kernel takes whatever libcurl writes
+ * at once: what a write carries is then what libcurl's buffer held. */
+static int large_send_buffer(void *clientp, curl_socket_t fd, curlsocktype purpose)
+{
+    (void)clientp, (void)purpose;
+    int bytes = 1 << 20;
+    setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &bytes, sizeof(bytes));
+    return CURL_SOCKOPT_OK;
+}
+
+/* libcurl's upload buffer is its least, 16 KiB, not its default 64: over
+ * TLS libcurl 7.88 copies each request into it (allocated per request in
+ * flight, whatever the request's size), and for a body too large to go out
+ * with the headers it is what each write of the body carries, over TLS or
+ * not (a TLS record holds 16 KiB anyway). Seen here as the largest write of
+ * a 200 KiB body, over HTTP to a server on loopback. */
+START_TEST(request_goes_out_through_a_small_upload_buffer)
+{
+    struct one_request_server srv = {.listener = socket(AF_INET, SOCK_STREAM, 0)};
+    ck_assert_int_ge(srv.listener, 0);
+    struct sockaddr_in addr = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    socklen_t len = sizeof(addr);
+    ck_assert_int_eq(bind(srv.listener, (struct sockaddr *)&addr, sizeof(addr)), 0);
+    ck_assert_int_eq(listen(srv.listener, 1), 0);
+    ck_assert_int_eq(getsockname(srv.listener, (struct sockaddr *)&addr, &len), 0);
+    pthread_t server;
+    ck_assert_int_eq(pthread_create(&server, NULL, serve_one_request, &srv), 0);
+
+    char url[64];
+    snprintf(url, sizeof(url), "http://127.0.0.1:%d/hook", ntohs(addr.sin_port));
+    struct target t = test_target("Idempotency-Key");
+    t.url = url;
+    size_t payload_len = 200 * 1024;
+    char *payload = malloc(payload_len + 1);
+    memset(payload, ' ', payload_len);
+    payload[0] = '[', payload[payload_len - 1] = ']', payload[payload_len] = '\0';
+    struct claimed_row row = claimed(1, "big", payload, 1, false, 0);
+    struct delivery *d = delivery_new(&t, &row, 64, 0);
+    ck_assert_ptr_nonnull(d);
+    largest_write = written = 0;
+    curl_easy_setopt(d->easy, CURLOPT_VERBOSE, 1L);
+    curl_easy_setopt(d->easy, CURLOPT_DEBUGFUNCTION, on_debug);
+    curl_easy_setopt(d->easy, CURLOPT_SOCKOPTFUNCTION, large_send_buffer);
+    ck_assert_int_eq(curl_easy_perform(d->easy), CURLE_OK);
+    pthread_join(server, NULL);
+    close(srv.listener);
+
+    long status = 0;
+    curl_easy_getinfo(d->easy, CURLINFO_RESPONSE_CODE, &status);
+    ck_assert_int_eq(status, 200);
+    ck_assert_uint_eq(srv.body_bytes, payload_len);
+    ck_assert_uint_eq(written, payload_len);
+    ck_assert_uint_gt(largest_write, 0);
+    ck_assert_uint_le(largest_write, 16384);
+    delivery_free(d);
+    free(payload);
+}
+END_TEST
+
 /* A transfer that never wrote a byte is not sent, whatever ended it. */
 START_TEST(report_of_a_transfer_that_sent_nothing)
 {
@@ -460,6 +577,7 @@ Suite *deliver_suite(void)
     tcase_add_test(tc, status_check_has_no_payload);
     tcase_add_test(tc, pool_follows_demand);
     tcase_add_test(tc, receive_buffer_follows_the_answers);
+    tcase_add_test(tc, request_goes_out_through_a_small_upload_buffer);
     tcase_add_test(tc, report_of_a_transfer_that_sent_nothing);
     tcase_add_test(tc, report_names_the_tls_file_that_cannot_be_used);
     tcase_add_test(tc, http_version_per_target);
