@@ -14,6 +14,8 @@
 
 struct config {
     char *db;                     /* libpq conninfo or URL; "" = libpq environment */
+    char *databases;              /* --databases FILE: the databases to serve; "" = --db alone */
+    char *database;               /* --database NAME: one line of that file, as --db */
     char *relay_id;               /* lease owner name; default host:pid */
     char *migrations_dir;         /* for migrate */
     char *admin_listen;           /* host:port of the admin HTTP port; "" = off */
