@@ -1,6 +1,6 @@
 -- schema/outbox/load.sql — the net schema of outbox-relay, one file per live
 -- object: what a database looks like after every migration up to and
--- including 0039_settle_every_event.sql. `psql -f schema/outbox/load.sql` builds it (the files in
+-- including 0042_schema_version.sql. `psql -f schema/outbox/load.sql` builds it (the files in
 -- an order that works); tests/sql/schema_equivalence.sh proves it builds the
 -- same schema as migrations/, tests/sql/schema_fresh_cluster.sh that it loads
 -- into a fresh cluster. Read it to learn the data model; build databases with
@@ -141,6 +141,7 @@ GRANT outbox_operator TO outbox_admin;
 \ir functions/retries_due_now.sql
 \ir functions/retry_now.sql
 \ir functions/rule_text.sql
+\ir functions/schema_version.sql
 \ir functions/settle.sql
 \ir functions/take_over.sql
 \ir functions/take_over_expired.sql
