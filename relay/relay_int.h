@@ -1,12 +1,17 @@
 /*
  * relay_int.h — the daemon's state, private to relay*.c.
  *
- * Owns struct relay and its lifecycle (enum relay_phase). Three files
- * share it, and their calls go one way, relay_run.c → relay.c →
+ * Owns struct relay (the process) and struct relay_db (one database it
+ * serves), and their lifecycle (enum relay_phase). Four files share it,
+ * and their calls go one way, relay_run.c → relay.c ⇄ relay_db.c →
  * relay_status.c:
  *   relay_run.c     the process: from a config to an exit code (relay.h);
- *   relay.c         the scheduler (claim → deliver → record → lease, and
- *                   shutdown), the only writer of the phase;
+ *   relay.c         the process's scheduler: deliveries on the curl multi,
+ *                   the fair share of --max-in-flight, timers, SIGHUP and
+ *                   shutdown, the only writer of the phase;
+ *   relay_db.c      one database's scheduler (claim → record → lease,
+ *                   take-over, reconciliation, its targets), which starts
+ *                   its deliveries and asks for room through relay.c;
  *   relay_status.c  what others read of the relay (the admin port, the
  *                   heartbeat in outbox.relays, the log).
  * No other file includes this header. The leaves they use know nothing of
