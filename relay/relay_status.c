@@ -511,15 +511,44 @@ static void on_intent_looked_up(void *data, PGresult *res, const char *error)
     free(lookup);
 }
 
+/* The database of a lookup: NAME of "NAME\x1fkey" (admin.h), or the one
+ * database; NULL, with why in a JSON body, when there is none. */
+static struct relay_db *relay_lookup_db(struct relay *r, const char **key, char *why, size_t size)
+{
+    const char *sep = strchr(*key, ADMIN_DATABASE_SEPARATOR[0]);
+    if (sep == NULL) {
+        if (r->dbs && (!r->db_named || r->db_count == 1))
+            return r->dbs;
+        snprintf(why, size, "{\"error\":\"%s\"}",
+                 r->dbs ? "this relay serves several databases: add ?database=NAME"
+                        : "no database");
+        return NULL;
+    }
+    size_t len = (size_t)(sep - *key);
+    const char *name = *key;
+    *key = sep + 1;
+    for (struct relay_db *db = r->dbs; db; db = db->next)
+        if (!db->removing && strlen(db->name) == len && strncmp(db->name, name, len) == 0)
+            return db;
+    snprintf(why, size, "{\"error\":\"no database of that name\"}");
+    return NULL;
+}
+
 static void relay_lookup_intent(void *data, const char *key, void *req,
                                 void (*done)(void *req, int status, const char *json_body))
 {
     struct relay *r = data;
+    char why[128];
+    struct relay_db *db = relay_lookup_db(r, &key, why, sizeof(why));
+    if (db == NULL) {
+        done(req, 404, why);
+        return;
+    }
     struct intent_lookup *lookup = xmalloc(sizeof(*lookup));
     const char *params[1] = {key};
     lookup->req = req;
     lookup->done = done;
-    if (r->dbs && pg_query(r->dbs->pg, STMT_OUTCOME, 1, params, on_intent_looked_up, lookup))
+    if (pg_query(db->pg, STMT_OUTCOME, 1, params, on_intent_looked_up, lookup))
         return; /* pg calls back exactly once, also on loss or close */
     free(lookup);
     done(req, 503, NULL);

@@ -6,7 +6,8 @@
  *   GET /readyz            200 {"status":"ready"} or 503 {"status":"not ready","reason":"..."}
  *   GET /metrics           200 Prometheus text (write_metrics, then the port's own
  *                          outbox_admin_* families)
- *   GET /v1/intents/{key}[?wait=30s]  what lookup_intent answers (200, 404, 503);
+ *   GET /v1/intents/{key}[?wait=30s][&database=NAME]  what lookup_intent answers
+ *                          (200, 404, 503); database picks one of --databases;
  *                          with wait, held until the outcome is final or the wait (at
  *                          most 60 s) ends, then looked up once more and answered. While
  *                          held it is looked up again every second (one lookup per key,
@@ -80,6 +81,8 @@ struct admin_hooks {
      * {"error":...} body for the status. done() is always safe to call, also
      * after the client went away, the lookup deadline passed or the server
      * was closed: req stays valid until done() runs, and only then is freed. */
+    /* With ?database=NAME, key is NAME, ADMIN_DATABASE_SEPARATOR, then the key
+     * (a key holds no control character, so the first one splits them). */
     void (*lookup_intent)(void *data, const char *key, void *req,
                           void (*done)(void *req, int status, const char *json_body));
     /* The status page (/ui): NULL turns it off (404). It reads the database
@@ -118,7 +121,14 @@ int admin_port(const admin_server_t *s);
 void admin_close(admin_server_t *s, void (*on_closed)(void *data), void *data);
 
 /* For tests and fuzzing (tests/fuzz/): the parsers behind the port. */
-#define ADMIN_KEY_MAX_BYTES 255 /* as outbox.enqueue */
+#define ADMIN_KEY_MAX_BYTES 255     /* as outbox.enqueue */
+#define ADMIN_DATABASE_MAX_BYTES 63 /* a NAME of --databases */
+#define ADMIN_DATABASE_SEPARATOR "\x1f"
+/* What lookup_intent gets: [NAME "\x1f"] key, and its NUL. */
+#define ADMIN_LOOKUP_KEY_BYTES (ADMIN_DATABASE_MAX_BYTES + 1 + ADMIN_KEY_MAX_BYTES + 1)
+/* ?database=NAME of /v1/intents/{key}: 1 and NAME in out (at least
+ * ADMIN_DATABASE_MAX_BYTES + 1 bytes), 0 without, -1 malformed. */
+int admin_parse_database(const char *query, size_t n, char *out);
 /* The key of /v1/intents/{key}: percent-decoded into out (at least
  * ADMIN_KEY_MAX_BYTES + 1 bytes). NULL, or why the key is refused. */
 const char *admin_decode_key(const char *encoded, size_t n, char *out);

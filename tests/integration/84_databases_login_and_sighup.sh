@@ -56,6 +56,13 @@ ok "the line says why" grep -q '"event":"db_connect_failed","connection":"main".
 ok "no password in the log" test "$(grep -c 'horse-battery' "$T/relay-one.log")" = 0
 is "$(curl -s -o /dev/null -w '%{http_code}' "http://127.0.0.1:$ADMIN/readyz")" 200 "/readyz ready with bad down"
 is "$(succeeded bad)" 0 "bad delivered nothing"
+intent() { curl -s "http://127.0.0.1:$ADMIN/v1/intents/$1"; }
+code() { curl -s -o /dev/null -w '%{http_code}' "http://127.0.0.1:$ADMIN/v1/intents/$1"; }
+ok "/v1/intents/{key}?database=good answers from good" \
+    grep -q '"state" *: *"succeeded"' <<<"$(intent 'good:7?database=good')"
+is "$(code 'good:7?database=secret')" 404 "...and 404 in another database"
+ok "without ?database= it says to name one" grep -q 'add ?database=NAME' <<<"$(intent good:7)"
+is "$(curl -s -o /dev/null -w '%{http_code}' "http://127.0.0.1:$ADMIN/v1/intents/good:7?database=Nope")" 400 "a malformed NAME is a 400"
 
 inflight() { dsql slow "SELECT count(*) FROM outbox.intents WHERE state = 'in_flight'"; }
 ok "slow holds leases" wait_cmd 60 test "$(inflight)" -gt 0
