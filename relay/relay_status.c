@@ -565,7 +565,9 @@ bool relay_start_admin(struct relay *r)
         .ready_reason = relay_ready_reason,
         .write_metrics = relay_write_metrics,
         .lookup_intent = relay_lookup_intent,
-        .ui_config = r->cfg, /* the status page, relay/admin/ui.c */
+        /* the status page, relay/admin/ui.c; it reads one database (cfg->db):
+         * off with --databases, which it cannot show yet (404) */
+        .ui_config = r->db_named ? NULL : r->cfg,
     };
     struct admin_limits limits = {
         .max_connections = ADMIN_MAX_CONNECTIONS,

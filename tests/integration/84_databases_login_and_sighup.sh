@@ -63,6 +63,8 @@ ok "/v1/intents/{key}?database=good answers from good" \
 is "$(code 'good:7?database=secret')" 404 "...and 404 in another database"
 ok "without ?database= it says to name one" grep -q 'add ?database=NAME' <<<"$(intent good:7)"
 is "$(curl -s -o /dev/null -w '%{http_code}' "http://127.0.0.1:$ADMIN/v1/intents/good:7?database=Nope")" 400 "a malformed NAME is a 400"
+is "$(curl -s -o /dev/null -w '%{http_code}' "http://127.0.0.1:$ADMIN/ui")" 404 \
+    "/ui, which reads one database, is off with --databases"
 
 inflight() { dsql slow "SELECT count(*) FROM outbox.intents WHERE state = 'in_flight'"; }
 ok "slow holds leases" wait_cmd 60 test "$(inflight)" -gt 0
