@@ -413,6 +413,17 @@ enum config_result config_load(struct config *cfg, int argc, char **argv)
     return CONFIG_OK;
 }
 
+bool config_needs_one_database(const struct config *cfg, const char *command)
+{
+    if (is_blank(cfg->databases) || !is_blank(cfg->database))
+        return false;
+    fprintf(stderr,
+            "outbox-relay %s: works on one database: with --databases, name it with "
+            "--database NAME\n",
+            command);
+    return true;
+}
+
 void config_free(struct config *cfg)
 {
     for (size_t i = 0; i < OPTION_COUNT; i++) {

@@ -55,6 +55,9 @@ enum config_result { CONFIG_OK, CONFIG_HELP, CONFIG_ERROR };
  * prints a message naming the option to stderr. */
 enum config_result config_load(struct config *cfg, int argc, char **argv);
 void config_free(struct config *cfg);
+/* A command that works on one database (mcp, the CLI's) given --databases
+ * without --database: says so on stderr and returns true. */
+bool config_needs_one_database(const struct config *cfg, const char *command);
 void config_print_help(FILE *out);
 
 #endif

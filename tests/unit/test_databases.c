@@ -108,6 +108,14 @@ START_TEST(config_picks_one_database)
     char *missing[] = {"--databases", path, "--database", "c"};
     ck_assert_int_eq(config_load(&cfg, 4, missing), CONFIG_ERROR);
     config_free(&cfg);
+    char *all[] = {"--databases", path};
+    ck_assert_int_eq(config_load(&cfg, 2, all), CONFIG_OK);
+    ck_assert(config_needs_one_database(&cfg, "stuck"));
+    config_free(&cfg);
+    char *one[] = {"--databases", path, "--database", "a"};
+    ck_assert_int_eq(config_load(&cfg, 4, one), CONFIG_OK);
+    ck_assert(!config_needs_one_database(&cfg, "stuck"));
+    config_free(&cfg);
     char *alone[] = {"--database", "a"};
     ck_assert_int_eq(config_load(&cfg, 2, alone), CONFIG_ERROR);
     config_free(&cfg);
