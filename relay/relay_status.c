@@ -81,6 +81,19 @@ static const char *relay_ready_reason(void *data)
     return r->dbs ? r->ready_reason : "no database";
 }
 
+/* /readyz's "databases" (--databases): each one's state. */
+static void relay_ready_databases(void *data,
+                                  void (*add)(void *ctx, const char *name, const char *state),
+                                  void *ctx)
+{
+    struct relay *r = data;
+    char one[320];
+    for (const struct relay_db *db = r->dbs; db; db = db->next) {
+        relay_db_reason(db, one, sizeof(one));
+        add(ctx, db->name, db->removing ? "removing" : *one ? one : "ready");
+    }
+}
+
 /* ---------------------------------------------------------------- heartbeat */
 
 static void on_heartbeat_done(void *data, PGresult *res, const char *error)
@@ -563,6 +576,7 @@ bool relay_start_admin(struct relay *r)
     struct admin_hooks hooks = {
         .data = r,
         .ready_reason = relay_ready_reason,
+        .ready_databases = r->db_named ? relay_ready_databases : NULL,
         .write_metrics = relay_write_metrics,
         .lookup_intent = relay_lookup_intent,
         /* the status page, relay/admin/ui.c; it reads one database (cfg->db):

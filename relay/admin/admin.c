@@ -686,17 +686,32 @@ bool admin_wait_capped(const char *query, size_t n)
 }
 /* ---------------------------------------------------------------- endpoints */
 
+static void ready_add_database(void *ctx, const char *name, const char *state)
+{
+    json_t *string = json_string(state);
+    json_object_set_new(ctx, name, string ? string : json_string("(not valid UTF-8)"));
+}
+
 static void handle_ready(struct admin_conn *conn)
 {
     admin_server_t *s = conn->server;
     const char *reason = s->hooks.ready_reason ? s->hooks.ready_reason(s->hooks.data) : "";
-    if (reason == NULL || *reason == '\0') {
+    bool ready = reason == NULL || *reason == '\0';
+    if (ready && s->hooks.ready_databases == NULL) {
         conn_respond_json(conn, 200, NULL, "{\"status\":\"ready\"}");
         return;
     }
-    const char *names[] = {"status", "reason"}, *values[] = {"not ready", reason};
-    char *body = json_text(names, values, 2);
-    conn_respond_json(conn, 503, NULL, body);
+    const char *names[] = {"status", "reason"}, *values[] = {ready ? "ready" : "not ready", reason};
+    char *body = json_text(names, values, ready ? 1 : 2);
+    if (s->hooks.ready_databases) {
+        json_t *object = json_loads(body, 0, NULL), *databases = json_object();
+        s->hooks.ready_databases(s->hooks.data, ready_add_database, databases);
+        json_object_set_new(object, "databases", databases);
+        free(body);
+        body = xalloc_check(json_dumps(object, JSON_COMPACT | JSON_PRESERVE_ORDER));
+        json_decref(object);
+    }
+    conn_respond_json(conn, ready ? 200 : 503, NULL, body);
     free(body);
 }
 

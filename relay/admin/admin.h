@@ -3,7 +3,9 @@
  * status page.
  *
  *   GET /healthz           200 {"status":"ok"}: the loop is alive
- *   GET /readyz            200 {"status":"ready"} or 503 {"status":"not ready","reason":"..."}
+ *   GET /readyz            200 {"status":"ready"} or 503 {"status":"not ready","reason":"..."},
+ *                          with "databases":{"NAME":"ready" or why not} when the relay
+ *                          serves several (hooks.ready_databases)
  *   GET /metrics           200 Prometheus text (write_metrics, then the port's own
  *                          outbox_admin_* families)
  *   GET /v1/intents/{key}[?wait=30s][&database=NAME]  what lookup_intent answers
@@ -73,6 +75,11 @@ struct admin_hooks {
      * Anyone who reaches the port reads it: no host, port, user or other
      * connection detail (pg_public_reason), those go to the log. */
     const char *(*ready_reason)(void *data);
+    /* NULL, or (a relay of several databases) each database's state for
+     * /readyz's "databases" object: add(ctx, name, state) once per database,
+     * state "ready" or why not (no connection detail, as ready_reason). */
+    void (*ready_databases)(void *data, void (*add)(void *ctx, const char *name, const char *state),
+                            void *ctx);
     /* Append the relay's metrics in Prometheus text format to out. */
     void (*write_metrics)(void *data, struct strbuf *out);
     /* Look up the outcome of a key: call done(req, status, json_body) later

@@ -31,6 +31,8 @@ receiver_start r --delay-ms 20
 receiver_start slowr --delay-ms 4000
 for name in good secret bad late; do dtarget "$name" hook "http://127.0.0.1:$RECV_PORT_r/effects"; done
 dtarget slow hook "http://127.0.0.1:$RECV_PORT_slowr/effects"
+# Four at a time, 4 s each: slow holds leases for the whole scenario.
+dsql slow "UPDATE outbox.targets SET max_in_flight = 4" >/dev/null
 denqueue good hook 300
 denqueue secret hook 300
 denqueue bad hook 50
@@ -49,12 +51,15 @@ ADMIN=$(relay_admin_port one)
 ok "good drains" wait_cmd 120 drained good 300
 ok "secret drains (its password from OUTBOX_SECRET_SECRET)" wait_cmd 120 drained secret 300
 refusals() { grep -c 'password authentication failed for user "itest_pw"' "$T/pg/server.log"; }
-ok "bad is retried (at least 6 refused logins in the server's log)" wait_cmd 60 test "$(refusals)" -ge 6
+retried() { test "$(refusals)" -ge 6; }
+ok "bad is retried (at least 6 refused logins in the server's log)" wait_cmd 60 retried
 is "$(grep '"event":"db_connect_failed","connection":"main"' "$T/relay-one.log" | grep -c '"database":"bad"')" 1 \
     "...and logged once (the same failure again waits a minute)"
 ok "the line says why" grep -q '"event":"db_connect_failed","connection":"main".*password authentication failed.*"database":"bad"' "$T/relay-one.log"
 ok "no password in the log" test "$(grep -c 'horse-battery' "$T/relay-one.log")" = 0
 is "$(curl -s -o /dev/null -w '%{http_code}' "http://127.0.0.1:$ADMIN/readyz")" 200 "/readyz ready with bad down"
+ok "/readyz lists each database's state" grep -q '"status":"ready","databases":{"good":"ready","secret":"ready","bad":"database not connected: authentication failed","slow":"ready"}' \
+    <<<"$(curl -s "http://127.0.0.1:$ADMIN/readyz")"
 is "$(succeeded bad)" 0 "bad delivered nothing"
 intent() { curl -s "http://127.0.0.1:$ADMIN/v1/intents/$1"; }
 code() { curl -s -o /dev/null -w '%{http_code}' "http://127.0.0.1:$ADMIN/v1/intents/$1"; }
@@ -67,7 +72,8 @@ is "$(curl -s -o /dev/null -w '%{http_code}' "http://127.0.0.1:$ADMIN/ui")" 404 
     "/ui, which reads one database, is off with --databases"
 
 inflight() { dsql slow "SELECT count(*) FROM outbox.intents WHERE state = 'in_flight'"; }
-ok "slow holds leases" wait_cmd 60 test "$(inflight)" -gt 0
+holding() { test "$(inflight)" -gt 0; }
+ok "slow holds leases" wait_cmd 60 holding
 held=$(inflight)
 grep -v '^slow ' "$T/relay.databases" >"$T/relay.databases.new"
 echo "late postgresql://itest_relay@127.0.0.1:$PORT/late" >>"$T/relay.databases.new"
