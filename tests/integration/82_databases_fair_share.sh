@@ -46,7 +46,7 @@ ok "and no more than twice a small one's" test "$big_meanwhile" -le 1000
 ok "big drains too" wait_cmd 600 drained big 8000
 is "$(receiver_stat r deliveries_total)" 9500 "9,500 deliveries, none twice"
 is "$(grep -c '"event":"targets_loaded"' "$T/relay-one.log")" 4 "each database loaded its targets"
-ok "log lines name their database" grep -q '"event":"schema_version","database":"small2","version":42' "$T/relay-one.log"
+ok "log lines name their database" grep -qE '"event":"schema_version","database":"small2","version":[0-9]+' "$T/relay-one.log"
 kill -TERM "$RELAY_PID_one"; relay_wait one 30
 is "$?" 0 "exit 0"
 is "$(grep -c '"event":"relay_stopped"' "$T/relay-one.log")" 4 "a closing line per database"
