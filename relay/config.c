@@ -7,6 +7,7 @@
  * names the flag and the variable, never later at run time.
  */
 #include "config.h"
+#include "databases.h"
 #include "lib/http_server.h"
 #include "lib/log.h"
 #include "lib/xalloc.h"
@@ -41,6 +42,11 @@ struct option_def {
 static const struct option_def options[] = {
     OPT("db", OPT_STRING, db, "", 0, 0,
         "PostgreSQL connection string or URL (also DATABASE_URL; else libpq's PG* variables)"),
+    OPT("databases", OPT_STRING, databases, "", 0, 0,
+        "a file of databases to serve, 'NAME connection-string' a line (run: all of them, "
+        "re-read on SIGHUP; migrate: one after another; other commands: the one of --database)"),
+    OPT("database", OPT_STRING, database, "", 0, 0,
+        "the NAME of one line of --databases: that database alone, as --db would"),
     OPT("relay-id", OPT_STRING, relay_id, "", 0, 0,
         "name of this relay in leases and logs (default: hostname:pid)"),
     OPT("migrations-dir", OPT_STRING, migrations_dir, "", 0, 0,
@@ -479,6 +485,42 @@ static bool config_check_oauth(const struct config *cfg)
     return problem == NULL;
 }
 
+/* --databases is read once here, so that a bad file stops any command at
+ * start; with --database NAME, that line becomes --db (and its
+ * OUTBOX_SECRET_ password libpq's PGPASSWORD, for this process only). */
+static bool config_pick_database(struct config *cfg)
+{
+    if (is_blank(cfg->databases)) {
+        if (is_blank(cfg->database))
+            return true;
+        fprintf(stderr, "outbox-relay: --database names a line of --databases, which is not set\n");
+        return false;
+    }
+    struct database_list list = {0};
+    char error[512];
+    if (!databases_read(cfg->databases, &list, error, sizeof(error))) {
+        fprintf(stderr, "outbox-relay: --databases (OUTBOX_RELAY_DATABASES): %s\n", error);
+        return false;
+    }
+    bool ok = true;
+    if (!is_blank(cfg->database)) {
+        const struct database_line *line = databases_find(&list, cfg->database);
+        if (line == NULL) {
+            fprintf(stderr, "outbox-relay: --database %s: no such line in %s\n", cfg->database,
+                    cfg->databases);
+            ok = false;
+        } else {
+            free(cfg->db);
+            cfg->db = xstrdup(line->conninfo);
+            const char *secret = databases_secret(line->name);
+            if (secret)
+                setenv("PGPASSWORD", secret, 1);
+        }
+    }
+    databases_free(&list);
+    return ok;
+}
+
 enum config_result config_load(struct config *cfg, int argc, char **argv)
 {
     memset(cfg, 0, sizeof(*cfg));
@@ -487,7 +529,7 @@ enum config_result config_load(struct config *cfg, int argc, char **argv)
     enum config_result result = config_read_arguments(cfg, argc, argv);
     if (result != CONFIG_OK)
         return result;
-    if (!config_check(cfg))
+    if (!config_check(cfg) || !config_pick_database(cfg))
         return CONFIG_ERROR;
     if (is_blank(cfg->relay_id)) {
         char host[256] = "relay";
@@ -499,6 +541,17 @@ enum config_result config_load(struct config *cfg, int argc, char **argv)
         cfg->relay_id = xstrdup(id);
     }
     return CONFIG_OK;
+}
+
+bool config_needs_one_database(const struct config *cfg, const char *command)
+{
+    if (is_blank(cfg->databases) || !is_blank(cfg->database))
+        return false;
+    fprintf(stderr,
+            "outbox-relay %s: works on one database: with --databases, name it with "
+            "--database NAME\n",
+            command);
+    return true;
 }
 
 void config_free(struct config *cfg)

@@ -14,6 +14,8 @@
 
 struct config {
     char *db;                     /* libpq conninfo or URL; "" = libpq environment */
+    char *databases;              /* --databases FILE: the databases to serve; "" = --db alone */
+    char *database;               /* --database NAME: one line of that file, as --db */
     char *relay_id;               /* lease owner name; default host:pid */
     char *migrations_dir;         /* for migrate */
     char *role_prefix;            /* migrate: first install's role prefix; "" = none/recorded */
@@ -60,6 +62,9 @@ enum config_result { CONFIG_OK, CONFIG_HELP, CONFIG_ERROR };
  * prints a message naming the option to stderr. */
 enum config_result config_load(struct config *cfg, int argc, char **argv);
 void config_free(struct config *cfg);
+/* A command that works on one database (mcp, the CLI's) given --databases
+ * without --database: says so on stderr and returns true. */
+bool config_needs_one_database(const struct config *cfg, const char *command);
 void config_print_help(FILE *out);
 
 #endif

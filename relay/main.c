@@ -51,6 +51,10 @@ int main(int argc, char **argv)
         config_free(&cfg);
         return loaded == CONFIG_HELP ? 0 : 2;
     }
+    if (!strcmp(command, "mcp") && config_needs_one_database(&cfg, command)) {
+        config_free(&cfg);
+        return 2;
+    }
     delivery_set_ca_file(cfg.ca_file); /* the pointer lives until config_free */
     int rc = !strcmp(command, "run")   ? relay_run(&cfg)
              : !strcmp(command, "mcp") ? mcp_server_run(&cfg)

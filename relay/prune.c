@@ -126,17 +126,19 @@ static void on_prune_timer(uv_timer_t *timer)
     pruner_send_step(p);
 }
 
-struct pruner *pruner_start(uv_loop_t *loop, const struct config *cfg)
+struct pruner *pruner_start(uv_loop_t *loop, const struct config *cfg, const char *conninfo,
+                            const char *database, const char *password)
 {
     if (cfg->prune_interval_ms <= 0)
         return NULL;
     struct pruner *p = xcalloc(1, sizeof(*p));
     p->cfg = cfg;
-    struct pg_events events = {.name = "prune", .data = p};
-    p->pg = pg_conn_new(loop, cfg->db, prune_statements,
+    struct pg_events events = {.name = "prune", .database = database, .data = p};
+    p->pg = pg_conn_new(loop, conninfo, prune_statements,
                         sizeof(prune_statements) / sizeof(prune_statements[0]), NULL,
                         cfg->connect_timeout_ms, cfg->reconnect_max_ms, events);
     pg_conn_set_query_timeout(p->pg, cfg->query_timeout_ms);
+    pg_conn_set_password(p->pg, password);
     pg_conn_start(p->pg);
     uv_timer_init(loop, &p->timer);
     p->timer.data = p;

@@ -18,8 +18,11 @@
 
 struct pruner;
 
-/* NULL when cfg->prune_interval_ms is 0 (retention left to a CronJob). */
-struct pruner *pruner_start(uv_loop_t *loop, const struct config *cfg);
+/* NULL when cfg->prune_interval_ms is 0 (retention left to a CronJob).
+ * conninfo: the database's; database: its name for logs, NULL for none;
+ * password: pg_conn_set_password's, NULL for none. */
+struct pruner *pruner_start(uv_loop_t *loop, const struct config *cfg, const char *conninfo,
+                            const char *database, const char *password);
 /* Stops the timer and closes the connection through its callbacks; frees p. */
 void pruner_close(struct pruner *p);
 /* The prune families of /metrics (also when p is NULL: zeros). */

@@ -1,12 +1,17 @@
 /*
  * relay_int.h — the daemon's state, private to relay*.c.
  *
- * Owns struct relay and its lifecycle (enum relay_phase). Three files
- * share it, and their calls go one way, relay_run.c → relay.c →
+ * Owns struct relay (the process) and struct relay_db (one database it
+ * serves), and their lifecycle (enum relay_phase). Four files share it,
+ * and their calls go one way, relay_run.c → relay.c ⇄ relay_db.c →
  * relay_status.c:
  *   relay_run.c     the process: from a config to an exit code (relay.h);
- *   relay.c         the scheduler (claim → deliver → record → lease, and
- *                   shutdown), the only writer of the phase;
+ *   relay.c         the process's scheduler: deliveries on the curl multi,
+ *                   the fair share of --max-in-flight, timers, SIGHUP and
+ *                   shutdown, the only writer of the phase;
+ *   relay_db.c      one database's scheduler (claim → record → lease,
+ *                   take-over, reconciliation, its targets), which starts
+ *                   its deliveries and asks for room through relay.c;
  *   relay_status.c  what others read of the relay (the admin port, the
  *                   heartbeat in outbox.relays, the log).
  * No other file includes this header. The leaves they use know nothing of
@@ -67,32 +72,40 @@ enum relay_phase {
     RELAY_CLOSING,
 };
 
-struct relay {
-    uv_loop_t loop;
-    const struct config *cfg;
-    enum relay_phase phase;
-    int exit_code;
+/* One database the relay serves (--db, or a line of --databases): its two
+ * connections, its LISTEN, its targets and their flow control, the rows it
+ * holds under lease and the outcomes waiting for it. Nothing here is shared
+ * with another database: one that is down, slow or refusing logins keeps
+ * its own outcomes and backs off on its own connections, and the others
+ * never wait for it (relay_db.c). */
+/* The name of the one database of --db, in logs and metrics. */
+#define RELAY_DEFAULT_DATABASE "default"
+
+struct relay_db {
+    struct relay *relay;
+    struct relay_db *next;
+    char *name;           /* labels logs and metrics ("default" for --db) */
+    char *conninfo;       /* libpq conninfo or URL, with any OUTBOX_SECRET_ password */
+    uint64_t config_seen; /* --databases: the generation of the file that last named it */
+    /* Removed from --databases (SIGHUP): claims nothing more, writes what it
+     * holds, says goodbye, then closes and is freed. */
+    bool removing;
+    bool loaded;                /* outbox.targets read once: claims may start */
+    bool version_ok;            /* the schema's version was checked at connect (--databases) */
+    uint64_t last_version_ms;   /* of the last check's answer */
+    uint64_t version_logged_ms; /* of the last schema_version_refused line */
+    bool said_goodbye;          /* the farewell went (or could not): its closing may start */
+    bool closing;               /* its connections are being closed */
+    int open_conns;             /* connections not yet closed (close callbacks to come) */
 
     pg_conn_t *pg;         /* claims, leases, take-over, LISTEN, admin lookups */
     pg_conn_t *pg_rec;     /* outbox.record only */
     struct pruner *pruner; /* retention, on a connection of its own; NULL: off */
-    http_client_t *http;
-    http_client_t *http2; /* h2 deliveries: DELIVERY_H2_CONNECTIONS_PER_HOST */
     struct target_set targets;
-
-    uv_timer_t poll_timer;        /* fallback poll, and next due retry */
-    uv_timer_t maintenance_timer; /* leases, take-over, heartbeat, targets, retries of record */
-    uv_timer_t shutdown_timer;    /* grace period, then the record deadline */
-    uv_signal_t sigterm, sigint;
+    uv_timer_t poll_timer; /* fallback poll, and its next due row */
 
     struct delivery *deliveries; /* in flight */
     int in_flight;
-    /* Errors answering MCP servers' requests (DELIVERY_MCP_REPLY): made in
-     * libcurl's write callback, put on the multi by reply_timer (0 ms) once
-     * the callback returned; not counted in in_flight. */
-    struct delivery *replies_pending; /* through mcp_next */
-    struct delivery *replies;         /* on the multi (prev, next) */
-    uv_timer_t reply_timer;
 
     /* Outcomes from the end of a delivery to outbox.record (record_batch.h). */
     struct record_queue records;
@@ -107,11 +120,14 @@ struct relay {
      * they replace nine "*_running" flags, and farewell (the goodbye to
      * outbox.relays, sent once) the flag farewell_sent. */
     struct stmt_slot claim, next_due, idle_change, release, take_over, renew, reconcile,
-        targets_load, live_counts_query, farewell;
+        targets_load, live_counts_query, farewell, version;
 
     /* Claiming. */
     bool claim_again;          /* asked for while a claim ran: claim once more after it */
     bool more_due;             /* the last claim was limited by capacity, not by due rows */
+    bool wants_room;           /* a claim found no room in the process's budget (fair share) */
+    bool idle_seen;            /* --exit-when-idle: nothing due and nothing held here */
+    int claim_limit;           /* the limit of the claim on the wire */
     int empty_claims;          /* claims in a row that found nothing: spaces out the next */
     uint64_t claim_started_ns; /* of the claim on the wire */
     struct strbuf claim_targets, claim_rooms; /* the targets with room, for claim and next_due */
@@ -122,13 +138,8 @@ struct relay {
     bool idle_wanted; /* the last wish; idle_in_db follows it */
     uint64_t last_heartbeat_ms;
     uint64_t last_targets_ms;
-    uint64_t last_pool_trim_ms;
-    int in_flight_peak; /* the most deliveries at once since the last pool trim */
-    uint64_t rng;
 
     /* What the admin port reads (relay_status.c). */
-    admin_server_t *admin;
-    char ready_reason[320];
     uint64_t last_live_counts_ms; /* when the last refresh was sent (loop time) */
     uint64_t live_counts_took_ms; /* how long it took to answer (flow_live_counts_interval_ms) */
     int64_t live_counts[4];       /* pending, in_flight, unknown, awaiting_approval */
@@ -145,36 +156,124 @@ struct relay {
         claims_late;
 };
 
+/* The process: one loop, one curl multi (two: h2 apart), the budget of
+ * --max-in-flight shared fairly by the databases (relay.c), the admin port,
+ * the signals, and the phase. */
+struct relay {
+    uv_loop_t loop;
+    const struct config *cfg;
+    enum relay_phase phase;
+    int exit_code;
+
+    struct relay_db *dbs; /* in the order of the file; --db: one, "default" */
+    int db_count;
+    bool db_named; /* --databases: logs name the database of a line */
+    http_client_t *http;
+    http_client_t *http2; /* h2 deliveries: DELIVERY_H2_CONNECTIONS_PER_HOST */
+
+    uv_timer_t maintenance_timer; /* leases, take-over, heartbeat, targets, retries of record */
+    uv_timer_t shutdown_timer;    /* grace period, then the record deadline */
+    uv_signal_t sigterm, sigint, sighup;
+
+    int in_flight; /* every database's deliveries */
+    /* Errors answering MCP servers' requests (DELIVERY_MCP_REPLY): made in
+     * libcurl's write callback, put on the multi by reply_timer (0 ms) once
+     * the callback returned; not counted in in_flight. */
+    struct delivery *replies_pending; /* through mcp_next */
+    struct delivery *replies;         /* on the multi (prev, next) */
+    uv_timer_t reply_timer;
+    uint64_t last_pool_trim_ms;
+    int in_flight_peak; /* the most deliveries at once since the last pool trim */
+    uint64_t rng;
+
+    /* What the admin port reads (relay_status.c). */
+    admin_server_t *admin;
+    char ready_reason[1024];
+};
+
 /* Past RELAY_RUNNING: nothing new is started. */
 static inline bool relay_stopping(const struct relay *r)
 {
     return r->phase >= RELAY_DRAINING;
 }
 
-/* relay.c: wires the scheduler to the loop (the HTTP client, the main and
- * record connections, the timers and signals); nothing starts before
- * pg_conn_start. */
+/* A database that takes no new work: the process drains, or the database
+ * was removed from --databases. */
+static inline bool relay_db_stopping(const struct relay_db *db)
+{
+    return db->removing || relay_stopping(db->relay);
+}
+
+/* relay.c: wires the process to the loop (the HTTP clients, the timers and
+ * signals) and opens the databases of cfg; nothing starts before
+ * relay_db_start. */
 void relay_attach(struct relay *r);
 /* Closes every handle; the loop ends once they are closed. Once only. */
 void relay_close(struct relay *r);
+/* Jitter in [0, 1). */
+double relay_random(struct relay *r);
+/* How many rows db may claim now: the process's free budget, less what
+ * the other databases with due work are owed of their fair share (relay.c,
+ * "Fair share"). */
+int relay_room(struct relay_db *db, bool count_held);
+/* Capacity came free, or a database wants some: the databases waiting for
+ * room claim, the most starved first. */
+void relay_offer_room(struct relay *r);
+/* Sends (or decides) one row of db's; leased_ns as relay_db.c's claim. */
+void relay_start_delivery(struct relay_db *db, struct target *t, const struct claimed_row *row,
+                          uint64_t leased_ns);
+/* Shutdown goes on when nothing is left (relay.c); a removed database
+ * closes once nothing of it is left. */
+void relay_check_shutdown(struct relay *r);
+/* --exit-when-idle: drains once every database is idle. */
+void relay_check_idle_exit(struct relay *r);
+/* A new database at the end of the list (not started). */
+struct relay_db *relay_add_database(struct relay *r, const char *name, const char *conninfo);
+/* A database's handles are all closed: it leaves the list and is freed. */
+void relay_db_closed(struct relay_db *db);
+
+/* relay_db.c: one database's scheduler. */
+struct relay_db *relay_db_new(struct relay *r, const char *name, const char *conninfo);
+void relay_db_start(struct relay_db *db);
+void relay_db_maybe_claim(struct relay_db *db);
+void relay_db_flush(struct relay_db *db);
+void relay_db_send_releases(struct relay_db *db);
+/* Buffers one outcome for the next record statement (the buffer takes over
+ * its error and body), and counts it. t is NULL for a row of a target this
+ * relay does not know. */
+void relay_db_buffer_outcome(struct relay_db *db, struct target *t,
+                             const struct pending_outcome *o);
+/* Outcomes whose bodies hold delivery slots (record_slots_held). */
+int relay_db_slots_held(const struct relay_db *db);
+/* Deliveries, outcomes or give-backs not yet written. */
+bool relay_db_has_work(const struct relay_db *db);
+/* Nothing of db's is on the wire or waiting: it may say goodbye. */
+bool relay_db_quiet(const struct relay_db *db);
+/* The maintenance tick: leases, records, give-backs, targets, heartbeat. */
+void relay_db_maintain(struct relay_db *db, uint64_t now);
+/* Sends the goodbye to outbox.relays (once); then closes db. */
+void relay_db_say_goodbye(struct relay_db *db);
+/* Closes db's connections and timer; relay_db_closed follows. */
+void relay_db_close(struct relay_db *db);
+void relay_db_free(struct relay_db *db);
 
 /* relay_status.c: the statement and histograms it owns. */
-void relay_init_status(struct relay *r);
+void relay_init_status(struct relay_db *db);
 /* Opens the admin port when --admin-listen names one; false (logged) when
  * it cannot listen. */
 bool relay_start_admin(struct relay *r);
 /* The live counts of /metrics, at most every FLOW_LIVE_COUNTS_EVERY_MS
  * (longer while a count takes long: flow_live_counts_interval_ms), only
  * while the admin port is open. */
-void relay_refresh_live_counts(struct relay *r);
+void relay_refresh_live_counts(struct relay_db *db);
 /* The idle flag again every HEARTBEAT_EVERY_MS (now is loop time), unless
  * a change of it is on the wire: outbox.relays forgets relays silent for a
  * day. */
-void relay_heartbeat(struct relay *r, uint64_t now);
+void relay_heartbeat(struct relay_db *db, uint64_t now);
 /* The log line of one concluded attempt or status check. */
 void relay_log_attempt(const struct delivery *d, enum attempt_class cls, const struct decision *dec,
                        const struct delivery_report *report);
-/* The closing log line: what this relay did in its life. */
-void relay_log_totals(const struct relay *r);
+/* The closing log line: what this relay did in its life, per database. */
+void relay_log_totals(const struct relay_db *db);
 
 #endif

@@ -16,6 +16,7 @@
 #include "relay.h"
 #include "relay_int.h"
 
+#include "databases.h"
 #include "lib/log.h"
 #include "lib/xalloc.h"
 
@@ -23,37 +24,62 @@
 #include <stdlib.h>
 #include <unistd.h>
 
+/* --db (or --databases with --database): one database, "default";
+ * --databases alone: every line of the file, named. */
+static bool relay_add_databases(struct relay *r)
+{
+    const struct config *cfg = r->cfg;
+    if (cfg->databases == NULL || *cfg->databases == '\0' ||
+        (cfg->database != NULL && *cfg->database != '\0')) {
+        relay_add_database(r, RELAY_DEFAULT_DATABASE, cfg->db);
+        return true;
+    }
+    struct database_list list = {0};
+    char error[512];
+    if (!databases_read(cfg->databases, &list, error, sizeof(error))) {
+        log_event(LOG_ERROR, "databases_unreadable", "error", json_string(error), LOG_END);
+        return false;
+    }
+    r->db_named = true;
+    for (size_t i = 0; i < list.count; i++)
+        relay_add_database(r, list.items[i].name, list.items[i].conninfo);
+    databases_free(&list);
+    return true;
+}
+
 static struct relay *relay_new(const struct config *cfg)
 {
     struct relay *r = xcalloc(1, sizeof(*r));
     r->cfg = cfg; /* zeroed: r->phase is RELAY_STARTING */
     r->rng = uv_hrtime() ^ ((uint64_t)getpid() << 32) ^ 0x9E3779B97F4A7C15ULL;
-    record_queue_init(&r->records); /* the other buffers start zeroed, i.e. empty */
     uv_loop_init(&r->loop);
     log_batch_start(&r->loop); /* a line per delivery, one write per loop turn */
     signal(SIGPIPE, SIG_IGN);
     curl_global_init(CURL_GLOBAL_DEFAULT);
     relay_attach(r);
-    relay_init_status(r);
+    if (!relay_add_databases(r)) {
+        r->exit_code = 1;
+        relay_close(r);
+    }
     return r;
 }
 
 static void relay_start(struct relay *r)
 {
     const struct config *cfg = r->cfg;
+    if (r->phase == RELAY_CLOSING)
+        return; /* --databases could not be read */
     log_event(LOG_INFO, "relay_started", "relay", json_string(cfg->relay_id), "batch_size",
               json_integer(cfg->batch_size), "max_in_flight", json_integer(cfg->max_in_flight),
-              "lease_ms", json_integer(cfg->lease_ms), LOG_END);
+              "lease_ms", json_integer(cfg->lease_ms), "databases", json_integer(r->db_count),
+              LOG_END);
     if (!relay_start_admin(r)) {
         r->exit_code = 1;
         relay_close(r);
         return;
     }
-    pg_conn_set_query_timeout(r->pg, cfg->query_timeout_ms);
-    pg_conn_set_query_timeout(r->pg_rec, cfg->query_timeout_ms);
-    pg_conn_start(r->pg);
-    pg_conn_start(r->pg_rec);
-    r->pruner = pruner_start(&r->loop, cfg);
+    for (struct relay_db *db = r->dbs; db; db = db->next)
+        relay_db_start(db);
 }
 
 /* After the loop: every handle is closed; frees the rest. Returns the exit
@@ -68,13 +94,11 @@ static int relay_free(struct relay *r)
         r->exit_code = r->exit_code ? r->exit_code : 1;
     }
     int exit_code = r->exit_code;
-    targets_free(&r->targets);
-    record_queue_free(&r->records);
-    id_batch_free(&r->releases);
-    strbuf_free(&r->claim_targets);
-    strbuf_free(&r->claim_rooms);
-    strbuf_free(&r->release_ids);
-    strbuf_free(&r->release_attempts);
+    while (r->dbs) { /* freed by their close callbacks; left only by a loop not closed */
+        struct relay_db *db = r->dbs;
+        r->dbs = db->next;
+        relay_db_free(db);
+    }
     delivery_pool_drain();
     curl_global_cleanup();
     free(r);

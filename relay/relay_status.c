@@ -37,23 +37,61 @@ static const char *const live_states[4] = {"pending", "in_flight", "unknown", "a
 
 /* ---------------------------------------------------------------- readiness */
 
+/* Why one database cannot be worked on now; "" when it can. Its text goes
+ * into r->ready_reason's neighbour buffer, so it is copied by the caller. */
+static void relay_db_reason(const struct relay_db *db, char *out, size_t size)
+{
+    if (!pg_conn_ready(db->pg))
+        /* No host, port or user on the port: the full text is in the log. */
+        snprintf(out, size, "database not connected: %s",
+                 pg_public_reason(pg_conn_status_reason(db->pg)));
+    else if (!pg_conn_ready(db->pg_rec))
+        snprintf(out, size, "record connection not connected: %s",
+                 pg_public_reason(pg_conn_status_reason(db->pg_rec)));
+    else if (!db->loaded)
+        snprintf(out, size, "targets not loaded yet");
+    else
+        *out = '\0';
+}
+
+/* One database: its reason. Several (--databases): ready while at least one
+ * can be worked on; when none can, each one's state, "name: reason; ...". */
 static const char *relay_ready_reason(void *data)
 {
     struct relay *r = data;
     if (relay_stopping(r))
         return "shutting down";
-    if (!pg_conn_ready(r->pg)) {
-        /* No host, port or user on the port: the full text is in the log. */
-        snprintf(r->ready_reason, sizeof(r->ready_reason), "database not connected: %s",
-                 pg_public_reason(pg_conn_status_reason(r->pg)));
+    if (!r->db_named && r->dbs) {
+        relay_db_reason(r->dbs, r->ready_reason, sizeof(r->ready_reason));
         return r->ready_reason;
     }
-    if (!pg_conn_ready(r->pg_rec)) {
-        snprintf(r->ready_reason, sizeof(r->ready_reason), "record connection not connected: %s",
-                 pg_public_reason(pg_conn_status_reason(r->pg_rec)));
-        return r->ready_reason;
+    char one[320];
+    size_t len = 0;
+    r->ready_reason[0] = '\0';
+    for (const struct relay_db *db = r->dbs; db; db = db->next) {
+        relay_db_reason(db, one, sizeof(one));
+        if (*one == '\0')
+            return "";
+        int n = snprintf(r->ready_reason + len, sizeof(r->ready_reason) - len, "%s%s: %s",
+                         len ? "; " : "", db->name, one);
+        if (n < 0 || (size_t)n >= sizeof(r->ready_reason) - len)
+            break;
+        len += (size_t)n;
     }
-    return r->phase == RELAY_STARTING ? "targets not loaded yet" : "";
+    return r->dbs ? r->ready_reason : "no database";
+}
+
+/* /readyz's "databases" (--databases): each one's state. */
+static void relay_ready_databases(void *data,
+                                  void (*add)(void *ctx, const char *name, const char *state),
+                                  void *ctx)
+{
+    struct relay *r = data;
+    char one[320];
+    for (const struct relay_db *db = r->dbs; db; db = db->next) {
+        relay_db_reason(db, one, sizeof(one));
+        add(ctx, db->name, db->removing ? "removing" : *one ? one : "ready");
+    }
 }
 
 /* ---------------------------------------------------------------- heartbeat */
@@ -64,13 +102,13 @@ static void on_heartbeat_done(void *data, PGresult *res, const char *error)
         log_event(LOG_WARN, "heartbeat_failed", "error", json_string(error), LOG_END);
 }
 
-void relay_heartbeat(struct relay *r, uint64_t now)
+void relay_heartbeat(struct relay_db *db, uint64_t now)
 {
-    if (now - r->last_heartbeat_ms < HEARTBEAT_EVERY_MS || r->idle_change.running)
+    if (now - db->last_heartbeat_ms < HEARTBEAT_EVERY_MS || db->idle_change.running)
         return;
-    const char *params[2] = {r->cfg->relay_id, r->idle_in_db ? "true" : "false"};
-    if (pg_query(r->pg, STMT_HEARTBEAT, 2, params, on_heartbeat_done, r))
-        r->last_heartbeat_ms = now;
+    const char *params[2] = {db->relay->cfg->relay_id, db->idle_in_db ? "true" : "false"};
+    if (pg_query(db->pg, STMT_HEARTBEAT, 2, params, on_heartbeat_done, db))
+        db->last_heartbeat_ms = now;
 }
 
 /* ---------------------------------------------------------------- live counts */
@@ -80,10 +118,10 @@ void relay_heartbeat(struct relay *r, uint64_t now)
  * next refresh answers: a gauge that cannot be read must not read 0. */
 static void on_live_counts(void *data, PGresult *res, const char *error)
 {
-    struct relay *r = data;
-    r->live_counts_took_ms = uv_now(&r->loop) - r->last_live_counts_ms;
+    struct relay_db *r = data;
+    r->live_counts_took_ms = uv_now(&r->relay->loop) - r->last_live_counts_ms;
     if (error) {
-        uint64_t now = uv_now(&r->loop);
+        uint64_t now = uv_now(&r->relay->loop);
         r->live_counts_failures++;
         if (r->live_counts_valid || r->live_counts_logged_ms == 0 ||
             now - r->live_counts_logged_ms >= LIVE_COUNTS_LOG_EVERY_MS) {
@@ -110,17 +148,17 @@ static void on_live_counts(void *data, PGresult *res, const char *error)
     }
 }
 
-void relay_refresh_live_counts(struct relay *r)
+void relay_refresh_live_counts(struct relay_db *r)
 {
-    uint64_t now = uv_now(&r->loop);
-    if (r->admin == NULL || !stmt_slot_ready(&r->live_counts_query) ||
+    uint64_t now = uv_now(&r->relay->loop);
+    if (r->relay->admin == NULL || !stmt_slot_ready(&r->live_counts_query) ||
         now - r->last_live_counts_ms < flow_live_counts_interval_ms(r->live_counts_took_ms))
         return;
     if (stmt_slot_start(&r->live_counts_query, 0, NULL))
         r->last_live_counts_ms = now;
 }
 
-void relay_init_status(struct relay *r)
+void relay_init_status(struct relay_db *r)
 {
     stmt_slot_init(&r->live_counts_query, r->pg, STMT_LIVE_COUNTS, on_live_counts, r);
     static const double latency_bounds[] = METRICS_LATENCY_SECONDS_BOUNDS;
@@ -133,23 +171,78 @@ void relay_init_status(struct relay *r)
 
 /* ---------------------------------------------------------------- /metrics */
 
+/* The labels of one sample: database="NAME" first when the relay names its
+ * databases (--databases), then up to two more. One database (--db) has no
+ * database label: its series read as they always did. */
+struct sample_labels {
+    struct metrics_label items[3];
+    size_t count;
+};
+
+static struct sample_labels db_labels(const struct relay_db *db, const char *name1,
+                                      const char *value1, const char *name2, const char *value2)
+{
+    struct sample_labels l = {.count = 0};
+    if (db->relay->db_named)
+        l.items[l.count++] = (struct metrics_label){"database", db->name};
+    if (name1)
+        l.items[l.count++] = (struct metrics_label){name1, value1};
+    if (name2)
+        l.items[l.count++] = (struct metrics_label){name2, value2};
+    return l;
+}
+
+#define FOR_DB(r, db) for (const struct relay_db *db = (r)->dbs; db; db = db->next)
+
+/* One family with one sample per database. */
+static void db_family(const struct relay *r, struct strbuf *out, const char *name,
+                      enum metrics_type type, const char *help,
+                      double (*value)(const struct relay_db *db))
+{
+    metrics_family(out, name, type, help);
+    FOR_DB(r, db)
+    {
+        struct sample_labels l = db_labels(db, NULL, NULL, NULL, NULL);
+        metrics_sample(out, name, l.count ? l.items : NULL, l.count, value(db));
+    }
+}
+
+static double live_counts_failures(const struct relay_db *db)
+{
+    return (double)db->live_counts_failures;
+}
+
 static void write_live_counts(const struct relay *r, struct strbuf *out)
 {
-    metrics_counter(out, "outbox_live_counts_failures_total",
-                    "Refreshes of outbox_intents and outbox_oldest_pending_age_seconds that "
-                    "failed (those gauges are absent until one answers).",
-                    METRICS_NO_LABELS, (double)r->live_counts_failures);
+    db_family(r, out, "outbox_live_counts_failures_total", METRICS_COUNTER,
+              "Refreshes of outbox_intents and outbox_oldest_pending_age_seconds that "
+              "failed (those gauges are absent until one answers).",
+              live_counts_failures);
     metrics_family(out, "outbox_intents", METRICS_GAUGE,
                    "Intents in each live state (whole database, refreshed every 5 s, or 20 times "
                    "as long as the last count took).");
-    if (!r->live_counts_valid)
-        return;
-    for (int k = 0; k < 4; k++)
-        metrics_sample(out, "outbox_intents", METRICS_LABELS({"state", live_states[k]}),
-                       (double)r->live_counts[k]);
-    metrics_gauge(out, "outbox_oldest_pending_age_seconds",
-                  "Age of the oldest due pending intent (delivery lag).", METRICS_NO_LABELS,
-                  r->oldest_due_age_s);
+    FOR_DB(r, db)
+    {
+        if (!db->live_counts_valid)
+            continue;
+        for (int k = 0; k < 4; k++) {
+            struct sample_labels l = db_labels(db, "state", live_states[k], NULL, NULL);
+            metrics_sample(out, "outbox_intents", l.items, l.count, (double)db->live_counts[k]);
+        }
+    }
+    bool any = false;
+    FOR_DB(r, db)
+    {
+        if (!db->live_counts_valid)
+            continue;
+        if (!any)
+            metrics_family(out, "outbox_oldest_pending_age_seconds", METRICS_GAUGE,
+                           "Age of the oldest due pending intent (delivery lag).");
+        any = true;
+        struct sample_labels l = db_labels(db, NULL, NULL, NULL, NULL);
+        metrics_sample(out, "outbox_oldest_pending_age_seconds", l.count ? l.items : NULL, l.count,
+                       db->oldest_due_age_s);
+    }
 }
 
 /* The families of /metrics with one sample per target, and those with one
@@ -232,13 +325,15 @@ static void write_target_counter(const struct relay *r, struct strbuf *out,
                                  const struct target_counter *c)
 {
     metrics_family(out, c->name, METRICS_COUNTER, c->help);
-    for (size_t i = 0; i < r->targets.count; i++) {
-        const struct target *t = r->targets.items[i];
-        for (int k = 0; k < c->values; k++) {
-            struct metrics_label labels[2] = {{"target", t->name}, {c->label, NULL}};
-            if (c->label)
-                labels[1].value = c->label_value(k);
-            metrics_sample_uint(out, c->name, labels, c->label ? 2 : 1, c->count(t, k));
+    FOR_DB(r, db)
+    {
+        for (size_t i = 0; i < db->targets.count; i++) {
+            const struct target *t = db->targets.items[i];
+            for (int k = 0; k < c->values; k++) {
+                struct sample_labels l =
+                    db_labels(db, "target", t->name, c->label, c->label ? c->label_value(k) : NULL);
+                metrics_sample_uint(out, c->name, l.items, l.count, c->count(t, k));
+            }
         }
     }
 }
@@ -247,9 +342,14 @@ static void write_target_gauge(const struct relay *r, struct strbuf *out,
                                const struct target_gauge *g)
 {
     metrics_family(out, g->name, METRICS_GAUGE, g->help);
-    for (size_t i = 0; i < r->targets.count; i++)
-        metrics_sample(out, g->name, METRICS_LABELS({"target", r->targets.items[i]->name}),
-                       g->value(r, r->targets.items[i]));
+    FOR_DB(r, db)
+    {
+        for (size_t i = 0; i < db->targets.count; i++) {
+            struct sample_labels l =
+                db_labels(db, "target", db->targets.items[i]->name, NULL, NULL);
+            metrics_sample(out, g->name, l.items, l.count, g->value(r, db->targets.items[i]));
+        }
+    }
 }
 
 /* Attempts, decisions and retries; flow control (circuit, pause, window);
@@ -301,49 +401,98 @@ static void write_latencies(const struct relay *r, struct strbuf *out)
 {
     metrics_family(out, "outbox_delivery_duration_seconds", METRICS_HISTOGRAM,
                    "Time from starting a request to its end.");
-    metrics_histogram_render(out, "outbox_delivery_duration_seconds", METRICS_NO_LABELS,
-                             &r->delivery_seconds);
+    FOR_DB(r, db)
+    {
+        struct sample_labels l = db_labels(db, NULL, NULL, NULL, NULL);
+        metrics_histogram_render(out, "outbox_delivery_duration_seconds", l.count ? l.items : NULL,
+                                 l.count, &db->delivery_seconds);
+    }
     metrics_family(out, "outbox_claim_duration_seconds", METRICS_HISTOGRAM,
                    "Round trip of one claim statement.");
-    metrics_histogram_render(out, "outbox_claim_duration_seconds", METRICS_NO_LABELS,
-                             &r->claim_seconds);
+    FOR_DB(r, db)
+    {
+        struct sample_labels l = db_labels(db, NULL, NULL, NULL, NULL);
+        metrics_histogram_render(out, "outbox_claim_duration_seconds", l.count ? l.items : NULL,
+                                 l.count, &db->claim_seconds);
+    }
+}
+
+static double claimed(const struct relay_db *db)
+{
+    return (double)db->claimed;
+}
+
+static double claims_late(const struct relay_db *db)
+{
+    return (double)db->claims_late;
+}
+
+static double taken_over(const struct relay_db *db)
+{
+    return (double)db->taken_over;
+}
+
+static double recorded(const struct relay_db *db)
+{
+    return (double)db->recorded;
+}
+
+static double fenced_out(const struct relay_db *db)
+{
+    return (double)db->fenced_out;
+}
+
+static double record_retries(const struct relay_db *db)
+{
+    return (double)db->record_retries;
+}
+
+static double unrecorded(const struct relay_db *db)
+{
+    return (double)record_queue_unrecorded(&db->records);
 }
 
 /* Claims, take-overs, records and the retention loop's families. */
 static void write_relay_counters(const struct relay *r, struct strbuf *out)
 {
-    metrics_counter(out, "outbox_claimed_total", "Rows claimed by this relay.", METRICS_NO_LABELS,
-                    r->claimed);
-    pruner_write_metrics(r->pruner, out);
-    metrics_counter(out, "outbox_claims_late_total",
-                    "Claims answered after half their lease; their rows were given back unsent.",
-                    METRICS_NO_LABELS, r->claims_late);
-    metrics_counter(out, "outbox_taken_over_total",
-                    "In-flight rows of dead relays taken over (as ambiguous).", METRICS_NO_LABELS,
-                    r->taken_over);
-    metrics_counter(out, "outbox_recorded_total", "Outcomes written to the database.",
-                    METRICS_NO_LABELS, r->recorded);
-    metrics_counter(out, "outbox_fenced_out_total",
-                    "Outcomes refused by the lease fence (a newer owner or attempt).",
-                    METRICS_NO_LABELS, r->fenced_out);
-    metrics_counter(out, "outbox_record_retries_total",
-                    "Record batches refused for a transient reason (a timeout, a deadlock, a "
-                    "cancel): kept whole and written again.",
-                    METRICS_NO_LABELS, r->record_retries);
-    metrics_gauge(out, "outbox_unrecorded_outcomes", "Outcomes waiting in memory for the database.",
-                  METRICS_NO_LABELS, (double)record_queue_unrecorded(&r->records));
+    db_family(r, out, "outbox_claimed_total", METRICS_COUNTER, "Rows claimed by this relay.",
+              claimed);
+    pruner_write_metrics(r->dbs ? r->dbs->pruner : NULL, out);
+    db_family(r, out, "outbox_claims_late_total", METRICS_COUNTER,
+              "Claims answered after half their lease; their rows were given back unsent.",
+              claims_late);
+    db_family(r, out, "outbox_taken_over_total", METRICS_COUNTER,
+              "In-flight rows of dead relays taken over (as ambiguous).", taken_over);
+    db_family(r, out, "outbox_recorded_total", METRICS_COUNTER, "Outcomes written to the database.",
+              recorded);
+    db_family(r, out, "outbox_fenced_out_total", METRICS_COUNTER,
+              "Outcomes refused by the lease fence (a newer owner or attempt).", fenced_out);
+    db_family(r, out, "outbox_record_retries_total", METRICS_COUNTER,
+              "Record batches refused for a transient reason (a timeout, a deadlock, a "
+              "cancel): kept whole and written again.",
+              record_retries);
+    db_family(r, out, "outbox_unrecorded_outcomes", METRICS_GAUGE,
+              "Outcomes waiting in memory for the database.", unrecorded);
+}
+
+static double db_connected(const struct relay_db *db)
+{
+    return pg_conn_ready(db->pg) && pg_conn_ready(db->pg_rec) ? 1 : 0;
+}
+
+static double db_reconnects(const struct relay_db *db)
+{
+    return (double)(pg_conn_reconnects(db->pg) + pg_conn_reconnects(db->pg_rec));
 }
 
 static void write_connections(struct relay *r, struct strbuf *out)
 {
     metrics_gauge(out, "outbox_ready", "1 while the relay is ready (database connected).",
                   METRICS_NO_LABELS, *relay_ready_reason(r) == '\0' ? 1 : 0);
-    metrics_gauge(out, "outbox_db_connected",
-                  "1 while both database connections (main and record) are ready.",
-                  METRICS_NO_LABELS, pg_conn_ready(r->pg) && pg_conn_ready(r->pg_rec) ? 1 : 0);
-    metrics_counter(out, "outbox_db_reconnects_total",
-                    "Database connections lost or failed (each followed by a reconnect).",
-                    METRICS_NO_LABELS, pg_conn_reconnects(r->pg) + pg_conn_reconnects(r->pg_rec));
+    db_family(r, out, "outbox_db_connected", METRICS_GAUGE,
+              "1 while both database connections (main and record) are ready.", db_connected);
+    db_family(r, out, "outbox_db_reconnects_total", METRICS_COUNTER,
+              "Database connections lost or failed (each followed by a reconnect).", db_reconnects);
 }
 
 static void relay_write_metrics(void *data, struct strbuf *out)
@@ -375,15 +524,44 @@ static void on_intent_looked_up(void *data, PGresult *res, const char *error)
     free(lookup);
 }
 
+/* The database of a lookup: NAME of "NAME\x1fkey" (admin.h), or the one
+ * database; NULL, with why in a JSON body, when there is none. */
+static struct relay_db *relay_lookup_db(struct relay *r, const char **key, char *why, size_t size)
+{
+    const char *sep = strchr(*key, ADMIN_DATABASE_SEPARATOR[0]);
+    if (sep == NULL) {
+        if (r->dbs && (!r->db_named || r->db_count == 1))
+            return r->dbs;
+        snprintf(why, size, "{\"error\":\"%s\"}",
+                 r->dbs ? "this relay serves several databases: add ?database=NAME"
+                        : "no database");
+        return NULL;
+    }
+    size_t len = (size_t)(sep - *key);
+    const char *name = *key;
+    *key = sep + 1;
+    for (struct relay_db *db = r->dbs; db; db = db->next)
+        if (!db->removing && strlen(db->name) == len && strncmp(db->name, name, len) == 0)
+            return db;
+    snprintf(why, size, "{\"error\":\"no database of that name\"}");
+    return NULL;
+}
+
 static void relay_lookup_intent(void *data, const char *key, void *req,
                                 void (*done)(void *req, int status, const char *json_body))
 {
     struct relay *r = data;
+    char why[128];
+    struct relay_db *db = relay_lookup_db(r, &key, why, sizeof(why));
+    if (db == NULL) {
+        done(req, 404, why);
+        return;
+    }
     struct intent_lookup *lookup = xmalloc(sizeof(*lookup));
     const char *params[1] = {key};
     lookup->req = req;
     lookup->done = done;
-    if (pg_query(r->pg, STMT_OUTCOME, 1, params, on_intent_looked_up, lookup))
+    if (pg_query(db->pg, STMT_OUTCOME, 1, params, on_intent_looked_up, lookup))
         return; /* pg calls back exactly once, also on loss or close */
     free(lookup);
     done(req, 503, NULL);
@@ -398,9 +576,12 @@ bool relay_start_admin(struct relay *r)
     struct admin_hooks hooks = {
         .data = r,
         .ready_reason = relay_ready_reason,
+        .ready_databases = r->db_named ? relay_ready_databases : NULL,
         .write_metrics = relay_write_metrics,
         .lookup_intent = relay_lookup_intent,
-        .ui_config = r->cfg, /* the status page, relay/admin/ui.c */
+        /* the status page, relay/admin/ui.c; it reads one database (cfg->db):
+         * off with --databases, which it cannot show yet (404) */
+        .ui_config = r->db_named ? NULL : r->cfg,
     };
     struct admin_limits limits = {
         .max_connections = ADMIN_MAX_CONNECTIONS,
@@ -446,13 +627,14 @@ void relay_log_attempt(const struct delivery *d, enum attempt_class cls, const s
                sizeof(fields) / sizeof(fields[0]));
 }
 
-void relay_log_totals(const struct relay *r)
+void relay_log_totals(const struct relay_db *r)
 {
-    log_event(LOG_INFO, "relay_stopped", "claimed", json_integer((json_int_t)r->claimed),
-              "succeeded", json_integer((json_int_t)r->attempts_by_class[CLASS_SUCCEEDED]),
-              "ambiguous", json_integer((json_int_t)r->attempts_by_class[CLASS_AMBIGUOUS]),
-              "not_sent", json_integer((json_int_t)r->attempts_by_class[CLASS_NOT_SENT]),
-              "taken_over", json_integer((json_int_t)r->taken_over), "recorded",
+    log_event(LOG_INFO, "relay_stopped", "database", json_string(r->name), "claimed",
+              json_integer((json_int_t)r->claimed), "succeeded",
+              json_integer((json_int_t)r->attempts_by_class[CLASS_SUCCEEDED]), "ambiguous",
+              json_integer((json_int_t)r->attempts_by_class[CLASS_AMBIGUOUS]), "not_sent",
+              json_integer((json_int_t)r->attempts_by_class[CLASS_NOT_SENT]), "taken_over",
+              json_integer((json_int_t)r->taken_over), "recorded",
               json_integer((json_int_t)r->recorded), "fenced_out",
               json_integer((json_int_t)r->fenced_out), "released",
               json_integer((json_int_t)r->released), LOG_END);

@@ -46,6 +46,14 @@
 /* $1 text[] targets this relay has room for */
 #define STMT_NEXT_DUE "next_due"
 #define STMT_TARGETS "targets"
+/* no parameters: outbox.schema_version() (0042), 0 before 0042, NULL when
+ * not migrated by migrate. Through query_to_xml, so that the statement is
+ * prepared on a schema without the function too (an older database is
+ * told apart, not failed at connect). */
+#define STMT_SCHEMA_VERSION "schema_version"
+/* The schema a relay serving --databases requires: 0042, where
+ * outbox.schema_version() came (docs/design.md, "Many databases"). */
+#define RELAY_SCHEMA_VERSION 42
 
 static const struct pg_statement relay_statements[] = {
     {STMT_HEARTBEAT, "SELECT outbox.relay_heartbeat($1, $2)"},
@@ -63,6 +71,10 @@ static const struct pg_statement relay_statements[] = {
     {STMT_TARGET_EVENT, "SELECT circuit, gate_ms FROM outbox.target_event($1, $2, $3, $4, $5)"},
     {STMT_OUTCOME, "SELECT row_to_json(o)::text FROM outbox.outcome($1) o"},
     {STMT_LIVE_COUNTS, "SELECT state, intents, oldest_due_age_s FROM outbox.live_counts()"},
+    {STMT_SCHEMA_VERSION,
+     "SELECT CASE WHEN to_regprocedure('outbox.schema_version()') IS NULL THEN 0 ELSE"
+     " (xpath('/row/v/text()', query_to_xml('SELECT outbox.schema_version() AS v', false, true,"
+     " '')))[1]::text::integer END"},
     {STMT_TARGETS,
      "SELECT t.name, url, method, key_header, (extract(epoch FROM key_ttl) * 1000)::bigint,"
      " status_url, timeout_ms, max_attempts, backoff_base_ms, backoff_cap_ms,"

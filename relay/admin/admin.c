@@ -200,7 +200,7 @@ struct admin_conn {
 
     /* Long-poll (?wait=): the key and when the wait ends (0: not waiting;
      * counted in server->waiting while not 0). */
-    char wait_key[ADMIN_KEY_MAX_BYTES + 1];
+    char wait_key[ADMIN_LOOKUP_KEY_BYTES]; /* [NAME "\x1f"] key: admin.h, lookup_intent */
     uint64_t wait_until_ms;
     bool parked;      /* between lookups; counted in server->parked */
     bool waited;      /* this request asked to wait: its 200 says how the wait ended */
@@ -220,7 +220,7 @@ struct admin_recheck {
     bool again;         /* outcomes changed while it was running: look once more */
     enum wake by;       /* what sent it */
     enum wake again_by; /* what asked for once more */
-    char key[ADMIN_KEY_MAX_BYTES + 1];
+    char key[ADMIN_LOOKUP_KEY_BYTES];
 };
 
 struct admin_server {
@@ -631,7 +631,7 @@ static void admin_recheck_done(void *req, int status, const char *json_body)
         return;
     }
     server_unlink_recheck(s, rc);
-    char key[ADMIN_KEY_MAX_BYTES + 1];
+    char key[ADMIN_LOOKUP_KEY_BYTES];
     snprintf(key, sizeof(key), "%s", rc->key);
     bool again = rc->again;
     enum wake by = rc->by, again_by = rc->again_by;
@@ -715,6 +715,30 @@ static long parse_wait_asked(const char *query, size_t n)
     return 0;
 }
 
+int admin_parse_database(const char *query, size_t n, char *out)
+{
+    const char *p = query, *end = query + n;
+    while (p < end) {
+        const char *amp = memchr(p, '&', (size_t)(end - p));
+        const char *field_end = amp ? amp : end;
+        if ((size_t)(field_end - p) >= 9 && memcmp(p, "database=", 9) == 0) {
+            size_t len = (size_t)(field_end - p - 9);
+            if (len == 0 || len > ADMIN_DATABASE_MAX_BYTES)
+                return -1;
+            for (size_t i = 0; i < len; i++) {
+                char c = p[9 + i];
+                if (!((c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '_' || c == '-'))
+                    return -1;
+            }
+            memcpy(out, p + 9, len);
+            out[len] = '\0';
+            return 1;
+        }
+        p = field_end + (amp ? 1 : 0);
+    }
+    return 0;
+}
+
 /* The wait in ms, capped at ADMIN_WAIT_MAX_MS; 0 without; -1 malformed. */
 long admin_parse_wait(const char *query, size_t n)
 {
@@ -728,17 +752,32 @@ bool admin_wait_capped(const char *query, size_t n)
 }
 /* ---------------------------------------------------------------- endpoints */
 
+static void ready_add_database(void *ctx, const char *name, const char *state)
+{
+    json_t *string = json_string(state);
+    json_object_set_new(ctx, name, string ? string : json_string("(not valid UTF-8)"));
+}
+
 static void handle_ready(struct admin_conn *conn)
 {
     admin_server_t *s = conn->server;
     const char *reason = s->hooks.ready_reason ? s->hooks.ready_reason(s->hooks.data) : "";
-    if (reason == NULL || *reason == '\0') {
+    bool ready = reason == NULL || *reason == '\0';
+    if (ready && s->hooks.ready_databases == NULL) {
         conn_respond_json(conn, 200, NULL, "{\"status\":\"ready\"}");
         return;
     }
-    const char *names[] = {"status", "reason"}, *values[] = {"not ready", reason};
-    char *body = json_text(names, values, 2);
-    conn_respond_json(conn, 503, NULL, body);
+    const char *names[] = {"status", "reason"}, *values[] = {ready ? "ready" : "not ready", reason};
+    char *body = json_text(names, values, ready ? 1 : 2);
+    if (s->hooks.ready_databases) {
+        json_t *object = json_loads(body, 0, NULL), *databases = json_object();
+        s->hooks.ready_databases(s->hooks.data, ready_add_database, databases);
+        json_object_set_new(object, "databases", databases);
+        free(body);
+        body = xalloc_check(json_dumps(object, JSON_COMPACT | JSON_PRESERVE_ORDER));
+        json_decref(object);
+    }
+    conn_respond_json(conn, ready ? 200 : 503, NULL, body);
     free(body);
 }
 
@@ -793,11 +832,20 @@ static void handle_intent(struct admin_conn *conn, const char *encoded_key, size
                           const char *query, size_t query_len)
 {
     admin_server_t *s = conn->server;
-    const char *problem = admin_decode_key(encoded_key, n, conn->wait_key);
+    char key[ADMIN_KEY_MAX_BYTES + 1], database[ADMIN_DATABASE_MAX_BYTES + 1];
+    const char *problem = admin_decode_key(encoded_key, n, key);
     if (problem) {
         conn_respond_error(conn, 400, NULL, problem);
         return;
     }
+    int named = admin_parse_database(query, query_len, database);
+    if (named < 0) {
+        conn_respond_error(conn, 400, NULL,
+                           "database must be a NAME of --databases ([a-z0-9_-], 1 to 63)");
+        return;
+    }
+    snprintf(conn->wait_key, sizeof(conn->wait_key), "%s%s%s", named ? database : "",
+             named ? ADMIN_DATABASE_SEPARATOR : "", key);
     long wait_ms = admin_parse_wait(query, query_len);
     if (wait_ms < 0) {
         conn_respond_error(conn, 400, NULL,

@@ -3,10 +3,13 @@
  * status page.
  *
  *   GET /healthz           200 {"status":"ok"}: the loop is alive
- *   GET /readyz            200 {"status":"ready"} or 503 {"status":"not ready","reason":"..."}
+ *   GET /readyz            200 {"status":"ready"} or 503 {"status":"not ready","reason":"..."},
+ *                          with "databases":{"NAME":"ready" or why not} when the relay
+ *                          serves several (hooks.ready_databases)
  *   GET /metrics           200 Prometheus text (write_metrics, then the port's own
  *                          outbox_admin_* families)
- *   GET /v1/intents/{key}[?wait=30s]  what lookup_intent answers (200, 404, 503);
+ *   GET /v1/intents/{key}[?wait=30s][&database=NAME]  what lookup_intent answers
+ *                          (200, 404, 503); database picks one of --databases;
  *                          with wait, held until the outcome is final or the wait (at
  *                          most 60 s) ends, then looked up once more and answered. While
  *                          held it is looked up again every second (one lookup per key,
@@ -72,6 +75,11 @@ struct admin_hooks {
      * Anyone who reaches the port reads it: no host, port, user or other
      * connection detail (pg_public_reason), those go to the log. */
     const char *(*ready_reason)(void *data);
+    /* NULL, or (a relay of several databases) each database's state for
+     * /readyz's "databases" object: add(ctx, name, state) once per database,
+     * state "ready" or why not (no connection detail, as ready_reason). */
+    void (*ready_databases)(void *data, void (*add)(void *ctx, const char *name, const char *state),
+                            void *ctx);
     /* Append the relay's metrics in Prometheus text format to out. */
     void (*write_metrics)(void *data, struct strbuf *out);
     /* Look up the outcome of a key: call done(req, status, json_body) later
@@ -80,6 +88,8 @@ struct admin_hooks {
      * {"error":...} body for the status. done() is always safe to call, also
      * after the client went away, the lookup deadline passed or the server
      * was closed: req stays valid until done() runs, and only then is freed. */
+    /* With ?database=NAME, key is NAME, ADMIN_DATABASE_SEPARATOR, then the key
+     * (a key holds no control character, so the first one splits them). */
     void (*lookup_intent)(void *data, const char *key, void *req,
                           void (*done)(void *req, int status, const char *json_body));
     /* The status page (/ui): NULL turns it off (404). It reads the database
@@ -122,7 +132,14 @@ int admin_port(const admin_server_t *s);
 void admin_close(admin_server_t *s, void (*on_closed)(void *data), void *data);
 
 /* For tests and fuzzing (tests/fuzz/): the parsers behind the port. */
-#define ADMIN_KEY_MAX_BYTES 255 /* as outbox.enqueue */
+#define ADMIN_KEY_MAX_BYTES 255     /* as outbox.enqueue */
+#define ADMIN_DATABASE_MAX_BYTES 63 /* a NAME of --databases */
+#define ADMIN_DATABASE_SEPARATOR "\x1f"
+/* What lookup_intent gets: [NAME "\x1f"] key, and its NUL. */
+#define ADMIN_LOOKUP_KEY_BYTES (ADMIN_DATABASE_MAX_BYTES + 1 + ADMIN_KEY_MAX_BYTES + 1)
+/* ?database=NAME of /v1/intents/{key}: 1 and NAME in out (at least
+ * ADMIN_DATABASE_MAX_BYTES + 1 bytes), 0 without, -1 malformed. */
+int admin_parse_database(const char *query, size_t n, char *out);
 /* The key of /v1/intents/{key}: percent-decoded into out (at least
  * ADMIN_KEY_MAX_BYTES + 1 bytes). NULL, or why the key is refused. */
 const char *admin_decode_key(const char *encoded, size_t n, char *out);

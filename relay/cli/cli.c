@@ -1265,7 +1265,7 @@ int cli_run(const char *command, int argc, char **argv)
     struct config cfg;
     enum config_result loaded = config_load(&cfg, config_argc, config_argv);
     free(config_argv);
-    if (loaded != CONFIG_OK) {
+    if (loaded != CONFIG_OK || config_needs_one_database(&cfg, cmd->name)) {
         config_free(&cfg);
         return CLI_EXIT_USAGE;
     }

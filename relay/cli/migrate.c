@@ -30,6 +30,7 @@
  * for another is refused before anything is applied.
  */
 #include "cli/migrate.h"
+#include "databases.h"
 
 #include "lib/xalloc.h"
 
@@ -514,7 +515,8 @@ static void quiet_notices(void *arg, const char *message)
     (void)message;
 }
 
-int migrate_run(const struct config *cfg)
+/* One database: conninfo ("" = libpq's environment). */
+static int migrate_one(const struct config *cfg, const char *conninfo)
 {
     char dir[PATH_MAX];
     find_migrations_dir(cfg, dir, sizeof(dir));
@@ -533,7 +535,7 @@ int migrate_run(const struct config *cfg)
     PGconn *conn = NULL;
     char prefix[64] = "";
     if (rc == 0) {
-        conn = PQconnectdb(cfg->db ? cfg->db : "");
+        conn = PQconnectdb(conninfo);
         if (PQstatus(conn) != CONNECTION_OK) {
             fprintf(stderr, "outbox-relay migrate: cannot connect to the database: %s",
                     PQerrorMessage(conn));
@@ -563,4 +565,51 @@ int migrate_run(const struct config *cfg)
     free(files);
     free(amended);
     return rc == 0 ? 0 : 1;
+}
+
+/* --databases without --database: every line, one after another, in the
+ * order of the file; the first that fails stops the run (the ones after it
+ * keep their schema, and a relay refuses none of those it already served
+ * at this version). Each one's OUTBOX_SECRET_ password is libpq's
+ * PGPASSWORD while it runs. */
+static int migrate_databases(const struct config *cfg)
+{
+    struct database_list list = {0};
+    char error[512];
+    if (!databases_read(cfg->databases, &list, error, sizeof(error))) {
+        fprintf(stderr, "outbox-relay migrate: --databases: %s\n", error);
+        return 1;
+    }
+    const char *before = getenv("PGPASSWORD");
+    char *saved = before ? xstrdup(before) : NULL;
+    int rc = 0;
+    for (size_t i = 0; i < list.count && rc == 0; i++) {
+        const char *secret = databases_secret(list.items[i].name);
+        if (secret)
+            setenv("PGPASSWORD", secret, 1);
+        else if (saved)
+            setenv("PGPASSWORD", saved, 1);
+        else
+            unsetenv("PGPASSWORD");
+        printf("database %s\n", list.items[i].name);
+        fflush(stdout);
+        rc = migrate_one(cfg, list.items[i].conninfo);
+        if (rc != 0)
+            fprintf(stderr, "outbox-relay migrate: database %s failed; %zu after it not migrated\n",
+                    list.items[i].name, list.count - i - 1);
+    }
+    if (saved)
+        setenv("PGPASSWORD", saved, 1);
+    else
+        unsetenv("PGPASSWORD");
+    free(saved);
+    databases_free(&list);
+    return rc;
+}
+
+int migrate_run(const struct config *cfg)
+{
+    if (cfg->databases && *cfg->databases && !(cfg->database && *cfg->database))
+        return migrate_databases(cfg);
+    return migrate_one(cfg, cfg->db ? cfg->db : "");
 }

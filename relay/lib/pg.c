@@ -60,6 +60,7 @@ struct pg_query {
 struct pg_conn {
     uv_loop_t *loop;
     char *conninfo;
+    char *password; /* NULL: the string's, a passfile's or libpq's environment */
     const struct pg_statement *statements;
     size_t statement_count;
     char *listen_sql;
@@ -86,14 +87,52 @@ struct pg_conn {
     char error_sqlstate[6];  /* of the error being handed to a callback; "" else */
     char error_primary[512]; /* its primary message, without "ERROR:  " and the newline */
 
+    /* The last connect failure logged: the same one again (a wrong
+     * password, a database that stays down) is logged once a minute, with
+     * how many were left out, not at every retry. */
+    char failure_logged[256];
+    uint64_t failure_logged_ms;
+    unsigned long failures_unlogged;
+
     int open_handles;
     void (*on_closed)(void *data);
     void *closed_data;
 };
 
+#define PG_REPEAT_LOG_EVERY_MS 60000
+
 static const char *pg_name(const pg_conn_t *pg)
 {
     return pg->events.name ? pg->events.name : "main";
+}
+
+/* The last pair of a log line: "database" when the owner names its
+ * databases; else NULL ends the list there. */
+static const char *pg_db_key(const pg_conn_t *pg)
+{
+    return pg->events.database ? "database" : NULL;
+}
+
+static json_t *pg_db_value(const pg_conn_t *pg)
+{
+    return pg->events.database ? json_string(pg->events.database) : NULL;
+}
+
+/* Whether a connect failure goes to the log: a new reason at once, the same
+ * one once a minute. *repeated is how many were left out since. */
+static bool pg_failure_logged(pg_conn_t *pg, const char *reason, unsigned long *repeated)
+{
+    uint64_t now = uv_now(pg->loop);
+    if (strcmp(pg->failure_logged, reason) == 0 &&
+        now - pg->failure_logged_ms < PG_REPEAT_LOG_EVERY_MS) {
+        pg->failures_unlogged++;
+        return false;
+    }
+    snprintf(pg->failure_logged, sizeof(pg->failure_logged), "%s", reason);
+    pg->failure_logged_ms = now;
+    *repeated = pg->failures_unlogged;
+    pg->failures_unlogged = 0;
+    return true;
 }
 static void pg_connection_lost(pg_conn_t *pg, const char *reason);
 static void pg_set_setup_sql(pg_conn_t *pg);
@@ -164,6 +203,9 @@ static void on_handle_closed(uv_handle_t *handle)
         void (*cb)(void *) = pg->on_closed;
         void *data = pg->closed_data;
         free(pg->conninfo);
+        if (pg->password)
+            explicit_bzero(pg->password, strlen(pg->password));
+        free(pg->password);
         free(pg->listen_sql);
         free(pg->setup_sql);
         free(pg);
@@ -240,14 +282,24 @@ static void pg_connect_start(pg_conn_t *pg)
      * query may take ends the connection in the kernel) and a name in
      * pg_stat_activity first: a value in the connection string (expanded
      * from dbname, which comes after them) overrides them. */
-    static const char *const keywords[] = {
-        "application_name", "keepalives",       "keepalives_idle", "keepalives_interval",
-        "keepalives_count", "tcp_user_timeout", "dbname",          NULL};
+    /* A password set apart (pg_conn_set_password) comes after dbname: it
+     * overrides one in the string. */
+    const char *keywords[] = {"application_name",
+                              "keepalives",
+                              "keepalives_idle",
+                              "keepalives_interval",
+                              "keepalives_count",
+                              "tcp_user_timeout",
+                              "dbname",
+                              "password",
+                              NULL};
     char application_name[64], user_timeout[24];
     snprintf(application_name, sizeof(application_name), "outbox-relay/%s", pg_name(pg));
     snprintf(user_timeout, sizeof(user_timeout), "%d", pg->query_timeout_ms);
-    const char *values[] = {application_name, "1",          "10", "5", "3",
-                            user_timeout,     pg->conninfo, NULL};
+    const char *values[] = {application_name, "1",          "10",         "5", "3",
+                            user_timeout,     pg->conninfo, pg->password, NULL};
+    if (pg->password == NULL)
+        keywords[7] = NULL;
     pg->conn = PQconnectStartParams(keywords, values, 1);
     if (pg->conn == NULL) {
         set_reason(pg, "out of memory starting a connection");
@@ -258,8 +310,11 @@ static void pg_connect_start(pg_conn_t *pg)
     }
     if (PQstatus(pg->conn) == CONNECTION_BAD) {
         set_reason(pg, PQerrorMessage(pg->conn));
-        log_event(LOG_WARN, "db_connect_failed", "connection", json_string(pg_name(pg)), "reason",
-                  json_string(pg->reason), LOG_END);
+        unsigned long repeated = 0;
+        if (pg_failure_logged(pg, pg->reason, &repeated))
+            log_event(LOG_WARN, "db_connect_failed", "connection", json_string(pg_name(pg)),
+                      "reason", json_string(pg->reason), "repeated",
+                      json_integer((json_int_t)repeated), pg_db_key(pg), pg_db_value(pg), LOG_END);
         PQfinish(pg->conn);
         pg->conn = NULL;
         pg_schedule_reconnect(pg);
@@ -416,7 +471,7 @@ static void pg_query_done(pg_conn_t *pg)
          * and retry the whole connection later rather than run half-set-up. */
         log_event(LOG_ERROR, "db_setup_failed", "connection", json_string(pg_name(pg)), "statement",
                   json_string(q->statement ? q->statement : "listen"), "error", json_string(error),
-                  LOG_END);
+                  pg_db_key(pg), pg_db_value(pg), LOG_END);
         char reason[300];
         snprintf(reason, sizeof(reason), "setup failed: %s", error);
         free(error);
@@ -436,7 +491,10 @@ static void pg_query_done(pg_conn_t *pg)
     if (pg->state == PG_SETUP && (pg->head == NULL || pg->head->kind == QUERY_PREPARED)) {
         pg->state = PG_READY;
         *pg->reason = '\0';
-        log_event(LOG_INFO, "db_ready", "connection", json_string(pg_name(pg)), LOG_END);
+        pg->failure_logged[0] = '\0'; /* a failure after this one is new */
+        pg->failures_unlogged = 0;
+        log_event(LOG_INFO, "db_ready", "connection", json_string(pg_name(pg)), pg_db_key(pg),
+                  pg_db_value(pg), LOG_END);
         if (pg->events.on_ready)
             pg->events.on_ready(pg->events.data);
     }
@@ -526,9 +584,12 @@ static void pg_connection_lost(pg_conn_t *pg, const char *reason)
 {
     bool was_ready = pg->state == PG_READY || pg->state == PG_SETUP;
     set_reason(pg, reason && *reason ? reason : "connection lost");
-    log_event(LOG_WARN, was_ready ? "db_lost" : "db_connect_failed", "connection",
-              json_string(pg_name(pg)), "reason", json_string(pg->reason), "retry_ms",
-              json_integer(pg->backoff_ms), LOG_END);
+    unsigned long repeated = 0;
+    if (was_ready || pg_failure_logged(pg, pg->reason, &repeated))
+        log_event(LOG_WARN, was_ready ? "db_lost" : "db_connect_failed", "connection",
+                  json_string(pg_name(pg)), "reason", json_string(pg->reason), "retry_ms",
+                  json_integer(pg->backoff_ms), "repeated", json_integer((json_int_t)repeated),
+                  pg_db_key(pg), pg_db_value(pg), LOG_END);
     uv_timer_stop(&pg->timer);
     pg_drop_connection(pg);
     pg->state = PG_IDLE;
@@ -600,6 +661,12 @@ static void pg_set_setup_sql(pg_conn_t *pg)
     } else {
         snprintf(pg->setup_sql, len, "%s", PG_SESSION_SETUP);
     }
+}
+
+void pg_conn_set_password(pg_conn_t *pg, const char *password)
+{
+    free(pg->password);
+    pg->password = password ? xstrdup(password) : NULL;
 }
 
 void pg_conn_set_query_timeout(pg_conn_t *pg, int timeout_ms)

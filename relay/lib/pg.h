@@ -29,7 +29,8 @@ struct pg_statement {
 };
 
 struct pg_events {
-    const char *name; /* for logs: which of the owner's connections ("main", "record") */
+    const char *name;     /* for logs: which of the owner's connections ("main", "record") */
+    const char *database; /* for logs: which of the owner's databases; NULL: not logged */
     void *data;
     void (*on_ready)(void *data);                    /* connected, LISTENing, statements prepared */
     void (*on_lost)(void *data, const char *reason); /* connection lost; reconnecting */
@@ -45,6 +46,9 @@ pg_conn_t *pg_conn_new(uv_loop_t *loop, const char *conninfo, const struct pg_st
  * dropped and re-made; the server's statement_timeout is set a little
  * shorter. 0 (the default): no deadline. Call before pg_conn_start. */
 void pg_conn_set_query_timeout(pg_conn_t *pg, int timeout_ms);
+/* A password kept apart from the connection string (never logged); it
+ * overrides one in the string. Call before pg_conn_start. */
+void pg_conn_set_password(pg_conn_t *pg, const char *password);
 void pg_conn_start(pg_conn_t *pg);
 bool pg_conn_ready(const pg_conn_t *pg);
 /* Queries queued, the one on the wire included (an owner that keeps its

@@ -150,6 +150,7 @@ GRANT outbox_operator TO outbox_admin;
 \ir functions/retry_now.sql
 \ir functions/role_name.sql
 \ir functions/rule_text.sql
+\ir functions/schema_version.sql
 \ir functions/settle.sql
 \ir functions/take_over.sql
 \ir functions/take_over_expired.sql

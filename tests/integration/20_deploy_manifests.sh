@@ -51,6 +51,19 @@ else
             fail "kubectl kustomize $dir" "$(grep -v '^# Warning' "$out.err" | tail -n 5)"
         fi
     done
+    # The base serving several databases from Secrets (--databases): the file
+    # mounted from a Secret, passwords from another, no DATABASE_URL left but
+    # the MCP front door's (it serves one database).
+    out=$TMP/databases.yaml
+    if timeout 60 "$KUBECTL" kustomize deploy/kubernetes/overlays/databases >"$out" 2>"$out.err" &&
+        grep -q 'name: OUTBOX_RELAY_DATABASES' "$out" && [ "$(grep -c 'name: DATABASE_URL' "$out")" = 1 ] &&
+        grep -q 'secretName: outbox-relay-databases' "$out" &&
+        grep -q 'secretName: outbox-relay-migrate-databases' "$out" &&
+        grep -q -- '- --databases' "$out" && grep -q 'name: outbox-relay-database-passwords' "$out"; then
+        pass "kubectl kustomize deploy/kubernetes/overlays/databases: the databases file and passwords from Secrets"
+    else
+        fail "kubectl kustomize deploy/kubernetes/overlays/databases" "$(grep -v '^# Warning' "$out.err" | tail -n 5)"
+    fi
 fi
 
 # ---------------------------------------------------------------- checks

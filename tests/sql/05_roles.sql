@@ -181,7 +181,9 @@ SELECT set_eq(
              ('outbox_operator', 'approval_reason'), ('outbox_admin', 'approval_reason'),
              ('outbox_operator', 'rule_text'), ('outbox_admin', 'rule_text'),
              ('outbox_relay', 'claim_due'), ('outbox_relay', 'take_over'),
-             ('outbox_operator', 'unkeyed_attempt'), ('outbox_admin', 'unkeyed_attempt')$$,
+             ('outbox_operator', 'unkeyed_attempt'), ('outbox_admin', 'unkeyed_attempt'),
+             ('outbox_relay', 'schema_version'), ('outbox_operator', 'schema_version'),
+             ('outbox_admin', 'schema_version')$$,
     'EXECUTE matrix: each role reaches exactly its functions (SECURITY DEFINER internals reach nobody)');
 SELECT set_eq(
     $$SELECT r.rolname::text, c.relname::text, priv

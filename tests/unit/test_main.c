@@ -16,6 +16,7 @@ int main(void)
     srunner_add_suite(runner, mcp_upstream_suite());
     srunner_add_suite(runner, strbuf_suite());
     srunner_add_suite(runner, config_suite());
+    srunner_add_suite(runner, databases_suite());
     srunner_add_suite(runner, targets_suite());
     srunner_add_suite(runner, deliver_suite());
     srunner_add_suite(runner, record_batch_suite());

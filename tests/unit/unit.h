@@ -14,6 +14,7 @@ Suite *outcome_suite(void);
 Suite *mcp_upstream_suite(void);
 Suite *strbuf_suite(void);
 Suite *config_suite(void);
+Suite *databases_suite(void);
 Suite *targets_suite(void);
 Suite *deliver_suite(void);
 Suite *record_batch_suite(void);

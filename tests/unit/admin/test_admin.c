@@ -158,6 +158,23 @@ START_TEST(wait_parsing)
 }
 END_TEST
 
+START_TEST(database_parsing)
+{
+    char name[ADMIN_DATABASE_MAX_BYTES + 1];
+    ck_assert_int_eq(admin_parse_database("", 0, name), 0);
+    ck_assert_int_eq(admin_parse_database("wait=1s", 7, name), 0);
+    ck_assert_int_eq(admin_parse_database("wait=1s&database=eu-1_a", 23, name), 1);
+    ck_assert_str_eq(name, "eu-1_a");
+    ck_assert_int_eq(admin_parse_database("database=", 9, name), -1);
+    ck_assert_int_eq(admin_parse_database("database=Eu", 11, name), -1);
+    ck_assert_int_eq(admin_parse_database("database=a%1F", 13, name), -1);
+    char long_query[96] = "database=";
+    memset(long_query + 9, 'a', 64);
+    ck_assert_int_eq(admin_parse_database(long_query, 73, name), -1);
+    ck_assert_int_eq(admin_parse_database(long_query, 72, name), 1);
+}
+END_TEST
+
 START_TEST(database_reasons_name_no_host)
 {
     ck_assert_str_eq(pg_public_reason(NULL), "connection failed");
@@ -183,6 +200,7 @@ Suite *admin_suite(void)
     tc = tcase_create("parsers");
     tcase_add_test(tc, key_decoding);
     tcase_add_test(tc, wait_parsing);
+    tcase_add_test(tc, database_parsing);
     tcase_add_test(tc, database_reasons_name_no_host);
     suite_add_tcase(s, tc);
     return s;
