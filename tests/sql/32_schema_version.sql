@@ -1,4 +1,4 @@
--- 31_schema_version: outbox.schema_version() (migrations/0042_schema_version.sql),
+-- 32_schema_version: outbox.schema_version() (migrations/0042_schema_version.sql),
 -- which a relay serving several databases (--databases) asks at each connect.
 --   NULL without outbox_meta.migrations (a schema not loaded by migrate), or
 --   when outbox_meta is a role's the schema's owner may not read;
