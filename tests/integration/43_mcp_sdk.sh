@@ -14,15 +14,7 @@
 itest_setup
 
 # ---- Node 22 and the official packages -----------------------------------------------------
-ok "Node 22 and the official MCP packages are installed (tests/lib/install-node.sh)" \
-    bash -c "'$ITEST_ROOT/tests/lib/install-node.sh' 2>'$T/install-node.err'"
-[ "$TAP_FAILED" = 0 ] || { sed 's/^/# /' "$T/install-node.err"; bail "no Node 22 or no MCP packages: cannot run"; }
-. "$ITEST_ROOT/tests/lib/install-node.sh"
-# The client scripts run from $T/sdk so that node finds the packages beside
-# them (ES modules resolve from the script's folder, not NODE_PATH).
-mkdir -p "$T/sdk"
-ln -s "$SDK_DIR/node_modules" "$T/sdk/node_modules"
-cp "$ITEST_ROOT"/tests/mcp/sdk/*.mjs "$T/sdk/"
+itest_node_sdk
 
 # tap_lines FILE: the "ok<TAB>desc" / "not ok<TAB>desc<TAB>detail" lines of a
 # client as TAP; "told<TAB>attempt<TAB>text" lines as comments.

@@ -69,13 +69,7 @@ mcp_start --mcp-wait-ms 1000
 checks 2
 
 # ---- the official SDK reads the streamed tasks/result --------------------------------------
-ok "Node 22 and the official MCP packages are installed (tests/lib/install-node.sh)" \
-    bash -c "'$ITEST_ROOT/tests/lib/install-node.sh' 2>'$T/install-node.err'"
-[ "$TAP_FAILED" = 0 ] || { sed 's/^/# /' "$T/install-node.err"; bail "no Node 22 or no MCP packages: cannot run"; }
-. "$ITEST_ROOT/tests/lib/install-node.sh"
-mkdir -p "$T/sdk"
-ln -s "$SDK_DIR/node_modules" "$T/sdk/node_modules"
-cp "$ITEST_ROOT/tests/mcp/sdk/task_result_client.mjs" "$T/sdk/"
+itest_node_sdk
 (cd "$T/sdk" && MCP_URL=http://127.0.0.1:$MCP_PORT/mcp MCP_TOKEN=$TOKEN_A TOOL=slow_refund KEY=r8:sdk \
     timeout -k 5 120 "$NODE_BIN" task_result_client.mjs) >"$T/sdk.out" 2>"$T/sdk.err"
 rc=$?

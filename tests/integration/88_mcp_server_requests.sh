@@ -14,13 +14,7 @@
 . "$(dirname "$0")/../lib/itest.sh"
 itest_setup
 
-ok "Node 22 and the official MCP packages are installed (tests/lib/install-node.sh)" \
-    bash -c "'$ITEST_ROOT/tests/lib/install-node.sh' 2>'$T/install-node.err'"
-[ "$TAP_FAILED" = 0 ] || { sed 's/^/# /' "$T/install-node.err"; bail "no Node 22 or no MCP packages: cannot run"; }
-. "$ITEST_ROOT/tests/lib/install-node.sh"
-mkdir -p "$T/sdk"
-ln -s "$SDK_DIR/node_modules" "$T/sdk/node_modules"
-cp "$ITEST_ROOT"/tests/mcp/sdk/*.mjs "$T/sdk/"
+itest_node_sdk
 
 UP_TOKEN=$(head -c 16 /dev/urandom | od -An -tx1 | tr -d ' \n')
 (cd "$T/sdk" && exec env EFFECTS="$T/effects" MODE=sse TOKEN="$UP_TOKEN" "$NODE_BIN" upstream_server.mjs) \

@@ -263,3 +263,19 @@ effects_table() {
 relay_logs_clean() {
     ! grep -lE 'ERROR: (AddressSanitizer|LeakSanitizer)|runtime error:' "$T"/relay-*.log 2>/dev/null
 }
+
+# itest_node_sdk: Node 22 and the official MCP packages
+# (tests/lib/install-node.sh; NODE_BIN and SDK_DIR set), and the client
+# scripts of tests/mcp/sdk/ in $T/sdk beside their node_modules: ES modules
+# resolve from the script's folder, not NODE_PATH. Bails without them.
+itest_node_sdk() {
+    local failed_before=$TAP_FAILED
+    ok "Node 22 and the official MCP packages are installed (tests/lib/install-node.sh)" \
+        bash -c "'$ITEST_ROOT/tests/lib/install-node.sh' 2>'$T/install-node.err'"
+    [ "$TAP_FAILED" = "$failed_before" ] ||
+        { sed 's/^/# /' "$T/install-node.err"; bail "no Node 22 or no MCP packages: cannot run"; }
+    . "$ITEST_ROOT/tests/lib/install-node.sh"
+    mkdir -p "$T/sdk"
+    ln -sfn "$SDK_DIR/node_modules" "$T/sdk/node_modules"
+    cp "$ITEST_ROOT"/tests/mcp/sdk/*.mjs "$T/sdk/"
+}
