@@ -586,6 +586,11 @@ static bool keys_hold(const json_t *keys, const char *key)
 {
     if (keys == NULL)
         return true;
+    /* ?database=NAME waits on "NAME\x1fkey": a notification names the key
+     * (another database's key of the same name only costs a look-up) */
+    const char *unit = strchr(key, '\x1f');
+    if (unit)
+        key = unit + 1;
     size_t i;
     const json_t *item;
     json_array_foreach(keys, i, item)

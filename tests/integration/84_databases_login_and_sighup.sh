@@ -71,6 +71,7 @@ is "$(curl -s -o /dev/null -w '%{http_code}' "http://127.0.0.1:$ADMIN/v1/intents
 is "$(curl -s -o /dev/null -w '%{http_code}' "http://127.0.0.1:$ADMIN/ui")" 404 \
     "/ui, which reads one database, is off with --databases"
 
+
 inflight() { dsql slow "SELECT count(*) FROM outbox.intents WHERE state = 'in_flight'"; }
 holding() { test "$(inflight)" -gt 0; }
 ok "slow holds leases" wait_cmd 60 holding
@@ -92,6 +93,21 @@ is "$(dsql slow "SELECT count(*) FROM outbox.intents WHERE state NOT IN ('pendin
 is "$(dsql slow "SELECT count(*) FROM outbox.relays")" 0 "slow: the relay said goodbye"
 is "$(dsql good "SELECT count(*) FROM outbox.relays")" 1 "good: the relay is still there"
 is "$(receiver_stat r keys_with_duplicate_effects)/$(receiver_stat slowr keys_with_duplicate_effects)" 0/0 "no key acted on twice"
+# A ?database= long-poll is woken by its database's NOTIFY outbox_outcomes
+# (the wait is held on "NAME\x1fkey"; the notification names the key).
+woken() { local v; v=$(relay_metric "$ADMIN" "outbox_admin_wait_wakeups_total{by=\"$1\"}"); echo "${v:-0}"; }
+woken_more() { [ "$(woken "$1")" -gt "$2" ]; }
+dsql good "SELECT outbox.enqueue('good:later', 'hook', '{}', NULL, now() + interval '1 hour')" >/dev/null
+r0=$(woken recheck)
+curl -s -m 90 -o "$T/wait.out" "http://127.0.0.1:$ADMIN/v1/intents/good:later?database=good&wait=60s" &
+WAIT_PID=$!
+ITEST_PIDS+=("$WAIT_PID")
+wait_cmd 30 woken_more recheck "$r0" || bail "the ?database= wait was never parked"
+n0=$(woken notify)
+dsql good "SELECT pg_notify('outbox_outcomes', '[\"good:later\"]')" >/dev/null
+ok "a ?database= wait is woken by its database's NOTIFY" wait_cmd 20 woken_more notify "$n0"
+kill "$WAIT_PID" 2>/dev/null
+wait "$WAIT_PID" 2>/dev/null
 kill -TERM "$RELAY_PID_one"; relay_wait one 30
 is "$?" 0 "exit 0"
 ok "no sanitizer report" relay_logs_clean
