@@ -71,7 +71,6 @@ is "$(curl -s -o /dev/null -w '%{http_code}' "http://127.0.0.1:$ADMIN/v1/intents
 is "$(curl -s -o /dev/null -w '%{http_code}' "http://127.0.0.1:$ADMIN/ui")" 404 \
     "/ui, which reads one database, is off with --databases"
 
-
 inflight() { dsql slow "SELECT count(*) FROM outbox.intents WHERE state = 'in_flight'"; }
 holding() { test "$(inflight)" -gt 0; }
 ok "slow holds leases" wait_cmd 60 holding
