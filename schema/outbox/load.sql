@@ -1,6 +1,6 @@
 -- schema/outbox/load.sql — the net schema of outbox-relay, one file per live
 -- object: what a database looks like after every migration up to and
--- including 0044_mcp_targets_not_signed.sql. `psql -f schema/outbox/load.sql` builds it (the files in
+-- including 0045_mcp_passthrough.sql. `psql -f schema/outbox/load.sql` builds it (the files in
 -- an order that works); tests/sql/schema_equivalence.sh proves it builds the
 -- same schema as migrations/, tests/sql/schema_fresh_cluster.sh that it loads
 -- into a fresh cluster. Read it to learn the data model; build databases with
@@ -89,6 +89,7 @@ GRANT outbox_operator TO outbox_admin;
 \ir functions/mcp_oauth_client.sql
 \ir functions/mcp_outcome.sql
 \ir functions/mcp_outcomes.sql
+\ir functions/mcp_passthrough.sql
 \ir functions/mcp_payload_ok.sql
 \ir functions/mcp_schema_pattern_problem.sql
 \ir functions/mcp_schema_problem.sql
@@ -105,6 +106,7 @@ GRANT outbox_operator TO outbox_admin;
 \ir functions/mcp_tool_keyed.sql
 \ir functions/mcp_tools_check.sql
 \ir functions/mcp_tools_key_source.sql
+\ir functions/mcp_tools_passthrough.sql
 \ir functions/needs_approval.sql
 \ir functions/needs_person.sql
 \ir functions/next_due_ms.sql
@@ -176,6 +178,7 @@ GRANT outbox_operator TO outbox_admin;
 \ir triggers/intents_truncate_history.sql
 \ir triggers/mcp_tools_check.sql
 \ir triggers/mcp_tools_key_source.sql
+\ir triggers/mcp_tools_passthrough.sql
 \ir triggers/ordering_groups_turn.sql
 \ir triggers/target_state_circuit_events.sql
 \ir triggers/targets_guard_references.sql
