@@ -64,6 +64,7 @@ enum cli_flag {
     FLAG_LIMIT = 1u << 8,
     FLAG_PREFIX = 1u << 9,
     FLAG_ONLY = 1u << 10,
+    FLAG_PASSTHROUGH_RO = 1u << 11,
 };
 
 /* Options of config_load that take no value (the OPT_BOOL rows of config.c). */
@@ -86,7 +87,8 @@ struct cli_args {
     int prune_batch;    /* --prune-batch, for prune */
     const char *prefix; /* mcp-import */
     const char *only;
-    char *ca_file; /* --ca-file, for mcp-import */
+    bool passthrough_readonly; /* mcp-import */
+    char *ca_file;             /* --ca-file, for mcp-import */
 };
 
 /* The commands' own flags: one row each, like config.c's options. A flag
@@ -115,6 +117,7 @@ static const struct flag_def flag_defs[] = {
     FLAG("limit", FLAG_LIMIT, true, limit),
     FLAG("prefix", FLAG_PREFIX, true, prefix),
     FLAG("only", FLAG_ONLY, true, only),
+    FLAG("passthrough-readonly", FLAG_PASSTHROUGH_RO, false, passthrough_readonly),
 };
 
 #define FLAG_COUNT (sizeof(flag_defs) / sizeof(flag_defs[0]))
@@ -1044,7 +1047,8 @@ static int command_redrive(PGconn *conn, const struct cli_args *args)
 /* mcp-import: cli/mcp_import.c (it speaks to the upstream, then writes rows). */
 static int command_mcp_import(PGconn *conn, const struct cli_args *args)
 {
-    return mcp_import_run(conn, args->positional[0], args->prefix, args->only, args->ca_file);
+    return mcp_import_run(conn, args->positional[0], args->prefix, args->only,
+                          args->passthrough_readonly, args->ca_file);
 }
 
 static const struct command_def commands[] = {
@@ -1066,8 +1070,8 @@ static const struct command_def commands[] = {
      "redrive --target NAME --since TIME --until TIME [--limit N] [--by NAME] [--dry-run] [--json]",
      0, 0, FLAG_JSON | FLAG_DRY_RUN | FLAG_TARGET | FLAG_SINCE | FLAG_UNTIL | FLAG_LIMIT | FLAG_BY,
      FLAG_TARGET | FLAG_SINCE | FLAG_UNTIL, command_redrive},
-    {"mcp-import", "mcp-import TARGET [--prefix P] [--only NAME,NAME]", 1, 1,
-     FLAG_PREFIX | FLAG_ONLY, 0, command_mcp_import},
+    {"mcp-import", "mcp-import TARGET [--prefix P] [--only NAME,NAME] [--passthrough-readonly]", 1,
+     1, FLAG_PREFIX | FLAG_ONLY | FLAG_PASSTHROUGH_RO, 0, command_mcp_import},
 };
 
 #define COMMAND_COUNT (sizeof(commands) / sizeof(commands[0]))

@@ -27,6 +27,13 @@
  * another target is never taken over. One statement per tool, in
  * autocommit: one refused tool does not keep the others out.
  *
+ * --passthrough-readonly: a tool whose readOnlyHint is true is marked
+ * passthrough (0045: the front door calls it straight through, with no
+ * intent), every other one not. Without it the column is left as it is,
+ * except that a tool the upstream now says is not read-only stops being
+ * passthrough (a destructive tool cannot be: constraint
+ * mcp_tools_passthrough_read_only). Each run says which tools are.
+ *
  * Run again: a tool whose row differs is updated, an equal one is left
  * alone; a disabled row stays disabled (enabling it is a person's decision,
  * and its line says how); a row of this target with
@@ -358,6 +365,9 @@ static bool in_list(const char *const *names, size_t count, const char *name)
  * dropped the tool) stays disabled: enabling is a person's decision. */
 #define DISABLED_HERE "disabled here; UPDATE outbox.mcp_tools SET enabled = true enables it"
 
+/* A tool the front door calls straight through (0045). */
+#define PASSTHROUGH_NOTE "passthrough (read-only: called straight through, no intent)"
+
 struct tally {
     int added, updated, unchanged, disabled, skipped;
     bool denied;
@@ -375,8 +385,8 @@ static bool is_denied(const PGresult *res)
     return state && !strcmp(state, "42501");
 }
 
-static void import_tool(PGconn *conn, const char *target, const char *prefix, json_t *tool,
-                        const regex_t *name_re, struct tally *t)
+static void import_tool(PGconn *conn, const char *target, const char *prefix, bool passthrough_ro,
+                        json_t *tool, const regex_t *name_re, struct tally *t)
 {
     const char *name = json_string_value(json_object_get(tool, "name"));
     struct strbuf full;
@@ -396,8 +406,9 @@ static void import_tool(PGconn *conn, const char *target, const char *prefix, js
         title = json_object_get(annotations, "title");
     json_t *description = json_object_get(tool, "description");
     json_t *schema = json_object_get(tool, "inputSchema");
-    bool destructive = !json_is_true(json_object_get(annotations, "readOnlyHint")) &&
-                       !json_is_false(json_object_get(annotations, "destructiveHint"));
+    bool read_only = json_is_true(json_object_get(annotations, "readOnlyHint"));
+    bool destructive =
+        !read_only && !json_is_false(json_object_get(annotations, "destructiveHint"));
     char *schema_text = json_is_object(schema) ? json_dumps(schema, JSON_COMPACT)
                                                : xstrdup("{\"type\": \"object\"}");
     const char *params[6] = {full.data,
@@ -406,15 +417,18 @@ static void import_tool(PGconn *conn, const char *target, const char *prefix, js
                              json_is_string(description) ? json_string_value(description) : "",
                              schema_text,
                              destructive ? "true" : "false"};
-    /* upstream_tool is $7: the upstream's name. */
-    const char *values[7] = {params[0], params[1], params[2], params[3],
-                             params[4], params[5], name};
+    /* upstream_tool is $7: the upstream's name; passthrough $8 (NULL: the
+     * row's own, unless the tool is now destructive). */
+    const char *passthrough = !passthrough_ro ? NULL : read_only ? "true" : "false";
+    const char *values[8] = {params[0], params[1], params[2], params[3],
+                             params[4], params[5], name,      passthrough};
     PGresult *res = PQexecParams(
         conn,
         "SELECT target, (title IS NOT DISTINCT FROM $3 AND description = $4 AND input_schema = "
-        "$5::jsonb AND destructive = $6::boolean AND upstream_tool IS NOT DISTINCT FROM $7), "
-        "enabled FROM outbox.mcp_tools WHERE tool = $1 AND $2::text IS NOT NULL",
-        7, NULL, values, NULL, NULL, 0);
+        "$5::jsonb AND destructive = $6::boolean AND upstream_tool IS NOT DISTINCT FROM $7 AND "
+        "passthrough = coalesce($8::boolean, passthrough AND NOT $6::boolean)), enabled, "
+        "passthrough FROM outbox.mcp_tools WHERE tool = $1 AND $2::text IS NOT NULL",
+        8, NULL, values, NULL, NULL, 0);
     const char *what = NULL;
     if (PQresultStatus(res) != PGRES_TUPLES_OK) {
         t->denied = is_denied(res);
@@ -428,7 +442,10 @@ static void import_tool(PGconn *conn, const char *target, const char *prefix, js
         line(full.data, "skipped", why);
         t->skipped++;
     } else if (PQntuples(res) == 1 && !strcmp(PQgetvalue(res, 0, 1), "t")) {
-        line(full.data, "unchanged", strcmp(PQgetvalue(res, 0, 2), "t") ? DISABLED_HERE : NULL);
+        line(full.data, "unchanged",
+             strcmp(PQgetvalue(res, 0, 2), "t")    ? DISABLED_HERE
+             : !strcmp(PQgetvalue(res, 0, 3), "t") ? PASSTHROUGH_NOTE
+                                                   : NULL);
         t->unchanged++;
     } else {
         bool exists = PQntuples(res) == 1;
@@ -437,19 +454,24 @@ static void import_tool(PGconn *conn, const char *target, const char *prefix, js
         res = PQexecParams(
             conn,
             exists ? "UPDATE outbox.mcp_tools SET title = $3, description = $4, input_schema = "
-                     "$5::jsonb, destructive = $6::boolean, upstream_tool = $7 WHERE tool = $1 "
-                     "AND target = $2"
+                     "$5::jsonb, destructive = $6::boolean, upstream_tool = $7, passthrough = "
+                     "coalesce($8::boolean, passthrough AND NOT $6::boolean) WHERE tool = $1 "
+                     "AND target = $2 RETURNING passthrough"
                    : "INSERT INTO outbox.mcp_tools (tool, target, title, description, "
-                     "input_schema, destructive, upstream_tool) VALUES ($1, $2, $3, $4, "
-                     "$5::jsonb, $6::boolean, $7)",
-            7, NULL, values, NULL, NULL, 0);
-        if (PQresultStatus(res) != PGRES_COMMAND_OK) {
+                     "input_schema, destructive, upstream_tool, passthrough) VALUES ($1, $2, $3, "
+                     "$4, $5::jsonb, $6::boolean, $7, coalesce($8::boolean, false)) "
+                     "RETURNING passthrough",
+            8, NULL, values, NULL, NULL, 0);
+        if (PQresultStatus(res) != PGRES_TUPLES_OK || PQntuples(res) != 1) {
             t->denied = is_denied(res);
             line(full.data, "skipped", db_message(res, conn));
             t->skipped++;
         } else {
             what = exists ? "updated" : "added";
-            line(full.data, what, disabled ? DISABLED_HERE : NULL);
+            line(full.data, what,
+                 disabled                              ? DISABLED_HERE
+                 : !strcmp(PQgetvalue(res, 0, 0), "t") ? PASSTHROUGH_NOTE
+                                                       : NULL);
             if (exists)
                 t->updated++;
             else
@@ -528,7 +550,7 @@ static int fail(int code, const char *fmt, ...)
 }
 
 int mcp_import_run(PGconn *conn, const char *target, const char *prefix, const char *only,
-                   const char *ca_file)
+                   bool passthrough_ro, const char *ca_file)
 {
     const char *p[1] = {target};
     PGresult *res = PQexecParams(conn,
@@ -650,7 +672,7 @@ int mcp_import_run(PGconn *conn, const char *target, const char *prefix, const c
                 t.skipped++;
                 continue;
             }
-            import_tool(conn, target, prefix, tool, &name_re, &t);
+            import_tool(conn, target, prefix, passthrough_ro, tool, &name_re, &t);
             if (t.denied)
                 break;
         }
