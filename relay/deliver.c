@@ -481,18 +481,6 @@ static struct curl_slist *mcp_headers(const struct target *t, const char *key)
     return h;
 }
 
-static struct curl_slist *add_header(struct curl_slist *h, const char *name, const char *value)
-{
-    size_t len = strlen(name) + strlen(value) + 3;
-    char *line = xmalloc(len);
-    snprintf(line, len, "%s: %s", name, value);
-    h = curl_slist_append(h, line);
-    free(line);
-    if (h == NULL)
-        abort();
-    return h;
-}
-
 struct delivery *delivery_new_mcp_setup(struct target *target, enum upstream_step step,
                                         size_t body_limit)
 {
@@ -505,17 +493,7 @@ struct delivery *delivery_new_mcp_setup(struct target *target, enum upstream_ste
         return NULL;
     }
     d->mcp_step = step;
-    d->headers = mcp_headers(target, NULL);
-    const struct upstream_session *s = &target->upstream;
-    if (step == UPSTREAM_DISCOVER) {
-        d->headers = add_header(d->headers, "MCP-Protocol-Version", UPSTREAM_MODERN_VERSION);
-        d->headers = add_header(d->headers, "Mcp-Method", "server/discover");
-    } else if (step == UPSTREAM_INITIALIZED) {
-        d->headers = add_header(d->headers, "MCP-Protocol-Version",
-                                s->version ? s->version : UPSTREAM_LEGACY_VERSION);
-        if (s->session_id)
-            d->headers = add_header(d->headers, "Mcp-Session-Id", s->session_id);
-    }
+    d->headers = upstream_setup_headers(mcp_headers(target, NULL), &target->upstream, step);
     CURL *e = d->easy;
     curl_easy_setopt(e, CURLOPT_URL, target->url);
     set_common_options(d, target, target->url);
@@ -540,14 +518,14 @@ struct delivery *delivery_new_mcp_reply(struct delivery *call, const char *body)
     d->headers = mcp_headers(t, NULL);
     const struct upstream_session *s = &t->upstream;
     if (call->mcp_session_sent) {
-        d->headers = add_header(d->headers, "MCP-Protocol-Version",
-                                s->version ? s->version : UPSTREAM_LEGACY_VERSION);
-        d->headers = add_header(d->headers, "Mcp-Session-Id", call->mcp_session_sent);
+        d->headers = upstream_add_header(d->headers, "MCP-Protocol-Version",
+                                         s->version ? s->version : UPSTREAM_LEGACY_VERSION);
+        d->headers = upstream_add_header(d->headers, "Mcp-Session-Id", call->mcp_session_sent);
     } else {
-        d->headers = add_header(d->headers, "MCP-Protocol-Version",
-                                s->era == UPSTREAM_ERA_MODERN ? UPSTREAM_MODERN_VERSION
-                                : s->version                  ? s->version
-                                                              : UPSTREAM_LEGACY_VERSION);
+        d->headers = upstream_add_header(d->headers, "MCP-Protocol-Version",
+                                         s->era == UPSTREAM_ERA_MODERN ? UPSTREAM_MODERN_VERSION
+                                         : s->version                  ? s->version
+                                                                       : UPSTREAM_LEGACY_VERSION);
     }
     CURL *e = d->easy;
     curl_easy_setopt(e, CURLOPT_URL, t->url);
@@ -574,21 +552,9 @@ bool delivery_mcp_prepare(struct delivery *d)
     free(d->payload);
     d->payload = body;
     d->payload_len = strlen(body);
-    struct curl_slist *h = mcp_headers(t, key);
-    if (s->era == UPSTREAM_ERA_MODERN) {
-        char *name = upstream_header_value(tool);
-        h = add_header(h, "MCP-Protocol-Version", UPSTREAM_MODERN_VERSION);
-        h = add_header(h, "Mcp-Method", "tools/call");
-        h = add_header(h, "Mcp-Name", name);
-        free(name);
-    } else {
-        h = add_header(h, "MCP-Protocol-Version",
-                       s->version ? s->version : UPSTREAM_LEGACY_VERSION);
-        if (s->session_id) {
-            h = add_header(h, "Mcp-Session-Id", s->session_id);
-            d->mcp_session_sent = xstrdup(s->session_id);
-        }
-    }
+    struct curl_slist *h = upstream_call_headers(mcp_headers(t, key), s, tool);
+    if (s->era != UPSTREAM_ERA_MODERN && s->session_id)
+        d->mcp_session_sent = xstrdup(s->session_id);
     free(tool);
     /* the trace header delivery_set_trace added, kept */
     for (struct curl_slist *old = d->headers; old; old = old->next)

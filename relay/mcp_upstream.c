@@ -409,28 +409,40 @@ struct delivery *upstream_take_waiting(struct upstream_session *s)
     return list;
 }
 
+enum upstream_begin upstream_begin(struct upstream_session *s, enum upstream_pref pref,
+                                   enum upstream_step *first)
+{
+    if (s->state == UPSTREAM_NONE && pref == UPSTREAM_PREF_MODERN) {
+        s->era = UPSTREAM_ERA_MODERN; /* nothing to set up */
+        s->state = UPSTREAM_READY;
+    }
+    if (s->state == UPSTREAM_READY)
+        return UPSTREAM_GO;
+    if (s->state == UPSTREAM_SETTING_UP)
+        return UPSTREAM_WAIT;
+    s->era = UPSTREAM_ERA_UNKNOWN;
+    s->state = UPSTREAM_SETTING_UP;
+    *first = pref == UPSTREAM_AUTO ? UPSTREAM_DISCOVER : UPSTREAM_INITIALIZE;
+    return UPSTREAM_SET_UP;
+}
+
 bool upstream_take(struct upstream_session *s, struct delivery *d, struct delivery **setup,
                    bool *setup_failed)
 {
     *setup = NULL;
     *setup_failed = false;
     struct target *t = d->target;
-    enum upstream_pref pref = t->mcp_pref;
-    if (s->state == UPSTREAM_NONE && pref == UPSTREAM_PREF_MODERN) {
-        s->era = UPSTREAM_ERA_MODERN; /* nothing to set up */
-        s->state = UPSTREAM_READY;
-    }
-    if (s->state == UPSTREAM_READY)
+    enum upstream_step step;
+    enum upstream_begin b = upstream_begin(s, t->mcp_pref, &step);
+    if (b == UPSTREAM_GO)
         return true;
-    if (s->state == UPSTREAM_NONE) {
-        s->era = UPSTREAM_ERA_UNKNOWN;
-        struct delivery *first = delivery_new_mcp_setup(
-            t, pref == UPSTREAM_AUTO ? UPSTREAM_DISCOVER : UPSTREAM_INITIALIZE, d->body_limit);
+    if (b == UPSTREAM_SET_UP) {
+        struct delivery *first = delivery_new_mcp_setup(t, step, d->body_limit);
         if (first == NULL) {
+            s->state = UPSTREAM_NONE;
             *setup_failed = true;
             return false;
         }
-        s->state = UPSTREAM_SETTING_UP;
         s->setup = *setup = first;
     }
     wait_push(s, d);
@@ -446,26 +458,21 @@ void upstream_reset(struct upstream_session *s)
     s->session_id = s->version = NULL;
 }
 
-enum upstream_verdict upstream_setup_done(struct upstream_session *s, struct delivery *setup,
-                                          CURLcode result, struct delivery **next, char *why,
-                                          size_t why_size)
+enum upstream_verdict upstream_setup_answer(struct upstream_session *s, enum upstream_step step,
+                                            const char *transport_error, long http_status,
+                                            const char *content_type, const char *body, size_t len,
+                                            const char *session_id, enum upstream_step *next,
+                                            char *why, size_t why_size)
 {
-    *next = NULL;
-    struct delivery_report report;
-    delivery_report(setup, result, false, &report);
-    enum upstream_step step = setup->mcp_step;
-    struct target *t = setup->target;
-    s->setup = NULL;
     enum upstream_verdict verdict;
-    if (report.facts.transport != TRANSPORT_COMPLETE) {
-        snprintf(why, why_size, "setting up the MCP session failed: %s", report.error);
+    if (transport_error != NULL) {
+        snprintf(why, why_size, "setting up the MCP session failed: %s", transport_error);
         verdict = UPSTREAM_UNSENT;
         goto done;
     }
     struct upstream_answer a;
-    upstream_read_answer(setup->content_type, setup->body.data, setup->body.len, UPSTREAM_SETUP_ID,
-                         &a);
-    bool ok = report.http_status >= 200 && report.http_status <= 299;
+    upstream_read_answer(content_type, body, len, UPSTREAM_SETUP_ID, &a);
+    bool ok = http_status >= 200 && http_status <= 299;
     if (step == UPSTREAM_DISCOVER) {
         bool modern = ok && upstream_discover_says_modern(&a);
         upstream_answer_free(&a);
@@ -474,8 +481,10 @@ enum upstream_verdict upstream_setup_done(struct upstream_session *s, struct del
             verdict = UPSTREAM_READY_V;
             goto done;
         }
-        *next = delivery_new_mcp_setup(t, UPSTREAM_INITIALIZE, setup->body_limit);
-    } else if (step == UPSTREAM_INITIALIZE) {
+        *next = UPSTREAM_INITIALIZE;
+        return UPSTREAM_NEXT;
+    }
+    if (step == UPSTREAM_INITIALIZE) {
         char *version = ok ? upstream_initialize_version(&a) : NULL;
         if (version == NULL) {
             if (a.kind == MCP_ANSWER_RPC_ERROR)
@@ -483,11 +492,10 @@ enum upstream_verdict upstream_setup_done(struct upstream_session *s, struct del
                          a.code, a.text);
             else
                 snprintf(why, why_size, "the upstream refused initialize: HTTP %ld%s%s",
-                         report.http_status, a.text ? ": " : "", a.text ? a.text : "");
+                         http_status, a.text ? ": " : "", a.text ? a.text : "");
             upstream_answer_free(&a);
             /* 5xx, 408, 429: it may accept later; anything else is its answer */
-            bool later =
-                report.http_status >= 500 || report.http_status == 408 || report.http_status == 429;
+            bool later = http_status >= 500 || http_status == 408 || http_status == 429;
             verdict = later ? UPSTREAM_UNSENT : UPSTREAM_REFUSED;
             goto done;
         }
@@ -495,28 +503,90 @@ enum upstream_verdict upstream_setup_done(struct upstream_session *s, struct del
         free(s->version);
         s->version = version;
         free(s->session_id);
-        s->session_id = setup->mcp_session_id ? xstrdup(setup->mcp_session_id) : NULL;
+        s->session_id = session_id ? xstrdup(session_id) : NULL;
         s->era = UPSTREAM_ERA_LEGACY;
-        *next = delivery_new_mcp_setup(t, UPSTREAM_INITIALIZED, setup->body_limit);
-    } else {
-        upstream_answer_free(&a);
-        /* 202 Accepted; a server that answers anything else has still
-         * initialized the session: the calls go, and their answers say. */
-        verdict = UPSTREAM_READY_V;
-        goto done;
+        *next = UPSTREAM_INITIALIZED;
+        return UPSTREAM_NEXT;
     }
-    if (*next == NULL) {
-        snprintf(why, why_size, "setting up the MCP session failed: no request could be made");
-        verdict = UPSTREAM_UNSENT;
-        goto done;
-    }
-    s->setup = *next;
-    delivery_free(setup);
-    return UPSTREAM_NEXT;
+    upstream_answer_free(&a);
+    /* 202 Accepted; a server that answers anything else has still
+     * initialized the session: the calls go, and their answers say. */
+    verdict = UPSTREAM_READY_V;
 done:
     s->state = verdict == UPSTREAM_READY_V ? UPSTREAM_READY : UPSTREAM_NONE;
+    return verdict;
+}
+
+enum upstream_verdict upstream_setup_done(struct upstream_session *s, struct delivery *setup,
+                                          CURLcode result, struct delivery **next, char *why,
+                                          size_t why_size)
+{
+    *next = NULL;
+    struct delivery_report report;
+    delivery_report(setup, result, false, &report);
+    s->setup = NULL;
+    enum upstream_step step;
+    enum upstream_verdict verdict = upstream_setup_answer(
+        s, setup->mcp_step, report.facts.transport != TRANSPORT_COMPLETE ? report.error : NULL,
+        report.http_status, setup->content_type, setup->body.data, setup->body.len,
+        setup->mcp_session_id, &step, why, why_size);
+    if (verdict == UPSTREAM_NEXT) {
+        *next = delivery_new_mcp_setup(setup->target, step, setup->body_limit);
+        if (*next == NULL) {
+            snprintf(why, why_size, "setting up the MCP session failed: no request could be made");
+            s->state = UPSTREAM_NONE;
+            verdict = UPSTREAM_UNSENT;
+        } else {
+            s->setup = *next;
+        }
+    }
     delivery_free(setup);
     return verdict;
+}
+
+struct curl_slist *upstream_add_header(struct curl_slist *h, const char *name, const char *value)
+{
+    size_t len = strlen(name) + strlen(value) + 3;
+    char *line = xmalloc(len);
+    snprintf(line, len, "%s: %s", name, value);
+    h = curl_slist_append(h, line);
+    free(line);
+    if (h == NULL)
+        abort();
+    return h;
+}
+
+struct curl_slist *upstream_setup_headers(struct curl_slist *h, const struct upstream_session *s,
+                                          enum upstream_step step)
+{
+    if (step == UPSTREAM_DISCOVER) {
+        h = upstream_add_header(h, "MCP-Protocol-Version", UPSTREAM_MODERN_VERSION);
+        h = upstream_add_header(h, "Mcp-Method", "server/discover");
+    } else if (step == UPSTREAM_INITIALIZED) {
+        h = upstream_add_header(h, "MCP-Protocol-Version",
+                                s->version ? s->version : UPSTREAM_LEGACY_VERSION);
+        if (s->session_id)
+            h = upstream_add_header(h, "Mcp-Session-Id", s->session_id);
+    }
+    return h;
+}
+
+struct curl_slist *upstream_call_headers(struct curl_slist *h, const struct upstream_session *s,
+                                         const char *tool)
+{
+    if (s->era == UPSTREAM_ERA_MODERN) {
+        char *name = upstream_header_value(tool);
+        h = upstream_add_header(h, "MCP-Protocol-Version", UPSTREAM_MODERN_VERSION);
+        h = upstream_add_header(h, "Mcp-Method", "tools/call");
+        h = upstream_add_header(h, "Mcp-Name", name);
+        free(name);
+    } else {
+        h = upstream_add_header(h, "MCP-Protocol-Version",
+                                s->version ? s->version : UPSTREAM_LEGACY_VERSION);
+        if (s->session_id)
+            h = upstream_add_header(h, "Mcp-Session-Id", s->session_id);
+    }
+    return h;
 }
 
 void upstream_session_free(struct upstream_session *s)

@@ -103,6 +103,45 @@ char *upstream_initialize_version(const struct upstream_answer *a);
 
 /* ------------------------------------------------------------------ session */
 
+/* The session's part that is no one's delivery, shared by the relay (the
+ * functions below) and the front door's passthrough calls
+ * (mcp/mcp_passthrough.c), each with its own requests on its own multi. */
+enum upstream_begin {
+    UPSTREAM_GO,     /* the session is ready: the call goes now */
+    UPSTREAM_WAIT,   /* a setup is in flight: the call waits for it */
+    UPSTREAM_SET_UP, /* the call waits, and *first is the setup request to send */
+};
+/* A call to a session whose target prefers pref (a 2026-07-28 target is
+ * ready at once). UPSTREAM_SET_UP sets the session SETTING_UP: a caller
+ * that cannot send *first sets it back to UPSTREAM_NONE. */
+enum upstream_begin upstream_begin(struct upstream_session *s, enum upstream_pref pref,
+                                   enum upstream_step *first);
+/* A setup request's answer, read into the session. transport_error: why no
+ * complete HTTP answer came (NULL: one did, with http_status, its
+ * Content-Type, body and Mcp-Session-Id header). UPSTREAM_NEXT: *next is
+ * the step to send (the session stays SETTING_UP); otherwise the session is
+ * READY (UPSTREAM_READY_V) or NONE again, and why says what failed. */
+enum upstream_verdict {
+    UPSTREAM_NEXT,    /* *next: the next setup request, to be put on the multi */
+    UPSTREAM_READY_V, /* the session is ready: send the waiting calls */
+    UPSTREAM_UNSENT,  /* the setup failed before an answer: the calls go back, not sent */
+    UPSTREAM_REFUSED, /* the upstream refused initialize: the calls are not executed */
+};
+enum upstream_verdict upstream_setup_answer(struct upstream_session *s, enum upstream_step step,
+                                            const char *transport_error, long http_status,
+                                            const char *content_type, const char *body, size_t len,
+                                            const char *session_id, enum upstream_step *next,
+                                            char *why, size_t why_size);
+/* "Name: value" appended (aborts when curl cannot allocate, as the relay does). */
+struct curl_slist *upstream_add_header(struct curl_slist *h, const char *name, const char *value);
+/* The MCP headers of a setup step in session s (MCP-Protocol-Version,
+ * Mcp-Method, Mcp-Session-Id), and of a tools/call of tool (the upstream's
+ * name): the 2026 ones, or the session's version and id. */
+struct curl_slist *upstream_setup_headers(struct curl_slist *h, const struct upstream_session *s,
+                                          enum upstream_step step);
+struct curl_slist *upstream_call_headers(struct curl_slist *h, const struct upstream_session *s,
+                                         const char *tool);
+
 /* A call to t's session: true when it may go now (the session is ready;
  * delivery_mcp_prepare then builds it); false when it waits in the list,
  * and then *setup is a setup request the caller puts on the multi (NULL
@@ -113,12 +152,6 @@ bool upstream_take(struct upstream_session *s, struct delivery *d, struct delive
 /* Takes a waiting call out of the list (it ended without being sent). */
 void upstream_forget(struct upstream_session *s, struct delivery *d);
 
-enum upstream_verdict {
-    UPSTREAM_NEXT,    /* *next: the next setup request, to be put on the multi */
-    UPSTREAM_READY_V, /* the session is ready: send the waiting calls */
-    UPSTREAM_UNSENT,  /* the setup failed before an answer: the calls go back, not sent */
-    UPSTREAM_REFUSED, /* the upstream refused initialize: the calls are not executed */
-};
 /* After a setup request ended (result, as libcurl said): the next step.
  * why gets the error of UPSTREAM_UNSENT or UPSTREAM_REFUSED. The setup
  * delivery is freed here. */
