@@ -504,6 +504,16 @@ json_t *mcp_tool_json(const struct mcp_request *req, const char *name, const cha
     return tool;
 }
 
+void mcp_tool_set_passthrough(json_t *tool)
+{
+    json_object_del(tool, "outputSchema");
+    json_object_del(tool, "execution");
+    json_t *annotations = json_object_get(tool, "annotations");
+    json_object_set_new(annotations, "readOnlyHint", json_true());
+    json_object_set_new(annotations, "idempotentHint", json_true());
+    json_object_set_new(annotations, "destructiveHint", json_false());
+}
+
 /* "10 minutes", "1 hour", "90 seconds": the largest whole unit. */
 static void window_text(double seconds, char *out, size_t len)
 {

@@ -163,6 +163,14 @@ json_t *mcp_discover_result(const char *server_version);
 json_t *mcp_tool_json(const struct mcp_request *req, const char *name, const char *title,
                       const char *description, const json_t *input_schema, bool destructive,
                       bool idempotent);
+/* What tools/list says of a passthrough tool (0045), after its own description. */
+#define MCP_PASSTHROUGH_SENTENCE                                                                   \
+    "This tool is a read passed straight through to the upstream MCP server: no idempotency key "  \
+    "is needed (a key in _meta is ignored), nothing is recorded and no outcome is saved; calling " \
+    "it again reads again."
+/* A passthrough tool's entry: read-only and idempotent, with no
+ * outputSchema (its result is the upstream's) and no task support. */
+void mcp_tool_set_passthrough(json_t *tool);
 /* The CallToolResult of an answer: structuredContent {status, key, target,
  * response_status, response, attempts, message}; a text block that starts
  * with the message (written for the model), then a line break and the same

@@ -111,10 +111,20 @@ static const struct pg_statement statements[] = {
     {"mcp_auth", "SELECT client FROM outbox.mcp_tool_keyed($1::bytea, '')"},
     /* a JWT's client (oauth.c checked the token): its name, and the hash its statements use */
     {"mcp_oauth_client", "SELECT client, token_hash FROM outbox.mcp_oauth_client($1)"},
-    {"mcp_list_tools", "SELECT client, tool, title, description, input_schema::text, destructive, "
-                       "key_source, argument_window_s FROM outbox.mcp_list_tools_keyed($1::bytea)"},
-    {"mcp_tool", "SELECT client, tool, target, input_schema::text, key_source, argument_window_s "
-                 "FROM outbox.mcp_tool_keyed($1::bytea, $2)"},
+    /* passthrough (0045): the tool is a read called straight through */
+    {"mcp_list_tools",
+     "SELECT l.client, l.tool, l.title, l.description, l.input_schema::text, l.destructive, "
+     "l.key_source, l.argument_window_s, p.tool IS NOT NULL "
+     "FROM outbox.mcp_list_tools_keyed($1::bytea) l "
+     "LEFT JOIN LATERAL outbox.mcp_passthrough($1::bytea, l.tool) p ON true "
+     "ORDER BY l.tool COLLATE \"C\""},
+    /* columns 6-16: a passthrough tool's target (outbox.mcp_passthrough), NULL for the others */
+    {"mcp_tool", "SELECT k.client, k.tool, k.target, k.input_schema::text, k.key_source, "
+                 "k.argument_window_s, p.target, p.upstream_tool, p.url, p.mcp_version, "
+                 "p.auth_secret, p.timeout_ms, p.headers::text, p.http_version, p.ca_file, "
+                 "p.client_cert_file, p.client_key_file "
+                 "FROM outbox.mcp_tool_keyed($1::bytea, $2) k "
+                 "LEFT JOIN outbox.mcp_passthrough($1::bytea, $2) p ON true"},
     /* $10: the SHA-256 of the canonical arguments, for a key from them (0040) */
     {"mcp_call", "SELECT " ANSWER_COLUMNS " FROM outbox.mcp_call($1::bytea, $2, $3, $4::jsonb, $5, "
                  "$6, $7, $8::boolean, $9::bigint, $10::bytea)"},
@@ -249,7 +259,7 @@ void mcp_call_detach(struct mcp_call *call)
         DLIST_REMOVE(call->s->waiting, call);
         call->waiting = false;
     }
-    if (!call->querying)
+    if (!call->querying && !call->passing)
         mcp_call_free(call);
 }
 
@@ -645,10 +655,61 @@ static enum key_source key_source_of(const char *text)
     return !strcmp(text, "minted") ? KEY_MINTED : KEY_FROM_META;
 }
 
+/* A passthrough tool's target, as outbox.mcp_passthrough answered it. */
+#define PT_COLUMNS 11
+struct pt_row {
+    char *v[PT_COLUMNS]; /* target .. client_key_file, in struct pt_target's order */
+    long timeout_ms;
+};
+
+static char *pt_value(PGresult *res, int row, int col)
+{
+    return PQgetisnull(res, row, col) ? NULL : xstrdup(PQgetvalue(res, row, col));
+}
+
+/* Columns from col on: target, upstream_tool, url, mcp_version,
+ * auth_secret, timeout_ms, headers, http_version, ca_file, cert, key. NULL
+ * when the tool is not passthrough. */
+static struct pt_row *pt_row_read(PGresult *res, int row, int col)
+{
+    if (PQgetisnull(res, row, col))
+        return NULL;
+    struct pt_row *pt = xcalloc(1, sizeof(*pt));
+    int k = 0;
+    for (int c = col; c < col + PT_COLUMNS; c++) {
+        if (c == col + 5)
+            pt->timeout_ms = strtol(PQgetvalue(res, row, c), NULL, 10);
+        else
+            pt->v[k++] = pt_value(res, row, c);
+    }
+    return pt;
+}
+
+static void pt_row_free(struct pt_row *pt)
+{
+    if (pt == NULL)
+        return;
+    for (int i = 0; i < PT_COLUMNS; i++)
+        free(pt->v[i]);
+    free(pt);
+}
+
+static struct pt_row *pt_row_copy(const struct pt_row *pt)
+{
+    if (pt == NULL)
+        return NULL;
+    struct pt_row *c = xcalloc(1, sizeof(*c));
+    for (int i = 0; i < PT_COLUMNS; i++)
+        c->v[i] = pt->v[i] ? xstrdup(pt->v[i]) : NULL;
+    c->timeout_ms = pt->timeout_ms;
+    return c;
+}
+
 struct tool_cache_entry {
     char token_hash[68];
     char tool[129];
     char *client;
+    struct pt_row *pt;        /* a passthrough tool's target; NULL: an intent */
     struct json_text *schema; /* parsed by lib/json_text.h: its numbers exact */
     enum key_source key_source;
     uint64_t expires_ms; /* 0: empty */
@@ -670,12 +731,14 @@ static struct tool_cache_entry *tool_cache_find(struct mcp_server *s, const char
 static void tool_cache_clear_entry(struct tool_cache_entry *e)
 {
     free(e->client);
+    pt_row_free(e->pt);
     json_text_decref(e->schema);
     memset(e, 0, sizeof(*e));
 }
 
 static void tool_cache_put(struct mcp_server *s, const char *token_hash, const char *tool,
-                           const char *client, struct json_text *schema, enum key_source key_source)
+                           const char *client, struct json_text *schema, enum key_source key_source,
+                           const struct pt_row *pt)
 {
     if (strlen(tool) >= sizeof(tool_cache[0].tool))
         return;
@@ -693,6 +756,7 @@ static void tool_cache_put(struct mcp_server *s, const char *token_hash, const c
     slot->client = xstrdup(client);
     slot->schema = json_text_incref(schema);
     slot->key_source = key_source;
+    slot->pt = pt_row_copy(pt);
     slot->expires_ms = now + TOOL_CACHE_MS;
 }
 
@@ -703,7 +767,7 @@ static void tool_cache_free(void)
 }
 
 static void call_with_tool(struct mcp_call *call, struct json_text *schema,
-                           enum key_source key_source);
+                           enum key_source key_source, const struct pt_row *pt);
 
 /* A tool's input_schema as PostgreSQL wrote it, read so that its numbers
  * keep their exact text (multipleOf 0.01 is 1/100, not a double); NULL
@@ -733,9 +797,11 @@ static void on_tool_row(struct mcp_call *call, PGresult *res)
     }
     enum key_source key_source = key_source_of(PQgetvalue(res, 0, 4));
     struct json_text *schema = schema_parse(PQgetvalue(res, 0, 3));
+    struct pt_row *pt = pt_row_read(res, 0, 6);
     if (schema)
-        tool_cache_put(call->s, call->token_hash, call->tool, call->client, schema, key_source);
-    call_with_tool(call, schema, key_source);
+        tool_cache_put(call->s, call->token_hash, call->tool, call->client, schema, key_source, pt);
+    call_with_tool(call, schema, key_source, pt);
+    pt_row_free(pt);
     json_text_decref(schema);
 }
 
@@ -769,12 +835,93 @@ static bool argument_hash(struct mcp_call *call, struct json_text *schema, const
     return true;
 }
 
+static void call_slim(void *data);
+
+/* The answer of a passthrough call is charged to its client as it arrives. */
+static bool on_pt_charge(void *data, size_t bytes)
+{
+    struct mcp_call *call = data;
+    if (call->adm == NULL)
+        return true;
+    if (adm_charge(call->s->adm, call->adm, bytes, call->charged, false) != ADM_OK)
+        return false;
+    call->charged += bytes;
+    return true;
+}
+
+/* The upstream's result as the call's: its content, structuredContent and
+ * isError, final (nothing of it is waited for). */
+static json_t *pt_result(json_t *value, bool is_error)
+{
+    json_t *content = json_object_get(value, "content");
+    json_t *result =
+        json_pack("{s:O,s:b,s:{s:b}}", "content", json_is_array(content) ? content : json_array(),
+                  "isError", is_error, "_meta", MCP_META_FINAL, 1);
+    if (!json_is_array(content))
+        json_decref(json_object_get(result, "content")); /* the empty array's own reference */
+    json_t *structured = json_object_get(value, "structuredContent");
+    if (structured)
+        json_object_set(result, "structuredContent", structured);
+    return result;
+}
+
+static void on_pt_done(void *data, const struct pt_outcome *o)
+{
+    struct mcp_call *call = data;
+    struct mcp_server *s = call->s;
+    call->passing = false;
+    s->pt_counts[o->result]++;
+    char status[40];
+    snprintf(status, sizeof(status), "passthrough_%s", pt_result_names[o->result]);
+    if (call->conn == NULL && !call->on_stdio) { /* the client went away */
+        mcp_log_call(call, status);
+        mcp_call_free(call);
+        return;
+    }
+    mcp_log_call(call, status);
+    if (o->result == PT_OK || o->result == PT_TOOL_ERROR) {
+        respond_result(call, pt_result(o->value, o->result == PT_TOOL_ERROR));
+    } else if (o->result == PT_RPC_ERROR) {
+        char msg[700];
+        snprintf(msg, sizeof(msg), "the upstream MCP server answered: %s",
+                 o->message ? o->message : "an error");
+        respond_error_code(call, o->code ? (int)o->code : MCP_INTERNAL_ERROR, 200, msg);
+    } else {
+        char *msg = passthrough_failure_message(o);
+        respond_error_code(call, MCP_INTERNAL_ERROR, 200, msg);
+        free(msg);
+    }
+}
+
+/* A passthrough tool (0045): its upstream is called now, within the
+ * smaller of the target's timeout_ms and --mcp-wait-ms; the call's
+ * admission holds until the upstream answers. */
+static void passthrough_start(struct mcp_call *call, const struct pt_row *pt)
+{
+    struct mcp_server *s = call->s;
+    struct pt_target t = {.target = pt->v[0],
+                          .upstream_tool = pt->v[1],
+                          .url = pt->v[2],
+                          .mcp_version = pt->v[3],
+                          .auth_secret = pt->v[4],
+                          .headers_json = pt->v[5],
+                          .http_version = pt->v[6],
+                          .ca_file = pt->v[7],
+                          .client_cert_file = pt->v[8],
+                          .client_key_file = pt->v[9],
+                          .timeout_ms = pt->timeout_ms};
+    long timeout = pt->timeout_ms < s->cfg->mcp_wait_ms ? pt->timeout_ms : s->cfg->mcp_wait_ms;
+    call_slim(call); /* only the arguments' copy is needed now */
+    call->passing = true;
+    passthrough_call(s->pt, &t, call->arguments_json, timeout, on_pt_charge, on_pt_done, call);
+}
+
 /* The tool is known (schema NULL: it could not be read): check the
  * arguments, then enqueue the bytes the client wrote (mcp_arguments_text),
  * never a re-serialisation: jsonb keeps their numbers exactly, and the
  * schema judged them exactly. */
 static void call_with_tool(struct mcp_call *call, struct json_text *schema,
-                           enum key_source key_source)
+                           enum key_source key_source, const struct pt_row *pt)
 {
     const char *arguments_text;
     size_t arguments_len;
@@ -819,6 +966,11 @@ static void call_with_tool(struct mcp_call *call, struct json_text *schema,
         call->req.arguments_text = NULL;
     } else {
         call->arguments_json = xstrndup(arguments_text, arguments_len);
+    }
+    if (pt != NULL) { /* a read: no key, no intent */
+        json_decref(empty);
+        passthrough_start(call, pt);
+        return;
     }
     if (call->key == NULL && key_source == KEY_FROM_ARGUMENTS &&
         !argument_hash(call, schema, arguments)) {
@@ -908,10 +1060,21 @@ static void on_list_rows(struct mcp_call *call, PGresult *res)
             description = d.data;
             free(sentence);
         }
-        json_array_append_new(
-            tools, mcp_tool_json(&call->req, PQgetvalue(res, i, 1), value_or_null(res, i, 2),
-                                 description ? description : PQgetvalue(res, i, 3), schema->root,
-                                 !strcmp(PQgetvalue(res, i, 5), "t"), key_source != KEY_MINTED));
+        bool passthrough = !strcmp(PQgetvalue(res, i, 8), "t");
+        if (passthrough) { /* a read: no key, nothing saved (the sentence says so) */
+            struct strbuf d = {0};
+            const char *own = PQgetvalue(res, i, 3);
+            strbuf_printf(&d, "%s%s%s", own, *own ? " " : "", MCP_PASSTHROUGH_SENTENCE);
+            free(description);
+            description = d.data;
+        }
+        json_t *tool =
+            mcp_tool_json(&call->req, PQgetvalue(res, i, 1), value_or_null(res, i, 2),
+                          description ? description : PQgetvalue(res, i, 3), schema->root,
+                          !strcmp(PQgetvalue(res, i, 5), "t"), key_source != KEY_MINTED);
+        if (passthrough)
+            mcp_tool_set_passthrough(tool);
+        json_array_append_new(tools, tool);
         free(description);
         schemas[nschemas++] = schema;
     }
@@ -1114,6 +1277,12 @@ static void write_metrics(struct mcp_server *s, struct strbuf *out)
         metrics_sample_uint(out, "outbox_mcp_calls_total",
                             METRICS_LABELS({"tool", tool}, {"status", status}), s->counts[i].n);
     }
+    metrics_family(out, "outbox_mcp_passthrough_calls_total", METRICS_COUNTER,
+                   "Calls of passthrough tools (reads called straight through, no intent), by "
+                   "result: ok, tool_error, rpc_error, unreachable, timeout, too_large, failed.");
+    for (int i = 0; i < PT_RESULT_COUNT; i++)
+        metrics_sample_uint(out, "outbox_mcp_passthrough_calls_total",
+                            METRICS_LABELS({"result", pt_result_names[i]}), s->pt_counts[i]);
     metrics_family(out, "outbox_mcp_refusals_total", METRICS_COUNTER,
                    "Requests refused, by reason.");
     for (int i = 0; i < REFUSAL_COUNT; i++)
@@ -1295,7 +1464,9 @@ static void start_tools_call(struct mcp_call *call, const struct httpd_request *
         free(call->client);
         call->client = xstrdup(cached->client);
         struct json_text *schema = json_text_incref(cached->schema); /* may be replaced meanwhile */
-        call_with_tool(call, schema, cached->key_source);
+        struct pt_row *pt = pt_row_copy(cached->pt);
+        call_with_tool(call, schema, cached->key_source, pt);
+        pt_row_free(pt);
         json_text_decref(schema);
         return;
     }
@@ -1942,6 +2113,13 @@ static void on_oauth_closed(void *data)
     s->open_handles--;
 }
 
+static void on_pt_closed(void *data)
+{
+    struct mcp_server *s = data;
+    s->pt = NULL;
+    s->open_handles--;
+}
+
 static void on_adm_closed(void *data)
 {
     struct mcp_server *s = data;
@@ -1985,6 +2163,8 @@ static void server_close(struct mcp_server *s)
     }
     uv_close((uv_handle_t *)&s->sigterm, on_handle_closed);
     uv_close((uv_handle_t *)&s->sigint, on_handle_closed);
+    if (s->pt) /* first: its calls still in flight are answered on their connections */
+        passthrough_close(s->pt, on_pt_closed, s);
     if (s->httpd)
         httpd_close(s->httpd, on_httpd_closed, s);
     for (int i = 0; i < s->pg_count; i++)
@@ -2096,6 +2276,9 @@ int mcp_server_run(const struct config *cfg)
                                 .client_calls = cfg->mcp_client_calls};
     s->adm = adm_new(&s->loop, &limits, s->pg, s->pg_count);
     s->oauth = oauth_new(&s->loop, cfg);
+    s->pt = passthrough_new(&s->loop, cfg->ca_file);
+    if (s->pt == NULL)
+        abort(); /* curl_multi_init failed: no memory */
     struct httpd_hooks hooks = {.data = s,
                                 .on_head = on_head,
                                 .on_shed = on_shed,
@@ -2118,7 +2301,8 @@ int mcp_server_run(const struct config *cfg)
     uv_signal_init(&s->loop, &s->sigterm);
     uv_signal_init(&s->loop, &s->sigint);
     s->recheck.data = s->stop_timer.data = s->sigterm.data = s->sigint.data = s;
-    s->open_handles = 7 + (s->oauth != NULL); /* the admission's timer too, and OAuth's */
+    /* the admission's timer too, the passthrough's multi, and OAuth's */
+    s->open_handles = 8 + (s->oauth != NULL);
     for (int i = 0; i < s->pg_count; i++) {
         struct pg_events events = {.name = i == 0 ? "mcp-listen" : "mcp",
                                    .data = s,

@@ -15,6 +15,7 @@
 #include "lib/pg.h"
 #include "lib/strbuf.h"
 #include "mcp/mcp_admission.h"
+#include "mcp/mcp_passthrough.h"
 #include "mcp/mcp_protocol.h"
 #include "mcp/mcp_stdio.h"
 #include "mcp/oauth.h"
@@ -52,6 +53,7 @@ struct mcp_call {
     struct mcp_request req;
     enum call_step step;
     bool querying, waiting, answered;
+    bool passing;        /* a passthrough tool's upstream call is in flight (mcp_passthrough.c) */
     bool due;            /* waiting, and a wake-up asked for a look at its outcome */
     bool in_batch;       /* its intent is in the batched look-up on the wire */
     char token_hash[68]; /* "\x" + 64 hex digits */
@@ -120,6 +122,10 @@ struct mcp_server {
     char stdio_token_hash[68];
     char stdio_version[32]; /* the legacy version initialize negotiated ("": none yet) */
     uv_timer_t wait_timer;  /* stdio: the earliest end of a waiting call's wait */
+
+    /* passthrough tools' calls to their upstreams (mcp_passthrough.c) */
+    passthrough_t *pt;
+    uint64_t pt_counts[PT_RESULT_COUNT];
 
     /* OAuth (oauth.c); NULL when --mcp-oauth-issuer is not set */
     oauth_t *oauth;
