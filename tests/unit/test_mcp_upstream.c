@@ -2,7 +2,8 @@
  * test_mcp_upstream.c — relay/mcp_upstream.h's pure parts: the bodies of
  * tools/call, of tools/list (mcp-import) and of a session's setup in either era, the Mcp-Name
  * header value, and reading an answer (JSON, a batch, an event stream with notifications and a
- * request of the server before the response).
+ * request of the server before the response), and the session's steps the relay and the front
+ * door's passthrough calls share (upstream_begin, upstream_setup_answer, the headers).
  */
 #include "unit.h"
 
@@ -299,6 +300,98 @@ START_TEST(discover_and_initialize_answers)
 }
 END_TEST
 
+static bool has_header(const struct curl_slist *h, const char *line)
+{
+    for (; h; h = h->next)
+        if (!strcmp(h->data, line))
+            return true;
+    return false;
+}
+
+/* 'auto': discover (not modern) -> initialize (its session id) -> initialized -> ready. */
+START_TEST(session_steps_auto_to_legacy)
+{
+    struct upstream_session s = {0};
+    enum upstream_step step = UPSTREAM_INITIALIZED, next;
+    char why[256] = "";
+    ck_assert_int_eq(upstream_begin(&s, UPSTREAM_AUTO, &step), UPSTREAM_SET_UP);
+    ck_assert_int_eq(step, UPSTREAM_DISCOVER);
+    ck_assert_int_eq(upstream_begin(&s, UPSTREAM_AUTO, &step), UPSTREAM_WAIT);
+    const char *not_found =
+        "{\"jsonrpc\":\"2.0\",\"id\":0,\"error\":{\"code\":-32601,\"message\":\"no\"}}";
+    ck_assert_int_eq(upstream_setup_answer(&s, UPSTREAM_DISCOVER, NULL, 200, "application/json",
+                                           not_found, strlen(not_found), NULL, &next, why,
+                                           sizeof(why)),
+                     UPSTREAM_NEXT);
+    ck_assert_int_eq(next, UPSTREAM_INITIALIZE);
+    const char *init = "{\"jsonrpc\":\"2.0\",\"id\":0,\"result\":{\"protocolVersion\":"
+                       "\"2025-11-25\",\"capabilities\":{}}}";
+    ck_assert_int_eq(upstream_setup_answer(&s, UPSTREAM_INITIALIZE, NULL, 200, "application/json",
+                                           init, strlen(init), "sid-1", &next, why, sizeof(why)),
+                     UPSTREAM_NEXT);
+    ck_assert_int_eq(next, UPSTREAM_INITIALIZED);
+    ck_assert_str_eq(s.session_id, "sid-1");
+    struct curl_slist *h = upstream_setup_headers(NULL, &s, UPSTREAM_INITIALIZED);
+    ck_assert(has_header(h, "Mcp-Session-Id: sid-1"));
+    ck_assert(has_header(h, "MCP-Protocol-Version: 2025-11-25"));
+    curl_slist_free_all(h);
+    ck_assert_int_eq(upstream_setup_answer(&s, UPSTREAM_INITIALIZED, NULL, 202, NULL, "", 0, NULL,
+                                           &next, why, sizeof(why)),
+                     UPSTREAM_READY_V);
+    ck_assert_int_eq(s.state, UPSTREAM_READY);
+    ck_assert_int_eq(upstream_begin(&s, UPSTREAM_AUTO, &step), UPSTREAM_GO);
+    h = upstream_call_headers(NULL, &s, "get");
+    ck_assert(has_header(h, "Mcp-Session-Id: sid-1"));
+    ck_assert(!has_header(h, "Mcp-Method: tools/call"));
+    curl_slist_free_all(h);
+    upstream_reset(&s); /* a 404 to the session */
+    ck_assert_int_eq(upstream_begin(&s, UPSTREAM_AUTO, &step), UPSTREAM_SET_UP);
+    upstream_session_free(&s);
+}
+END_TEST
+
+START_TEST(session_steps_modern_and_failures)
+{
+    struct upstream_session s = {0};
+    enum upstream_step step, next;
+    char why[256] = "";
+    ck_assert_int_eq(upstream_begin(&s, UPSTREAM_PREF_MODERN, &step), UPSTREAM_GO);
+    struct curl_slist *h = upstream_call_headers(NULL, &s, "get");
+    ck_assert(has_header(h, "Mcp-Method: tools/call"));
+    ck_assert(has_header(h, "Mcp-Name: get"));
+    ck_assert(has_header(h, "MCP-Protocol-Version: 2026-07-28"));
+    curl_slist_free_all(h);
+    upstream_session_free(&s);
+    /* no answer at all: nothing decided, the calls go back */
+    ck_assert_int_eq(upstream_begin(&s, UPSTREAM_PREF_LEGACY, &step), UPSTREAM_SET_UP);
+    ck_assert_int_eq(step, UPSTREAM_INITIALIZE);
+    ck_assert_int_eq(upstream_setup_answer(&s, step, "Couldn't connect", 0, NULL, NULL, 0, NULL,
+                                           &next, why, sizeof(why)),
+                     UPSTREAM_UNSENT);
+    ck_assert_str_eq(why, "setting up the MCP session failed: Couldn't connect");
+    ck_assert_int_eq(s.state, UPSTREAM_NONE);
+    /* a 401 is the upstream's answer; a 503 may change */
+    ck_assert_int_eq(upstream_begin(&s, UPSTREAM_PREF_LEGACY, &step), UPSTREAM_SET_UP);
+    ck_assert_int_eq(upstream_setup_answer(&s, step, NULL, 401, "application/json", "{}", 2, NULL,
+                                           &next, why, sizeof(why)),
+                     UPSTREAM_REFUSED);
+    ck_assert_str_eq(why, "the upstream refused initialize: HTTP 401");
+    ck_assert_int_eq(upstream_begin(&s, UPSTREAM_PREF_LEGACY, &step), UPSTREAM_SET_UP);
+    ck_assert_int_eq(
+        upstream_setup_answer(&s, step, NULL, 503, NULL, "", 0, NULL, &next, why, sizeof(why)),
+        UPSTREAM_UNSENT);
+    /* 'auto' and a discover that says 2026-07-28: modern, ready */
+    ck_assert_int_eq(upstream_begin(&s, UPSTREAM_AUTO, &step), UPSTREAM_SET_UP);
+    const char *modern = "{\"jsonrpc\":\"2.0\",\"id\":0,\"result\":{\"supportedVersions\":"
+                         "[\"2026-07-28\"]}}";
+    ck_assert_int_eq(upstream_setup_answer(&s, UPSTREAM_DISCOVER, NULL, 200, "application/json",
+                                           modern, strlen(modern), NULL, &next, why, sizeof(why)),
+                     UPSTREAM_READY_V);
+    ck_assert_int_eq(s.era, UPSTREAM_ERA_MODERN);
+    upstream_session_free(&s);
+}
+END_TEST
+
 Suite *mcp_upstream_suite(void)
 {
     Suite *s = suite_create("mcp_upstream");
@@ -316,6 +409,8 @@ Suite *mcp_upstream_suite(void)
     tcase_add_test(tc, read_event_stream);
     tcase_add_test(tc, scan_requests_answers_each_once);
     tcase_add_test(tc, discover_and_initialize_answers);
+    tcase_add_test(tc, session_steps_auto_to_legacy);
+    tcase_add_test(tc, session_steps_modern_and_failures);
     suite_add_tcase(s, tc);
     return s;
 }
