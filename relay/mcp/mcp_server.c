@@ -497,6 +497,8 @@ static void lookup(struct mcp_call *call)
 /* The wait is over (deadline, or stopping): one last look, and that answers. */
 void mcp_call_final_lookup(struct mcp_call *call)
 {
+    if (call->passing) /* a passthrough call has no outcome: its upstream's answer ends it */
+        return;
     if (call->waiting) {
         DLIST_REMOVE(call->s->waiting, call);
         call->waiting = false;
