@@ -262,6 +262,32 @@ START_TEST(a_schemas_numbers_are_listed_as_written)
 }
 END_TEST
 
+/* A passthrough tool (0045) is listed read-only and idempotent, without the front door's
+ * outputSchema (its result is the upstream's) and without task support. */
+START_TEST(a_passthrough_tool_is_listed_as_a_read)
+{
+    struct mcp_request req;
+    legacy_request(&req);
+    json_t *schema = json_pack("{s:s}", "type", "object");
+    json_t *tool =
+        mcp_tool_json(&req, "get", NULL, "Read. " MCP_PASSTHROUGH_SENTENCE, schema, true, true);
+    ck_assert_ptr_nonnull(json_object_get(tool, "outputSchema"));
+    mcp_tool_set_passthrough(tool);
+    json_t *annotations = json_object_get(tool, "annotations");
+    ck_assert(json_is_true(json_object_get(annotations, "readOnlyHint")));
+    ck_assert(json_is_true(json_object_get(annotations, "idempotentHint")));
+    ck_assert(json_is_false(json_object_get(annotations, "destructiveHint")));
+    ck_assert_ptr_null(json_object_get(tool, "outputSchema"));
+    ck_assert_ptr_null(json_object_get(tool, "execution"));
+    ck_assert_msg(strstr(json_string_value(json_object_get(tool, "description")),
+                         "no idempotency key is needed"),
+                  "%s", json_string_value(json_object_get(tool, "description")));
+    json_decref(tool);
+    json_decref(schema);
+    mcp_request_free(&req);
+}
+END_TEST
+
 Suite *mcp_protocol_suite(void)
 {
     Suite *s = suite_create("mcp_protocol");
@@ -270,6 +296,7 @@ Suite *mcp_protocol_suite(void)
     tcase_add_test(tc, readable_ids_are_kept);
     tcase_add_test(tc, stdio_has_no_header_layer);
     tcase_add_test(tc, upstream_result_in_the_answer);
+    tcase_add_test(tc, a_passthrough_tool_is_listed_as_a_read);
     suite_add_tcase(s, tc);
     TCase *tn = tcase_create("numbers");
     tcase_add_test(tn, a_targets_numbers_come_back_as_written);
