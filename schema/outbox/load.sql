@@ -1,6 +1,6 @@
 -- schema/outbox/load.sql — the net schema of outbox-relay, one file per live
 -- object: what a database looks like after every migration up to and
--- including 0045_mcp_passthrough.sql. `psql -f schema/outbox/load.sql` builds it (the files in
+-- including 0048_record_cost.sql. `psql -f schema/outbox/load.sql` builds it (the files in
 -- an order that works); tests/sql/schema_equivalence.sh proves it builds the
 -- same schema as migrations/, tests/sql/schema_fresh_cluster.sh that it loads
 -- into a fresh cluster. Read it to learn the data model; build databases with
@@ -53,6 +53,7 @@ GRANT outbox_operator TO outbox_admin;
 \ir functions/approval_reason.sql
 \ir functions/approve.sql
 \ir functions/attempt_may_have_executed.sql
+\ir functions/attempts_check_intent.sql
 \ir functions/attempts_check_intents.sql
 \ir functions/caller_may_see.sql
 \ir functions/cancel.sql

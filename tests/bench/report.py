@@ -139,6 +139,14 @@ def main():
                [round(r["pg_cpu_us"], 1) for r in heads],
                "postmaster + every backend and auxiliary process (autovacuum, checkpointer, WAL writer), "
                "/proc ticks before and after the drain", fmt="{:.1f}")
+        # Issue 40's step on the way to 30: the same figure, in the database's
+        # locale (en_US.UTF-8 unless BENCH_DEF_LOCALE says otherwise).
+        figure(hs, "PostgreSQL per delivery ({}), issue 40's step".format(
+                   meta.get("defaults_db_locale") or "C.UTF-8"), hm("pg_cpu_us"), "µs", 50, "<=",
+               [round(r["pg_cpu_us"], 1) for r in heads],
+               "the row above against issue 40's step (50 µs, then 30); what one delivery writes, which "
+               "the load does not move: WAL per delivered intent and B-tree entries per delivered intent below",
+               fmt="{:.1f}")
         ratio_m = hm("probe_ratio")
         figure(hs, "relay CPU / libcurl alone", ratio_m, "x", 1.1, "<=",
                [round(r["probe_ratio"], 2) for r in heads if r.get("probe_ratio") is not None],

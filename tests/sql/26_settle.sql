@@ -45,9 +45,9 @@ SELECT is_empty($$SELECT p.proname FROM pg_proc p
                    WHERE p.pronamespace = 'outbox'::regnamespace AND p.prosrc ~ '\moutbox\.ordering_release\s*\('
                      AND p.proname <> 'settle'$$,
                 'groups are released by outbox.settle only');
-SELECT ok(NOT has_function_privilege('public', 'outbox.settle(bigint[], outbox.intent_state[], text[])', 'EXECUTE')
-          AND NOT has_function_privilege('outbox_app', 'outbox.settle(bigint[], outbox.intent_state[], text[])', 'EXECUTE')
-          AND NOT has_function_privilege('outbox_relay', 'outbox.settle(bigint[], outbox.intent_state[], text[])', 'EXECUTE'),
+SELECT ok(NOT has_function_privilege('public', 'outbox.settle(bigint[], outbox.intent_state[], text[], text[])', 'EXECUTE')
+          AND NOT has_function_privilege('outbox_app', 'outbox.settle(bigint[], outbox.intent_state[], text[], text[])', 'EXECUTE')
+          AND NOT has_function_privilege('outbox_relay', 'outbox.settle(bigint[], outbox.intent_state[], text[], text[])', 'EXECUTE'),
           'outbox.settle is internal: nobody outside the owner may call it');
 
 -- ---------------------------------------------------------------------------
@@ -63,14 +63,15 @@ SELECT throws_ok($$SELECT outbox.settle(ARRAY[1]::bigint[], ARRAY['pending']::ou
 -- every path, through a spy: outbox.settle logs each call, then does its work
 CREATE TABLE public.settled (call int, id bigint, state text, grp text);
 GRANT ALL ON public.settled TO PUBLIC;   -- the spy runs as whoever owns its caller
-ALTER FUNCTION outbox.settle(bigint[], outbox.intent_state[], text[]) RENAME TO settle_real;
-CREATE FUNCTION outbox.settle(p_ids bigint[], p_states outbox.intent_state[], p_groups text[]) RETURNS void
+ALTER FUNCTION outbox.settle(bigint[], outbox.intent_state[], text[], text[]) RENAME TO settle_real;
+CREATE FUNCTION outbox.settle(p_ids bigint[], p_states outbox.intent_state[], p_groups text[],
+                              p_keys text[] DEFAULT NULL) RETURNS void
 LANGUAGE plpgsql AS $$
 DECLARE
     n int := (SELECT coalesce(max(call), 0) + 1 FROM public.settled);
 BEGIN
     INSERT INTO public.settled SELECT n, x.id, x.state::text, x.grp FROM unnest(p_ids, p_states, p_groups) AS x(id, state, grp);
-    PERFORM outbox.settle_real(p_ids, p_states, p_groups);
+    PERFORM outbox.settle_real(p_ids, p_states, p_groups, p_keys);
 END $$;
 -- what the last call handed over: "key:state:group" in key order, or NULL when there was none since
 CREATE FUNCTION pg_temp.last_settle() RETURNS text LANGUAGE sql AS $$

@@ -95,8 +95,9 @@ SELECT is(cardinality(pg_temp.events('l', 1)), 0, 'outbox.resolve to failed send
 -- ---------------------------------------------------------------------------
 -- who sends: outbox.settle (replaced here by one that does nothing; a new session,
 -- so that no plan of the real one is cached)
-ALTER FUNCTION outbox.settle(bigint[], outbox.intent_state[], text[]) RENAME TO settle_real;
-CREATE FUNCTION outbox.settle(p_ids bigint[], p_states outbox.intent_state[], p_groups text[]) RETURNS void
+ALTER FUNCTION outbox.settle(bigint[], outbox.intent_state[], text[], text[]) RENAME TO settle_real;
+CREATE FUNCTION outbox.settle(p_ids bigint[], p_states outbox.intent_state[], p_groups text[],
+                              p_keys text[] DEFAULT NULL) RETURNS void
 LANGUAGE sql AS $$ SELECT $$;
 SELECT pg_temp.open('r2') \g /dev/null
 SELECT pg_temp.in_flight(ARRAY['ev:f']) \g /dev/null
@@ -104,7 +105,7 @@ SELECT is((SELECT n FROM dblink('r2', pg_temp.record_call(ARRAY['ev:f'], ARRAY['
                                                           ARRAY[400], ARRAY['HTTP 400'])) AS t(n int)),
           1, 'without outbox.settle, a failed outcome is still recorded');
 SELECT is(cardinality(pg_temp.events('l', 1)), 0, 'and it sends no intent_failed: outbox.settle builds it');
-DROP FUNCTION outbox.settle(bigint[], outbox.intent_state[], text[]);
-ALTER FUNCTION outbox.settle_real(bigint[], outbox.intent_state[], text[]) RENAME TO settle;
+DROP FUNCTION outbox.settle(bigint[], outbox.intent_state[], text[], text[]);
+ALTER FUNCTION outbox.settle_real(bigint[], outbox.intent_state[], text[], text[]) RENAME TO settle;
 
 SELECT * FROM finish();

@@ -4,28 +4,30 @@ CREATE FUNCTION outbox.record(p_relay text, p_ids bigint[], p_attempts integer[]
     SET plan_cache_mode TO 'force_generic_plan'
     AS $$
 DECLARE
-    flag    text;      -- set_config's answer, unused (an assignment keeps FOUND)
-    updated integer := 0;
-    applied boolean[] := array_fill(false, ARRAY[coalesce(cardinality(p_ids), 0)]);
+    flag    text;      -- set_config's answer, unused
+    n       integer := coalesce(cardinality(p_ids), 0);
+    updated integer;
+    applied boolean[];
+    ords    bigint[];
     o       bigint;
-    r_id    bigint;
-    r_state outbox.intent_state;
-    grp     text;
     ev      jsonb;
-    final_ids    bigint[] := '{}';   -- for outbox.settle
-    final_states outbox.intent_state[] := '{}';
-    final_groups text[] := '{}';
+    evs     jsonb[];
+    final_ids    bigint[];   -- for outbox.settle
+    final_states outbox.intent_state[];
+    final_groups text[];
+    final_keys   text[];
 BEGIN
     -- One outcome per row: a delivery's (sent known) before a take-over's,
-    -- then the first buffered; fenced by (lease owner, attempt).
-    FOR o, r_id, r_state, grp, ev IN
-        WITH u AS (
-            SELECT x.*,
-                   row_number() OVER (PARTITION BY x.id ORDER BY x.sent IS NULL, x.ord) = 1 AS chosen
-              FROM unnest(p_ids, p_attempts, p_states, p_delay_ms, p_ambiguous, p_classes, p_sent,
-                          p_http, p_errors, p_bodies) WITH ORDINALITY
-                   AS x(id, attempt, state, delay_ms, ambiguous, class, sent, http, error, body, ord)
-        )
+    -- then the first buffered; fenced by (lease owner, attempt). What the
+    -- update did is gathered in the same statement (0048: no plpgsql step
+    -- per row), in the order the relay saw the outcomes.
+    WITH u AS (
+        SELECT x.*,
+               row_number() OVER (PARTITION BY x.id ORDER BY x.sent IS NULL, x.ord) = 1 AS chosen
+          FROM unnest(p_ids, p_attempts, p_states, p_delay_ms, p_ambiguous, p_classes, p_sent,
+                      p_http, p_errors, p_bodies) WITH ORDINALITY
+               AS x(id, attempt, state, delay_ms, ambiguous, class, sent, http, error, body, ord)
+    ), done AS (
         UPDATE outbox.intents i
            SET state = u.state,
                next_attempt_at = CASE WHEN u.state IN ('pending', 'unknown')
@@ -44,21 +46,25 @@ BEGIN
           FROM u
          WHERE u.chosen AND i.id = u.id AND i.state IN ('in_flight', 'unknown') AND i.lease_owner = p_relay
            AND i.attempts = u.attempt
-        RETURNING u.ord, i.id, u.state, i.ordering_key,
+        RETURNING u.ord, i.id, u.state, i.ordering_key, i.key,
                   -- what a person may have to act on (outbox.intent_event); a failed
                   -- intent's event is built by outbox.settle, with every final state's
                   CASE WHEN u.state = 'unknown' AND u.class NOT IN ('reconcile_inconclusive', 'reconciled_executed',
                                                                      'reconciled_not_executed')
-                       THEN outbox.intent_event(i, u.class, u.http, u.error) END
-    LOOP
-        applied[o] := true;
-        updated := updated + 1;
-        IF r_state IN ('succeeded', 'failed') THEN
-            final_ids := final_ids || r_id;
-            final_states := final_states || r_state;
-            final_groups := final_groups || grp;
-        END IF;
-        IF ev IS NOT NULL THEN
+                       THEN outbox.intent_event(i, u.class, u.http, u.error) END AS ev
+    )
+    SELECT count(*),
+           array_agg(d.ord),
+           array_agg(d.id) FILTER (WHERE d.state IN ('succeeded', 'failed')),
+           array_agg(d.state) FILTER (WHERE d.state IN ('succeeded', 'failed')),
+           array_agg(d.ordering_key) FILTER (WHERE d.state IN ('succeeded', 'failed')),
+           array_agg(d.key) FILTER (WHERE d.state IN ('succeeded', 'failed')),
+           array_agg(d.ev) FILTER (WHERE d.ev IS NOT NULL)
+      INTO updated, ords, final_ids, final_states, final_groups, final_keys, evs
+      FROM (SELECT * FROM done ORDER BY done.ord) AS d;
+
+    IF evs IS NOT NULL THEN
+        FOREACH ev IN ARRAY evs LOOP
             PERFORM pg_notify('outbox_events', ev::text);
             IF ev ? 'blocks' THEN
                 PERFORM pg_notify('outbox_events',
@@ -66,12 +72,20 @@ BEGIN
                                                      'head', ev->>'key', 'blocks', ev->'blocks',
                                                      'at', ev->>'at')::text);
             END IF;
-        END IF;
-    END LOOP;
+        END LOOP;
+    END IF;
 
-    -- The intents of outcomes not applied are kept from being deleted until
-    -- this commits (the INSERT below is not reference-checked).
-    IF updated < coalesce(cardinality(p_ids), 0) THEN
+    IF updated = n THEN
+        applied := array_fill(true, ARRAY[n]);
+    ELSE
+        applied := array_fill(false, ARRAY[n]);
+        IF ords IS NOT NULL THEN
+            FOREACH o IN ARRAY ords LOOP
+                applied[o] := true;
+            END LOOP;
+        END IF;
+        -- The intents of outcomes not applied are kept from being deleted until
+        -- this commits (the INSERT below is not reference-checked).
         PERFORM 1 FROM outbox.intents i
          WHERE i.id IN (SELECT x.id FROM unnest(p_ids) WITH ORDINALITY AS x(id, ord) WHERE NOT applied[x.ord])
            FOR KEY SHARE OF i;
@@ -91,8 +105,8 @@ BEGIN
      ORDER BY x.ord;
     flag := set_config('outbox.in_record', 'off', true);
 
-    IF cardinality(final_ids) > 0 THEN
-        PERFORM outbox.settle(final_ids, final_states, final_groups);
+    IF final_ids IS NOT NULL THEN
+        PERFORM outbox.settle(final_ids, final_states, final_groups, final_keys);
     END IF;
     RETURN updated;
 END

@@ -1,1 +1,1 @@
-CREATE TRIGGER attempts_reference_insert AFTER INSERT ON outbox.attempts REFERENCING NEW TABLE AS new_attempts FOR EACH STATEMENT WHEN ((current_setting('outbox.in_record'::text, true) IS DISTINCT FROM 'on'::text)) EXECUTE FUNCTION outbox.attempts_check_intents();
+CREATE TRIGGER attempts_reference_insert AFTER INSERT ON outbox.attempts FOR EACH ROW WHEN ((current_setting('outbox.in_record'::text, true) IS DISTINCT FROM 'on'::text)) EXECUTE FUNCTION outbox.attempts_check_intent();
