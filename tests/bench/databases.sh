@@ -11,7 +11,9 @@
 # (BENCH_DATABASES_RUNS, 3) alternate which side goes first. Per drain, from
 # the relays' start to the last one's exit (runstat: wall, user, sys, peak
 # RSS of each process): deliveries/s, relay CPU per delivery, PostgreSQL CPU
-# per delivery, the peak RSS of each process. report.py takes the ratios
+# per delivery, the peak RSS of each process; every intent must succeed and
+# reach the receiver (more requests than intents, retries of requests that
+# timed out, are counted and shown). report.py takes the ratios
 # within a round (one relay's rate / four relays' rate; the one process's
 # RSS / the mean of the four one-database relays') and prints their medians
 # against the issue's aims: ≥ 0.9 × the four relays' throughput, RSS ≤ 1.5 ×.
@@ -80,14 +82,19 @@ databases_drain() {
         [ "$m" -gt "$rss_max" ] && rss_max=$m
         rss_list+="${rss_list:+ }$m"
     done
-    local succeeded=0 c deliveries
+    local succeeded=0 attempts=0 c deliveries
     for n in "${DB_BENCH_NAMES[@]}"; do
         c=$(q "bench_$n" "SELECT count(*) FROM outbox.intents WHERE state = 'succeeded'")
         succeeded=$((succeeded + c))
+        c=$(q "bench_$n" "SELECT count(*) FROM outbox.attempts")
+        attempts=$((attempts + c))
     done
+    # More requests than intents is at-least-once at work (a request that
+    # timed out is retried: on a loaded machine four relays' 4 × 1,024 in
+    # flight can keep the receiver past the target's 10 s); fewer is a loss.
     deliveries=$(receiver_stat "$RECV_PORT_main" deliveries_total)
     local total=$((4 * DB_BENCH_N))
-    if [ "$rc" != 0 ] || [ "$succeeded" != "$total" ] || [ "${deliveries:-0}" != "$total" ]; then
+    if [ "$rc" != 0 ] || [ "$succeeded" != "$total" ] || [ "${deliveries:-0}" -lt "$total" ]; then
         broken "databases/$mode/$r: relay exit $rc, $succeeded of $total succeeded, receiver saw ${deliveries:-0} (logs: $B/databases-$mode-$r*.log)"
         return 1
     fi
@@ -95,7 +102,7 @@ databases_drain() {
         processes="${#stats[@]}" wall_s="$(awk -v a="$start" -v b="$end" 'BEGIN {printf "%.3f", b - a}')" \
         relay_user_s="$user" relay_sys_s="$sys" rss_sum_kb="$rss_sum" rss_max_kb="$rss_max" \
         rss_kb="$rss_list" pg_cpu_s="$(awk -v a="$pg0" -v b="$pg1" 'BEGIN {printf "%.3f", b - a}')" \
-        load1="$(cut -d' ' -f1 /proc/loadavg)"
+        attempts="$attempts" deliveries="${deliveries:-0}" load1="$(cut -d' ' -f1 /proc/loadavg)"
     say "databases round $r: $mode: $total intents in $(awk -v a="$start" -v b="$end" 'BEGIN {printf "%.1f", b - a}')s"
     for n in "${DB_BENCH_NAMES[@]}"; do dropdb_quiet "bench_$n"; done
 }

@@ -732,9 +732,12 @@ def main():
         loads = ", ".join(str(r.get("load1", "?")) for r in dbs)
         figure(ds, "deliveries/s, one relay | four relays", median(rate_ratio) if pairs else None, "x", 0.9, ">=",
                [round(x, 3) for x in rate_ratio],
-               "one relay {} /s, four relays {} /s per round (start to the last exit); 1-min load average at "
-               "each drain's end: {}".format(", ".join("{:,.0f}".format(r["rate"]) for r in one),
-                                             ", ".join("{:,.0f}".format(r["rate"]) for r in four), loads),
+               "one relay {} /s, four relays {} /s per round (start to the last exit); attempts beyond one per "
+               "intent (retries after a timeout): one relay {}, four relays {}; 1-min load average at each drain's "
+               "end: {}".format(", ".join("{:,.0f}".format(r["rate"]) for r in one),
+                                ", ".join("{:,.0f}".format(r["rate"]) for r in four),
+                                ", ".join(str(r.get("attempts", r["intents"]) - r["intents"]) for r in one),
+                                ", ".join(str(r.get("attempts", r["intents"]) - r["intents"]) for r in four), loads),
                fmt="{:.2f}",
                shown=None if not pairs else "{:,.0f} | {:,.0f} /s = {:.2f} ×".format(
                    dm(one, "rate"), dm(four, "rate"), median(rate_ratio)),
