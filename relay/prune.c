@@ -33,6 +33,7 @@ static const struct pg_statement prune_statements[] = {
 
 struct pruner {
     const struct config *cfg;
+    char *database; /* in log lines: the NAME of --databases, "default" for --db */
     pg_conn_t *pg;
     uv_timer_t timer;
     bool running; /* a run's step is on the wire */
@@ -56,14 +57,14 @@ static void pruner_end_run(struct pruner *p, const char *error, bool locked_out)
     double duration_s = (double)(uv_hrtime() - p->run_started_ns) / 1e9;
     if (error != NULL) {
         p->runs_failed++;
-        log_event(LOG_WARN, "prune_failed", "error", json_string(error), "pruned",
-                  json_integer((json_int_t)p->run_pruned), LOG_END);
+        log_event(LOG_WARN, "prune_failed", "database", json_string(p->database), "error",
+                  json_string(error), "pruned", json_integer((json_int_t)p->run_pruned), LOG_END);
         return;
     }
     if (locked_out) {
         p->runs_locked_out++;
-        log_event(LOG_DEBUG, "prune_skipped", "reason", json_string("another session is pruning"),
-                  LOG_END);
+        log_event(LOG_DEBUG, "prune_skipped", "database", json_string(p->database), "reason",
+                  json_string("another session is pruning"), LOG_END);
         return;
     }
     p->runs++;
@@ -71,7 +72,8 @@ static void pruner_end_run(struct pruner *p, const char *error, bool locked_out)
     uv_timeval64_t now;
     if (uv_gettimeofday(&now) == 0)
         p->last_success_unix_s = (double)now.tv_sec + (double)now.tv_usec / 1e6;
-    log_event(LOG_INFO, "prune_run", "pruned", json_integer((json_int_t)p->run_pruned), "forgotten",
+    log_event(LOG_INFO, "prune_run", "database", json_string(p->database), "pruned",
+              json_integer((json_int_t)p->run_pruned), "forgotten",
               json_integer((json_int_t)p->run_forgotten), "steps", json_integer(p->run_steps),
               "duration_ms", json_integer((json_int_t)(duration_s * 1e3)), LOG_END);
 }
@@ -133,6 +135,7 @@ struct pruner *pruner_start(uv_loop_t *loop, const struct config *cfg, const cha
         return NULL;
     struct pruner *p = xcalloc(1, sizeof(*p));
     p->cfg = cfg;
+    p->database = xstrdup(database ? database : "default");
     struct pg_events events = {.name = "prune", .database = database, .data = p};
     p->pg = pg_conn_new(loop, conninfo, prune_statements,
                         sizeof(prune_statements) / sizeof(prune_statements[0]), NULL,
@@ -149,7 +152,9 @@ struct pruner *pruner_start(uv_loop_t *loop, const struct config *cfg, const cha
 
 static void on_prune_timer_closed(uv_handle_t *handle)
 {
-    free(handle->data);
+    struct pruner *p = handle->data;
+    free(p->database);
+    free(p);
 }
 
 static void on_prune_pg_closed(void *data)
@@ -169,30 +174,66 @@ void pruner_close(struct pruner *p)
     pg_conn_close(p->pg, on_prune_pg_closed, p);
 }
 
-void pruner_write_metrics(const struct pruner *p, struct strbuf *out)
+/* One sample of a family per database: database="NAME" first when named,
+ * then the family's own label if any. */
+static void prune_sample(struct strbuf *out, const char *name, const struct pruner_metrics *db,
+                         const char *label, const char *value, double v)
+{
+    struct metrics_label labels[2];
+    size_t n = 0;
+    if (db->database)
+        labels[n++] = (struct metrics_label){"database", db->database};
+    if (label)
+        labels[n++] = (struct metrics_label){label, value};
+    metrics_sample(out, name, n ? labels : NULL, n, v);
+}
+
+static void prune_sample_uint(struct strbuf *out, const char *name, const struct pruner_metrics *db,
+                              const char *label, const char *value, uint64_t v)
+{
+    struct metrics_label labels[2];
+    size_t n = 0;
+    if (db->database)
+        labels[n++] = (struct metrics_label){"database", db->database};
+    if (label)
+        labels[n++] = (struct metrics_label){label, value};
+    metrics_sample_uint(out, name, n ? labels : NULL, n, v);
+}
+
+void pruner_write_metrics(const struct pruner_metrics *dbs, size_t count, struct strbuf *out)
 {
     static const struct pruner none;
-    if (p == NULL)
-        p = &none;
+#define EACH_DB                                                                                    \
+    for (size_t i = 0; i < count; i++)                                                             \
+        for (const struct pruner *p = dbs[i].pruner ? dbs[i].pruner : &none; p; p = NULL)
     metrics_family(out, "outbox_prune_runs_total", METRICS_COUNTER,
                    "Retention runs of this relay, by result (done; locked_out: another session "
                    "was pruning; failed).");
-    metrics_sample_uint(out, "outbox_prune_runs_total", METRICS_LABELS({"result", "done"}),
-                        p->runs);
-    metrics_sample_uint(out, "outbox_prune_runs_total", METRICS_LABELS({"result", "locked_out"}),
-                        p->runs_locked_out);
-    metrics_sample_uint(out, "outbox_prune_runs_total", METRICS_LABELS({"result", "failed"}),
-                        p->runs_failed);
-    metrics_counter(out, "outbox_pruned_total",
-                    "Final intents pruned by this relay (their keys kept as tombstones).",
-                    METRICS_NO_LABELS, p->pruned);
-    metrics_counter(out, "outbox_tombstones_forgotten_total",
-                    "Tombstones past their dedupe window removed by this relay.", METRICS_NO_LABELS,
-                    p->forgotten);
-    metrics_gauge(out, "outbox_prune_last_duration_seconds",
-                  "Duration of this relay's last completed retention run.", METRICS_NO_LABELS,
-                  p->last_duration_s);
-    metrics_gauge(out, "outbox_prune_last_success_timestamp_seconds",
-                  "Unix time at which this relay's last retention run completed (0: none yet).",
-                  METRICS_NO_LABELS, p->last_success_unix_s);
+    EACH_DB
+    {
+        prune_sample_uint(out, "outbox_prune_runs_total", &dbs[i], "result", "done", p->runs);
+        prune_sample_uint(out, "outbox_prune_runs_total", &dbs[i], "result", "locked_out",
+                          p->runs_locked_out);
+        prune_sample_uint(out, "outbox_prune_runs_total", &dbs[i], "result", "failed",
+                          p->runs_failed);
+    }
+    metrics_family(out, "outbox_pruned_total", METRICS_COUNTER,
+                   "Final intents pruned by this relay (their keys kept as tombstones).");
+    EACH_DB
+    prune_sample_uint(out, "outbox_pruned_total", &dbs[i], NULL, NULL, p->pruned);
+    metrics_family(out, "outbox_tombstones_forgotten_total", METRICS_COUNTER,
+                   "Tombstones past their dedupe window removed by this relay.");
+    EACH_DB
+    prune_sample_uint(out, "outbox_tombstones_forgotten_total", &dbs[i], NULL, NULL, p->forgotten);
+    metrics_family(out, "outbox_prune_last_duration_seconds", METRICS_GAUGE,
+                   "Duration of this relay's last completed retention run.");
+    EACH_DB
+    prune_sample(out, "outbox_prune_last_duration_seconds", &dbs[i], NULL, NULL,
+                 p->last_duration_s);
+    metrics_family(out, "outbox_prune_last_success_timestamp_seconds", METRICS_GAUGE,
+                   "Unix time at which this relay's last retention run completed (0: none yet).");
+    EACH_DB
+    prune_sample(out, "outbox_prune_last_success_timestamp_seconds", &dbs[i], NULL, NULL,
+                 p->last_success_unix_s);
+#undef EACH_DB
 }

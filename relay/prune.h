@@ -4,7 +4,9 @@
  * a batch (migrations/0012_retention.sql, docs/design.md "Retention").
  *
  * Owns: the "prune" database connection, its timer, the counters of
- * /metrics and one log line per run. One relay at a time prunes: the SQL
+ * /metrics and one log line per run. A relay of --databases runs one per
+ * database, each on that database's connection, its samples and log lines
+ * labelled with the database's NAME. One relay at a time prunes: the SQL
  * function takes a transaction-level advisory lock and returns at once
  * without it. Nothing else in the relay waits for a prune.
  */
@@ -25,7 +27,13 @@ struct pruner *pruner_start(uv_loop_t *loop, const struct config *cfg, const cha
                             const char *database, const char *password);
 /* Stops the timer and closes the connection through its callbacks; frees p. */
 void pruner_close(struct pruner *p);
-/* The prune families of /metrics (also when p is NULL: zeros). */
-void pruner_write_metrics(const struct pruner *p, struct strbuf *out);
+/* One database's retention for /metrics: its pruner (NULL: off, zeros) and
+ * its NAME (database="NAME" on each sample; NULL: --db, no label). */
+struct pruner_metrics {
+    const struct pruner *pruner;
+    const char *database;
+};
+/* The prune families of /metrics, each with a sample (set) per database. */
+void pruner_write_metrics(const struct pruner_metrics *dbs, size_t count, struct strbuf *out);
 
 #endif

@@ -23,6 +23,7 @@
 #include "relay_int.h"
 
 #include "admin/admin.h"
+#include "admin/ui.h"
 #include "databases.h"
 #include "flow.h"
 #include "lib/log.h"
@@ -801,6 +802,11 @@ void relay_db_close(struct relay_db *db)
     pg_conn_close(db->pg_rec, on_db_handle_closed, db);
     pruner_close(db->pruner);
     db->pruner = NULL;
+    if (db->ui) {
+        db->open_conns++;
+        ui_close(db->ui, on_db_handle_closed, db); /* its pages being made get 503 */
+        db->ui = NULL;
+    }
 }
 
 void relay_db_free(struct relay_db *db)
@@ -873,6 +879,8 @@ void relay_db_start(struct relay_db *db)
     pg_conn_start(db->pg_rec);
     db->pruner = pruner_start(&db->relay->loop, cfg, db->conninfo,
                               db->relay->db_named ? db->name : NULL, password);
+    if (db->relay->db_named && cfg->admin_listen && *cfg->admin_listen)
+        db->ui = ui_new(&db->relay->loop, cfg, db->conninfo, db->name, password);
     uv_timer_start(&db->poll_timer, on_poll_timer, (uint64_t)cfg->poll_interval_ms,
                    (uint64_t)cfg->poll_interval_ms);
 }

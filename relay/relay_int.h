@@ -101,6 +101,10 @@ struct relay_db {
     pg_conn_t *pg;         /* claims, leases, take-over, LISTEN, admin lookups */
     pg_conn_t *pg_rec;     /* outbox.record only */
     struct pruner *pruner; /* retention, on a connection of its own; NULL: off */
+    /* --databases with an admin port: this database's status page
+     * (/ui?database=NAME, relay/admin/ui.c), its connection opened at the
+     * first page; NULL otherwise (--db: the admin port's own). */
+    struct ui *ui;
     struct target_set targets;
     uv_timer_t poll_timer; /* fallback poll, and its next due row */
 

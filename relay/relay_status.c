@@ -14,6 +14,8 @@
 #include "relay_int.h"
 
 #include "admin/admin.h"
+#include "admin/ui.h"
+#include "admin/ui_html.h"
 #include "lib/log.h"
 #include "lib/metrics.h"
 #include "sql.h"
@@ -457,7 +459,16 @@ static void write_relay_counters(const struct relay *r, struct strbuf *out)
 {
     db_family(r, out, "outbox_claimed_total", METRICS_COUNTER, "Rows claimed by this relay.",
               claimed);
-    pruner_write_metrics(r->dbs ? r->dbs->pruner : NULL, out);
+    size_t n = 0;
+    FOR_DB(r, db) n++;
+    struct pruner_metrics *prunes = xcalloc(n ? n : 1, sizeof(*prunes));
+    n = 0;
+    FOR_DB(r, db)
+    {
+        prunes[n++] = (struct pruner_metrics){db->pruner, r->db_named ? db->name : NULL};
+    }
+    pruner_write_metrics(prunes, n, out);
+    free(prunes);
     db_family(r, out, "outbox_claims_late_total", METRICS_COUNTER,
               "Claims answered after half their lease; their rows were given back unsent.",
               claims_late);
@@ -567,6 +578,52 @@ static void relay_lookup_intent(void *data, const char *key, void *req,
     done(req, 503, NULL);
 }
 
+/* ---------------------------------------------------------------- the status page */
+
+/* --databases: /ui?database=NAME is that database's page (relay_db.c makes
+ * it at start and closes it with the database). */
+static struct ui *relay_ui_of(void *data, const char *name)
+{
+    struct relay *r = data;
+    for (struct relay_db *db = r->dbs; db; db = db->next)
+        if (!db->removing && db->ui && strcmp(db->name, name) == 0)
+            return db->ui;
+    return NULL;
+}
+
+/* --databases: /ui's list, a row per database: its state as /readyz says
+ * it and the counts of its last live-counts refresh (the gauges of
+ * outbox_intents), which cost the page no statement. */
+static void relay_ui_index(void *data, struct strbuf *out)
+{
+    struct relay *r = data;
+    size_t count = 0;
+    for (const struct relay_db *db = r->dbs; db; db = db->next)
+        count++;
+    char(*text)[UI_DATABASE_COLUMNS][320] = xcalloc(count ? count : 1, sizeof(*text));
+    const char **cells = xcalloc(count * UI_DATABASE_COLUMNS + 1, sizeof(*cells));
+    size_t i = 0;
+    for (const struct relay_db *db = r->dbs; db; db = db->next, i++) {
+        const char **row = cells + i * UI_DATABASE_COLUMNS;
+        row[UI_DATABASE_NAME] = db->name;
+        relay_db_reason(db, text[i][UI_DATABASE_STATE], sizeof(text[i][UI_DATABASE_STATE]));
+        row[UI_DATABASE_STATE] = db->removing                  ? "removing"
+                                 : *text[i][UI_DATABASE_STATE] ? text[i][UI_DATABASE_STATE]
+                                                               : "ready";
+        for (int k = 0; k < 4; k++) {
+            if (!db->live_counts_valid)
+                continue;
+            snprintf(text[i][UI_DATABASE_PENDING + k], sizeof(text[i][0]), "%lld",
+                     (long long)db->live_counts[k]);
+            row[UI_DATABASE_PENDING + k] = text[i][UI_DATABASE_PENDING + k];
+        }
+    }
+    struct ui_rows rows = {.count = count, .columns = UI_DATABASE_COLUMNS, .cells = cells};
+    ui_render_databases(out, &rows);
+    free(cells);
+    free(text);
+}
+
 /* ---------------------------------------------------------------- the port */
 
 bool relay_start_admin(struct relay *r)
@@ -579,9 +636,11 @@ bool relay_start_admin(struct relay *r)
         .ready_databases = r->db_named ? relay_ready_databases : NULL,
         .write_metrics = relay_write_metrics,
         .lookup_intent = relay_lookup_intent,
-        /* the status page, relay/admin/ui.c; it reads one database (cfg->db):
-         * off with --databases, which it cannot show yet (404) */
-        .ui_config = r->db_named ? NULL : r->cfg,
+        /* the status page, relay/admin/ui.c: the one database's (cfg->db),
+         * or with --databases a list of them and a page each */
+        .ui_config = r->cfg,
+        .ui_of = r->db_named ? relay_ui_of : NULL,
+        .ui_index = r->db_named ? relay_ui_index : NULL,
     };
     struct admin_limits limits = {
         .max_connections = ADMIN_MAX_CONNECTIONS,

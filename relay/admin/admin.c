@@ -931,9 +931,8 @@ static void conn_page_timed_out(struct admin_conn *conn)
 }
 
 /* The overview (key NULL) or a key's page, made by relay/admin/ui.c. */
-static void conn_start_page(struct admin_conn *conn, const char *key)
+static void conn_start_page(struct admin_conn *conn, struct ui *ui, const char *key)
 {
-    admin_server_t *s = conn->server;
     struct admin_lookup *lookup = xmalloc(sizeof(*lookup));
     lookup->conn = conn;
     conn->lookup = lookup;
@@ -941,9 +940,63 @@ static void conn_start_page(struct admin_conn *conn, const char *key)
     httpd_conn_wait(conn->http, ADMIN_LOOKUP_TIMEOUT_MS);
     /* done() may run before this returns: it answers at once then. */
     if (key)
-        ui_intent(s->ui, key, lookup, admin_page_done);
+        ui_intent(ui, key, lookup, admin_page_done);
     else
-        ui_overview(s->ui, lookup, admin_page_done);
+        ui_overview(ui, lookup, admin_page_done);
+}
+
+/* The status page's state for a request: the one database's, or (--databases,
+ * hooks.ui_of) that of ?database=NAME. NULL: answered already (400 for a
+ * malformed NAME, 404 for none or an unknown one). database gets the NAME
+ * ("" without). */
+static struct ui *conn_page_ui(struct admin_conn *conn, const char *query, size_t query_len,
+                               char *database)
+{
+    admin_server_t *s = conn->server;
+    *database = '\0';
+    if (s->hooks.ui_of == NULL)
+        return s->ui;
+    int named = admin_parse_database(query, query_len, database);
+    if (named < 0) {
+        *database = '\0';
+        conn_respond_page_message(conn, 400, NULL, "Database",
+                                  "database must be a NAME of --databases ([a-z0-9_-], 1 to 63)");
+        return NULL;
+    }
+    if (named == 0) {
+        conn_respond_page_message(conn, 404, NULL, "Database",
+                                  "This relay serves several databases: add ?database=NAME "
+                                  "(the list is at /ui).");
+        return NULL;
+    }
+    struct ui *ui = s->hooks.ui_of(s->hooks.data, database);
+    if (ui == NULL)
+        conn_respond_page_message(conn, 404, NULL, "Database",
+                                  "This relay serves no database of that name.");
+    return ui;
+}
+
+/* GET /ui: the overview; with --databases and no ?database=, the list of
+ * the databases (hooks.ui_index), each linked to its own overview. */
+static void handle_ui_overview(struct admin_conn *conn, const char *query, size_t query_len)
+{
+    admin_server_t *s = conn->server;
+    char database[ADMIN_DATABASE_MAX_BYTES + 1];
+    if (s->hooks.ui_of && s->hooks.ui_index &&
+        admin_parse_database(query, query_len, database) == 0) {
+        struct strbuf sections, html;
+        strbuf_init(&sections);
+        strbuf_init(&html);
+        s->hooks.ui_index(s->hooks.data, &sections);
+        ui_sections_page(s->hooks.ui_config, &html, "Databases", sections.data, sections.len);
+        conn_respond_page(conn, 200, NULL, html.data, html.len);
+        strbuf_free(&sections);
+        strbuf_free(&html);
+        return;
+    }
+    struct ui *ui = conn_page_ui(conn, query, query_len, database);
+    if (ui)
+        conn_start_page(conn, ui, NULL);
 }
 
 /* GET /ui/intents?key=...: the search form. Answers with a redirect to the
@@ -964,6 +1017,10 @@ static void handle_ui_search(struct admin_conn *conn, const char *query, size_t 
         start++;
     while (end > start && strchr(" \t\r\n", key[end - 1]))
         end--;
+    /* --databases: the search stays in the page's database (a hidden field) */
+    char database[ADMIN_DATABASE_MAX_BYTES + 1];
+    if (admin_parse_database(query, query_len, database) != 1)
+        *database = '\0';
     struct strbuf location;
     strbuf_init(&location);
     strbuf_append_str(&location, "Location: ");
@@ -973,20 +1030,27 @@ static void handle_ui_search(struct admin_conn *conn, const char *query, size_t 
         strbuf_append_str(&location, ADMIN_UI_INTENTS_PREFIX);
         ui_url_encode(&location, key + start, end - start);
     }
+    if (*database) {
+        strbuf_append_str(&location, "?database=");
+        strbuf_append_str(&location, database); /* [a-z0-9_-]: nothing to encode */
+    }
     strbuf_append_str(&location, "\r\n");
     conn_respond_page_message(conn, 303, location.data, "Search", "See the key's own page.");
     strbuf_free(&location);
 }
 
-static void handle_ui_intent(struct admin_conn *conn, const char *encoded_key, size_t n)
+static void handle_ui_intent(struct admin_conn *conn, const char *encoded_key, size_t n,
+                             const char *query, size_t query_len)
 {
-    char key[ADMIN_KEY_MAX_BYTES + 1];
+    char key[ADMIN_KEY_MAX_BYTES + 1], database[ADMIN_DATABASE_MAX_BYTES + 1];
     const char *problem = admin_decode_key(encoded_key, n, key);
     if (problem) {
         conn_respond_page_message(conn, 400, NULL, "Key", problem);
         return;
     }
-    conn_start_page(conn, key);
+    struct ui *ui = conn_page_ui(conn, query, query_len, database);
+    if (ui)
+        conn_start_page(conn, ui, key);
 }
 
 /* ---------------------------------------------------------------- bearer token */
@@ -1140,7 +1204,8 @@ static void admin_on_request(void *data, httpd_conn_t *http, const struct httpd_
                            "this Host or Origin is not served here (--admin-hosts names more)");
         return;
     }
-    enum route route = route_of(request->path, request->path_len, s->ui != NULL);
+    enum route route =
+        route_of(request->path, request->path_len, s->ui != NULL || s->hooks.ui_of != NULL);
     if (route == ROUTE_NONE) {
         conn_respond_error(conn, 404, NULL, "not found");
         return;
@@ -1173,14 +1238,15 @@ static void admin_on_request(void *data, httpd_conn_t *http, const struct httpd_
                       request->query_len);
         break;
     case ROUTE_UI:
-        conn_start_page(conn, NULL);
+        handle_ui_overview(conn, request->query, request->query_len);
         break;
     case ROUTE_UI_SEARCH:
         handle_ui_search(conn, request->query, request->query_len);
         break;
     case ROUTE_UI_INTENT:
         handle_ui_intent(conn, request->path + strlen(ADMIN_UI_INTENTS_PREFIX),
-                         request->path_len - strlen(ADMIN_UI_INTENTS_PREFIX));
+                         request->path_len - strlen(ADMIN_UI_INTENTS_PREFIX), request->query,
+                         request->query_len);
         break;
     case ROUTE_UI_OTHER:
         conn_respond_page_message(conn, 404, NULL, "Not found", "There is no such page.");
@@ -1412,8 +1478,9 @@ admin_server_t *admin_start(uv_loop_t *loop, const char *listen, struct admin_ho
     s->timer_open = true;
     if (!server_listen(s, listen, &addr))
         return NULL;
-    if (hooks.ui_config) {
-        s->ui = ui_new(loop, hooks.ui_config); /* opens nothing until the first page */
+    if (hooks.ui_config && hooks.ui_of == NULL) {
+        /* opens nothing until the first page */
+        s->ui = ui_new(loop, hooks.ui_config, hooks.ui_config->db, NULL, NULL);
         s->ui_open = true;
     }
     log_event(LOG_INFO, "admin_listening", "listen", json_string(listen), "port",
@@ -1421,7 +1488,7 @@ admin_server_t *admin_start(uv_loop_t *loop, const char *listen, struct admin_ho
               "max_waits", json_integer(limits->max_waits), "probe_reserve",
               json_integer(limits->probe_reserve), "auth",
               json_string(s->token_required ? "bearer token for /metrics, /v1/ and /ui" : "none"),
-              "ui", json_boolean(s->ui != NULL), LOG_END);
+              "ui", json_boolean(s->ui != NULL || hooks.ui_of != NULL), LOG_END);
     return s;
 }
 

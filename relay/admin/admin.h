@@ -31,6 +31,11 @@
  *                          database is away.
  *   GET /ui/intents?key=K  the search box: 303 to /ui/intents/{K percent-encoded}
  *   GET /ui/intents/{key}  the whole life of one key (200, 404, 400, 503)
+ *                          With hooks.ui_of (--databases): /ui lists the databases
+ *                          with their counts (hooks.ui_index), each linked to
+ *                          /ui?database=NAME, its own overview; a key's page and the
+ *                          search take ?database=NAME as /v1/intents does (without
+ *                          it, 404 saying so; an unknown NAME 404).
  *                          Every /ui answer is text/html with a Content-Security-
  *                          Policy of default-src 'none' (inline styles only).
  *
@@ -96,6 +101,14 @@ struct admin_hooks {
      * (cfg->db, its timeouts) on a connection of its own, opened at the
      * first page; cfg must outlive the server. */
     const struct config *ui_config;
+    /* --databases (with ui_config, for the relay's id): the status page of
+     * database NAME, NULL when none has that name now. The relay owns those
+     * pages' state and closes it with the database (a page being made then
+     * gets 503). Set, /ui is on even without ui_config's own database. */
+    struct ui *(*ui_of)(void *data, const char *database);
+    /* With ui_of: the rows of /ui's list of databases (ui_render_databases):
+     * called with a renderer and its output, once per request. */
+    void (*ui_index)(void *data, struct strbuf *out);
 };
 
 struct admin_limits {

@@ -148,6 +148,9 @@ struct ui_page {
 struct ui {
     uv_loop_t *loop;
     const struct config *cfg;
+    char *conninfo;           /* the database's (cfg->db, or a line of --databases) */
+    char *database;           /* --databases: its NAME (titles, links, log lines); NULL: --db */
+    const char *password;     /* pg_conn_set_password's; NULL: none */
     pg_conn_t *pg;            /* NULL until a page needs it, and once idle */
     int pg_closing;           /* connections closed and not yet freed */
     uv_timer_t idle_timer;    /* closes the connection after UI_IDLE_CLOSE_MS */
@@ -174,6 +177,8 @@ static void page_title(const struct ui_page *page, char *out, size_t size)
 {
     if (page->key[0])
         snprintf(out, size, "Key %s", page->key);
+    else if (page->ui->database)
+        snprintf(out, size, "Database %s", page->ui->database);
     else
         snprintf(out, size, "Status");
 }
@@ -188,7 +193,7 @@ static void page_free(struct ui_page *page)
 /* Answers with the sections made so far, framed. */
 static void page_finish(struct ui_page *page, int status)
 {
-    char title[UI_KEY_MAX_BYTES + 8], now[48];
+    char title[UI_KEY_MAX_BYTES + 80], now[48];
     page_title(page, title, sizeof(title));
     ui_now_text(now, sizeof(now));
     struct ui_page_info info = {
@@ -197,6 +202,7 @@ static void page_finish(struct ui_page *page, int status)
         .now_utc = now,
         .refresh = true,
         .key = page->key[0] ? page->key : NULL,
+        .database = page->ui->database,
     };
     struct strbuf out;
     strbuf_init(&out);
@@ -212,7 +218,7 @@ static void page_finish(struct ui_page *page, int status)
  * shutting down, too many pages). */
 static void page_fail(struct ui_page *page, int status, const char *message)
 {
-    char title[UI_KEY_MAX_BYTES + 8];
+    char title[UI_KEY_MAX_BYTES + 80];
     page_title(page, title, sizeof(title));
     struct strbuf out;
     strbuf_init(&out);
@@ -253,7 +259,7 @@ static const char *ui_query_problem(const char *error)
 
 static void page_next(struct ui_page *page);
 
-static const char **rows_from_result(const PGresult *res, struct ui_rows *rows)
+static const char **rows_from_result(const struct ui *ui, const PGresult *res, struct ui_rows *rows)
 {
     size_t count = (size_t)PQntuples(res), columns = (size_t)PQnfields(res);
     const char **cells = xcalloc(count * columns, sizeof(*cells));
@@ -261,7 +267,8 @@ static const char **rows_from_result(const PGresult *res, struct ui_rows *rows)
         for (size_t j = 0; j < columns; j++)
             cells[i * columns + j] =
                 PQgetisnull(res, (int)i, (int)j) ? NULL : PQgetvalue(res, (int)i, (int)j);
-    *rows = (struct ui_rows){.count = count, .columns = columns, .cells = cells};
+    *rows = (struct ui_rows){
+        .count = count, .columns = columns, .cells = cells, .database = ui->database};
     return cells;
 }
 
@@ -286,7 +293,7 @@ static void on_step_result(void *data, PGresult *res, const char *error)
                                 ui_query_problem(error));
     } else {
         struct ui_rows rows;
-        const char **cells = rows_from_result(res, &rows);
+        const char **cells = rows_from_result(ui, res, &rows);
         bool go_on = step->render(page, &rows);
         free(cells);
         if (!go_on) {
@@ -409,6 +416,8 @@ static void ui_maybe_free(struct ui *ui)
         return;
     void (*cb)(void *) = ui->on_closed;
     void *data = ui->closed_data;
+    free(ui->conninfo);
+    free(ui->database);
     free(ui);
     if (cb)
         cb(data);
@@ -446,25 +455,31 @@ static void ui_open_connection(struct ui *ui)
 {
     struct pg_events events = {
         .name = "ui",
+        .database = ui->database,
         .data = ui,
         .on_ready = on_ui_db_ready,
         .on_lost = on_ui_db_failed,
         .on_connect_failed = on_ui_db_failed,
     };
-    ui->pg = pg_conn_new(ui->loop, ui->cfg->db, ui_statements,
+    ui->pg = pg_conn_new(ui->loop, ui->conninfo, ui_statements,
                          sizeof(ui_statements) / sizeof(ui_statements[0]), NULL,
                          ui->cfg->connect_timeout_ms, ui->cfg->reconnect_max_ms, events);
     pg_conn_set_query_timeout(ui->pg, UI_QUERY_TIMEOUT_MS);
+    pg_conn_set_password(ui->pg, ui->password);
     pg_conn_start(ui->pg);
 }
 
 /* ---------------------------------------------------------------- public */
 
-struct ui *ui_new(uv_loop_t *loop, const struct config *cfg)
+struct ui *ui_new(uv_loop_t *loop, const struct config *cfg, const char *conninfo,
+                  const char *database, const char *password)
 {
     struct ui *ui = xcalloc(1, sizeof(*ui));
     ui->loop = loop;
     ui->cfg = cfg;
+    ui->conninfo = xstrdup(conninfo ? conninfo : "");
+    ui->database = database ? xstrdup(database) : NULL;
+    ui->password = password;
     uv_timer_init(loop, &ui->idle_timer);
     ui->idle_timer.data = ui;
     ui->timer_open = true;
@@ -530,6 +545,22 @@ void ui_message_page(const struct ui *ui, struct strbuf *out, const char *title,
         .refresh = refresh,
     };
     ui_error_page(out, &info, message);
+}
+
+void ui_sections_page(const struct config *cfg, struct strbuf *out, const char *title,
+                      const char *sections, size_t len)
+{
+    char now[48];
+    ui_now_text(now, sizeof(now));
+    struct ui_page_info info = {
+        .title = title,
+        .relay = cfg ? cfg->relay_id : NULL,
+        .now_utc = now,
+        .refresh = true,
+    };
+    ui_page_begin(out, &info);
+    strbuf_append(out, sections, len);
+    ui_page_end(out);
 }
 
 static void on_idle_timer_closed(uv_handle_t *handle)

@@ -35,9 +35,12 @@ struct ui;
  * untouched. */
 typedef void (*ui_done_cb)(void *req, int status, const char *html, size_t len);
 
-/* Nothing is opened yet. cfg (the database, its timeouts, the relay's id)
- * must outlive the ui. */
-struct ui *ui_new(uv_loop_t *loop, const struct config *cfg);
+/* Nothing is opened yet. conninfo: the database's (copied); database: its
+ * NAME of --databases (copied: page titles, links and the search stay in
+ * it), NULL for --db; password: pg_conn_set_password's (NULL: none; it must
+ * outlive the ui). cfg (timeouts, the relay's id) must outlive the ui. */
+struct ui *ui_new(uv_loop_t *loop, const struct config *cfg, const char *conninfo,
+                  const char *database, const char *password);
 /* The overview: targets, stuck keys, intents awaiting approval, recent failures. */
 void ui_overview(struct ui *ui, void *req, ui_done_cb done);
 /* The whole life of one key (already checked: 1..255 bytes, no control
@@ -48,6 +51,11 @@ void ui_intent(struct ui *ui, const char *key, void *req, ui_done_cb done);
  * id (for someone not authorized). */
 void ui_message_page(const struct ui *ui, struct strbuf *out, const char *title,
                      const char *message, bool refresh, bool show_relay);
+/* A whole page of sections made elsewhere (the list of databases of
+ * --databases): framed, titled, the time and cfg's relay id in its header
+ * (cfg NULL: none), refreshed every UI_REFRESH_SECONDS. */
+void ui_sections_page(const struct config *cfg, struct strbuf *out, const char *title,
+                      const char *sections, size_t len);
 /* Answers the pages being made with 503, closes the connection and the
  * timer; on_closed (may be NULL) runs from the loop once all is closed,
  * after which ui is freed. */

@@ -233,8 +233,8 @@ static void badge(struct strbuf *out, const char *value)
     strbuf_append_str(out, "</span>");
 }
 
-/* A key, linked to its own page. */
-static void key_link(struct strbuf *out, const char *key)
+/* A key, linked to its own page (in its database, --databases). */
+static void key_link(struct strbuf *out, const char *key, const char *database)
 {
     if (key == NULL) {
         strbuf_append_str(out, DASH);
@@ -244,6 +244,10 @@ static void key_link(struct strbuf *out, const char *key)
     strbuf_init(&href);
     strbuf_append_str(&href, "/ui/intents/");
     ui_url_encode(&href, key, strlen(key));
+    if (database) {
+        strbuf_append_str(&href, "?database=");
+        ui_url_encode(&href, database, strlen(database));
+    }
     strbuf_append_str(out, "<a class=\"key\" href=\"");
     ui_html_escape(out, href.data, href.len);
     strbuf_append_str(out, "\">");
@@ -412,7 +416,13 @@ void ui_page_begin(struct strbuf *out, const struct ui_page_info *info)
                            "<input id=\"key\" name=\"key\" type=\"search\" maxlength=\"255\" "
                            "required placeholder=\"run-7f3a:step-4\" value=\"");
     ui_html_escape_str(out, info->key);
-    strbuf_append_str(out, "\"> <button type=\"submit\">Show its life</button></form>\n<h1>");
+    strbuf_append_str(out, "\">");
+    if (info->database) {
+        strbuf_append_str(out, "<input type=\"hidden\" name=\"database\" value=\"");
+        ui_html_escape_str(out, info->database);
+        strbuf_append_str(out, "\">");
+    }
+    strbuf_append_str(out, " <button type=\"submit\">Show its life</button></form>\n<h1>");
     ui_html_escape_str(out, info->title);
     strbuf_append_str(out, "</h1>\n</header>\n<main>\n");
 }
@@ -573,7 +583,7 @@ void ui_render_targets(struct strbuf *out, const struct ui_rows *rows)
 static void stuck_row(struct strbuf *out, const struct ui_rows *rows, size_t i)
 {
     strbuf_append_str(out, "<tr><td>");
-    key_link(out, cell(rows, i, UI_STUCK_KEY));
+    key_link(out, cell(rows, i, UI_STUCK_KEY), rows->database);
     strbuf_append_str(out, "</td>");
     text_cell(out, cell(rows, i, UI_STUCK_TARGET), NULL);
     strbuf_append_str(out, "<td>");
@@ -609,7 +619,7 @@ void ui_render_stuck(struct strbuf *out, const struct ui_rows *rows)
 static void approval_row(struct strbuf *out, const struct ui_rows *rows, size_t i)
 {
     strbuf_append_str(out, "<tr><td>");
-    key_link(out, cell(rows, i, UI_APPROVAL_KEY));
+    key_link(out, cell(rows, i, UI_APPROVAL_KEY), rows->database);
     strbuf_append_str(out, "</td>");
     text_cell(out, cell(rows, i, UI_APPROVAL_TARGET), NULL);
     const char *age = cell(rows, i, UI_APPROVAL_AGE_S);
@@ -644,6 +654,51 @@ void ui_render_approvals(struct strbuf *out, const struct ui_rows *rows)
     render_table_section(out, &section, rows, NULL);
 }
 
+static void database_row(struct strbuf *out, const struct ui_rows *rows, size_t i)
+{
+    const char *name = cell(rows, i, UI_DATABASE_NAME);
+    struct strbuf href;
+    strbuf_init(&href);
+    strbuf_append_str(&href, "/ui?database=");
+    ui_url_encode(&href, name ? name : "", name ? strlen(name) : 0);
+    strbuf_append_str(out, "<tr><td><a class=\"database\" href=\"");
+    ui_html_escape(out, href.data, href.len);
+    strbuf_append_str(out, "\">");
+    ui_html_escape_str(out, name ? name : "?");
+    strbuf_append_str(out, "</a></td>");
+    strbuf_free(&href);
+    text_cell(out, cell(rows, i, UI_DATABASE_STATE), "text");
+    for (size_t c = UI_DATABASE_PENDING; c <= UI_DATABASE_AWAITING_APPROVAL; c++) {
+        const char *n = cell(rows, i, c);
+        if (n)
+            number_cell(out, n);
+        else
+            strbuf_append_str(out, "<td class=\"n\">" DASH "</td>");
+    }
+    strbuf_append_str(out, "</tr>\n");
+}
+
+void ui_render_databases(struct strbuf *out, const struct ui_rows *rows)
+{
+    static const struct table_section section = {
+        .id = "databases",
+        .title = "Databases",
+        .columns = UI_DATABASE_COLUMNS,
+        .total_col = -1,
+        .total_in_title = true,
+        .empty_note = "This relay serves no database now.",
+        .header = "<th>database</th><th>state</th><th class=\"n\">pending</th>"
+                  "<th class=\"n\">in flight</th><th class=\"n\">unknown</th>"
+                  "<th class=\"n\">awaiting approval</th>",
+        .row = database_row,
+        .more = NULL,
+    };
+    render_table_section(out, &section, rows, NULL);
+    strbuf_append_str(out, "<p class=\"note\">Counts of the relay's last look at each database "
+                           "(every 5 s). A database's page shows its targets, stuck keys, "
+                           "approvals and failures.</p>\n");
+}
+
 /* The window of the failures section, for its note (set by ui_render_failures). */
 static int failures_window;
 
@@ -660,7 +715,7 @@ static void failure_row(struct strbuf *out, const struct ui_rows *rows, size_t i
     strbuf_append_str(out, "<tr>");
     text_cell(out, cell(rows, i, UI_FAILURE_AT), "t");
     strbuf_append_str(out, "<td>");
-    key_link(out, cell(rows, i, UI_FAILURE_KEY));
+    key_link(out, cell(rows, i, UI_FAILURE_KEY), rows->database);
     strbuf_append_str(out, "</td>");
     text_cell(out, cell(rows, i, UI_FAILURE_TARGET), NULL);
     number_cell(out, cell(rows, i, UI_FAILURE_ATTEMPT));
@@ -765,7 +820,7 @@ void ui_render_details(struct strbuf *out, const struct ui_rows *details)
     const char *compensates = cell(details, 0, UI_DETAIL_COMPENSATES);
     if (compensates) {
         strbuf_append_str(out, "<dt>compensates</dt><dd>");
-        key_link(out, compensates);
+        key_link(out, compensates, details->database);
         strbuf_append_str(out, "</dd>\n");
     }
     strbuf_append_str(out, "</dl></section>\n");

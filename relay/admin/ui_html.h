@@ -33,6 +33,9 @@ struct ui_rows {
     size_t count;
     size_t columns;
     const char *const *cells;
+    /* --databases: the database the rows are of; its name is added to the
+     * links of keys (?database=NAME). NULL: one database, plain links. */
+    const char *database;
 };
 
 /* The columns each section expects, in the order relay/admin/ui.c selects them. */
@@ -57,6 +60,19 @@ enum ui_target_column {
     UI_TARGET_PAUSED_UNTIL,
     UI_TARGET_TOTAL, /* targets in all (the rows are bounded) */
     UI_TARGET_COLUMNS,
+};
+
+/* The rows of ui_render_databases, made by the relay from what it holds
+ * (relay/relay_status.c): the counts are outbox.live_counts() of its last
+ * refresh (every 5 s), NULL while none has answered. */
+enum ui_database_column {
+    UI_DATABASE_NAME,
+    UI_DATABASE_STATE, /* "ready", "removing", or why it cannot be worked on */
+    UI_DATABASE_PENDING,
+    UI_DATABASE_IN_FLIGHT,
+    UI_DATABASE_UNKNOWN,
+    UI_DATABASE_AWAITING_APPROVAL,
+    UI_DATABASE_COLUMNS,
 };
 
 enum ui_stuck_column {
@@ -167,11 +183,12 @@ void ui_format_age(struct strbuf *out, double seconds);
 
 /* What every page shows at the top. */
 struct ui_page_info {
-    const char *title;   /* <title> and <h1>, escaped */
-    const char *relay;   /* the relay's id, escaped */
-    const char *now_utc; /* when the page was made, e.g. "2026-03-01 09:00:00 UTC" */
-    bool refresh;        /* reload every UI_REFRESH_SECONDS */
-    const char *key;     /* prefills the search box (NULL: empty) */
+    const char *title;    /* <title> and <h1>, escaped */
+    const char *relay;    /* the relay's id, escaped */
+    const char *now_utc;  /* when the page was made, e.g. "2026-03-01 09:00:00 UTC" */
+    bool refresh;         /* reload every UI_REFRESH_SECONDS */
+    const char *key;      /* prefills the search box (NULL: empty) */
+    const char *database; /* --databases: the page's database; the search stays in it */
 };
 
 /* The document up to and including the header with the search form; then
@@ -194,6 +211,9 @@ void ui_render_failures(struct strbuf *out, const struct ui_rows *rows, int wind
 void ui_render_intent(struct strbuf *out, const char *key, const struct ui_rows *outcome);
 void ui_render_details(struct strbuf *out, const struct ui_rows *details);
 void ui_render_attempts(struct strbuf *out, const struct ui_rows *rows);
+/* --databases: the databases of the relay, one row each (enum
+ * ui_database_column), each linked to its own status page. */
+void ui_render_databases(struct strbuf *out, const struct ui_rows *rows);
 /* A section (id, heading) whose rows could not be read, and why. */
 void ui_render_section_error(struct strbuf *out, const char *id, const char *heading,
                              const char *why);

@@ -712,6 +712,64 @@ def main():
                        r["tombstone_rows"], r["tombstone_heap_b"] / r["tombstone_rows"],
                        r["tombstone_index_b"] / r["tombstone_rows"]), fmt="{:.0f}")
 
+    # ---------------------------------------------------------------- databases
+    # Issue 38: one relay over four databases (--databases) against four
+    # relays of one database each, same load, defaults (tests/bench/databases.sh).
+    # Ratios within a round (the two drains of a round run back to back).
+    dbs = [r for r in raw if r["kind"] == "databases"]
+    dmeta = next((r for r in raw if r["kind"] == "databases_meta"), {})
+    if wanted("databases") and not dbs:
+        figure("databases: one relay over 4 vs 4 relays", "throughput one / four", None, "x", 0.9, ">=")
+    if dbs:
+        for r in dbs:
+            n = r["intents"]
+            r["rate"] = n / r["wall_s"] if r["wall_s"] > 0 else 0.0
+            r["relay_cpu_us"] = (r["relay_user_s"] + r["relay_sys_s"]) * 1e6 / n
+            r["pg_cpu_us"] = r["pg_cpu_s"] * 1e6 / n
+            r["rss_mean_kb"] = r["rss_sum_kb"] / r["processes"]
+        rounds = {}
+        for r in dbs:
+            rounds.setdefault(r["round"], {})[r["variant"]] = r
+        pairs = [v for _, v in sorted(rounds.items()) if "one" in v and "four" in v]
+        one = [p["one"] for p in pairs]
+        four = [p["four"] for p in pairs]
+        dm = lambda rs, k: median([r[k] for r in rs])
+        ds = "databases: {:,} intents in each of 4, defaults".format(int(dmeta.get("intents_per_database", 0)))
+        rate_ratio = [p["one"]["rate"] / p["four"]["rate"] for p in pairs if p["four"]["rate"] > 0]
+        rss_ratio = [p["one"]["rss_max_kb"] / p["four"]["rss_mean_kb"] for p in pairs if p["four"]["rss_mean_kb"] > 0]
+        loads = ", ".join(str(r.get("load1", "?")) for r in dbs)
+        figure(ds, "deliveries/s, one relay | four relays", median(rate_ratio) if pairs else None, "x", 0.9, ">=",
+               [round(x, 3) for x in rate_ratio],
+               "one relay {} /s, four relays {} /s per round (start to the last exit); attempts beyond one per "
+               "intent (retries after a timeout): one relay {}, four relays {}; 1-min load average at each drain's "
+               "end: {}".format(", ".join("{:,.0f}".format(r["rate"]) for r in one),
+                                ", ".join("{:,.0f}".format(r["rate"]) for r in four),
+                                ", ".join(str(r.get("attempts", r["intents"]) - r["intents"]) for r in one),
+                                ", ".join(str(r.get("attempts", r["intents"]) - r["intents"]) for r in four), loads),
+               fmt="{:.2f}",
+               shown=None if not pairs else "{:,.0f} | {:,.0f} /s = {:.2f} ×".format(
+                   dm(one, "rate"), dm(four, "rate"), median(rate_ratio)),
+               target_shown="within 10 % of the 4 relays' (≥ 0.90 ×)")
+        if pairs:
+            figure(ds, "relay CPU per delivery, one | four", dm(one, "relay_cpu_us"), "µs",
+                   runs=["{:.1f}|{:.1f}".format(p["one"]["relay_cpu_us"], p["four"]["relay_cpu_us"]) for p in pairs],
+                   note="relays' user+sys (wait4) / intents; PostgreSQL CPU per delivery: one relay {:.1f} µs, "
+                        "four relays {:.1f} µs (medians)".format(dm(one, "pg_cpu_us"), dm(four, "pg_cpu_us")),
+                   fmt="{:.1f}",
+                   shown="{:.1f} | {:.1f} µs (PG {:.1f} | {:.1f})".format(
+                       dm(one, "relay_cpu_us"), dm(four, "relay_cpu_us"), dm(one, "pg_cpu_us"), dm(four, "pg_cpu_us")))
+            figure(ds, "peak RSS, one process / a one-database relay", median(rss_ratio), "x", 1.5, "<=",
+                   [round(x, 2) for x in rss_ratio],
+                   "wait4 maxrss: the one relay {} MiB; the four relays' {} MiB (each, per round)".format(
+                       ", ".join("{:.1f}".format(r["rss_max_kb"] / 1024.0) for r in one),
+                       "; ".join(" ".join("{:.1f}".format(int(x) / 1024.0) for x in str(r["rss_kb"]).split())
+                                 for r in four)),
+                   fmt="{:.2f}",
+                   shown="{:.1f} MiB / {:.1f} MiB = {:.2f} × (four together {:.1f} MiB)".format(
+                       dm(one, "rss_max_kb") / 1024.0, dm(four, "rss_mean_kb") / 1024.0, median(rss_ratio),
+                       dm(four, "rss_sum_kb") / 1024.0),
+                   target_shown="≤ 1.50 × a one-database relay's")
+
     # ---------------------------------------------------------------- mcp
     # Issue 23: the front door with defaults, 64 SDK-free clients, a target
     # that answers at once (tests/bench/mcp.sh).

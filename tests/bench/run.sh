@@ -31,6 +31,10 @@
 #   history      drain 50,000 with 2,000,000 terminal rows in the table vs an empty table
 #   ordered      ordered delivery: 1,000 groups x 10 steps (p_ordering_key) drained by one
 #                relay, beside an unordered drain of as many intents, each round
+#   databases    one relay over 4 databases (--databases) against 4 relays of one database
+#                each, same load (BENCH_DATABASES_INTENTS per database, 10,000), stock
+#                cluster, relays with default options: deliveries/s, CPU per delivery, RSS
+#                (tests/bench/databases.sh, BENCH_DATABASES_RUNS rounds, 3)
 #   mcp          the MCP front door with defaults: 64 SDK-free HTTP clients calling a tool
 #                whose target answers at once (tests/bench/mcp.sh, BENCH_MCP_SECONDS); then
 #                the same calls to a tool whose target is an upstream MCP server (an SDK
@@ -50,7 +54,8 @@
 # for its TLS rounds, BENCH_HEADLINE_IN_FLIGHT (1024: the second probe's
 # concurrency; lower it where 1,024 handshakes at once time out on a loaded
 # machine), BENCH_RELAY (another relay binary: before/after pairs on one
-# machine state), KEEP_TMP=1.
+# machine state), BENCH_DATABASES_INTENTS (10000 per database) and
+# BENCH_DATABASES_RUNS (3) for `databases`, KEEP_TMP=1.
 #
 # Exit status: 0 when every scenario produced its figures (a MISS against a
 # target is a finding, not a failure); 1 when the bench itself broke
@@ -789,6 +794,7 @@ scenario_history() {
 . "$ROOT/tests/bench/retention.sh"
 . "$ROOT/tests/bench/headline.sh"
 . "$ROOT/tests/bench/mcp.sh"
+. "$ROOT/tests/bench/databases.sh"
 
 # ------------------------------------------------------------------ ordered
 
@@ -875,7 +881,7 @@ q bench_tmpl "INSERT INTO outbox.targets (name, url, max_in_flight)
 # target has no optional column (the table's defaults apply). pgcluster_start
 # exports PG* for its cluster: the tuned cluster's stay the script's own.
 DEF_PGPORT=""
-if want defaults || want headline || want headline_tls || want headline_h2 || want slow_target; then
+if want defaults || want headline || want headline_tls || want headline_h2 || want slow_target || want databases; then
     # A locale that is not there yet is made before the server starts (a
     # server maps the locales it can use when it starts).
     case $DEF_LOCALE in
@@ -934,6 +940,7 @@ emit_text kind=meta git_commit="$git_commit" relay_or_migrations_modified="$git_
 { want headline || want headline_tls || want headline_h2; } && { scenario_headline || true; }
 want drain || want defaults || want no_analyze || want two_relays || want four_relays && scenario_drains
 want slow_target && { scenario_slow_target || true; }
+want databases && { scenario_databases || true; }
 # The stock cluster's work is done: stop it so its checkpoints and
 # background writes stay out of the scenarios that follow.
 pgcluster_stop "$B/pgdef"

@@ -9,11 +9,14 @@
 #   - Prometheus (Debian `prometheus`) on a free 127.0.0.1 port, listening on
 #     nothing else, scrapes the relay's admin port every second and evaluates
 #     the same rules; the relay delivers 3000 intents to a receiver and 150 to
-#     one that refuses them (400);
+#     one that refuses them (400); it serves its database as one line of
+#     --databases ("main"), so that its series carry database="main" and the
+#     dashboard's database variable and row have something to show;
 #   - every dashboard query and every alert expression, evaluated through
 #     GET /api/v1/query, succeeds; every dashboard query returns a finite value
 #     (throughput and latency one above 0); every relay metric selector in any
-#     of them matches series; the target variable lists both targets; every
+#     of them matches series; the target variable lists both targets, the
+#     database variable "main"; every
 #     rule is healthy in Prometheus, and OutboxTargetFailureRatio is pending for
 #     the refusing target only;
 #   - an MCP front door (`outbox-relay mcp`), started with the Host allow-list the
@@ -124,7 +127,8 @@ sql "INSERT INTO outbox.mcp_tools (tool, target, description) VALUES
        ('call_api', 'mcp_api', 'A target that answers 200.'),
        ('refund_refused', 'mcp_refunds', 'A target that answers 400.'),
        ('refund_down', 'down', 'A target that is down.')" >/dev/null
-relay_start one --admin-listen "127.0.0.1:0" --poll-interval-ms 200
+echo "main $RELAY_DB_URL" >"$T/relay.databases"
+relay_start one --databases "$T/relay.databases" --admin-listen "127.0.0.1:0" --poll-interval-ms 200
 ADMIN_PORT=$(relay_admin_port one)
 [ -n "$ADMIN_PORT" ] || bail "the relay did not log its admin port"
 
@@ -293,7 +297,7 @@ promcheck "$T/eval.txt" eval "$PROM_URL" "$DASHBOARD" "$RULES" \
     --positive "Succeeded/s" --positive "Attempts/s by class" \
     --positive "Outcomes/s by target and resulting state" --positive "Delivery latency" \
     --positive "MCP calls/s by tool and status" --positive "MCP refusals/s by reason" \
-    --positive "MCP call latency" ||
+    --positive "MCP call latency" --positive "Succeeded/s by database" ||
     ok "evaluation ran" false
 tap_from "$T/eval.txt"
 QUERIES=$("$PY" -c 'import json, sys
@@ -315,8 +319,9 @@ for g in yaml.safe_load(open(sys.argv[1]))["groups"]:
         if r.get("alert") == "OutboxTargetFailureRatio": print(r["expr"])' "$RULES")
 "${PROMCHECK[@]}" query "$PROM_URL" "$ratio_expr" >"$T/ratio.txt" 2>&1
 echo "# OutboxTargetFailureRatio: $(tr '\t\n' '= ' <"$T/ratio.txt")"
-is "$(cut -f1 "$T/ratio.txt")" "$(printf '%s\n' 'namespace="outbox-itest",target="mcp_refunds"' \
-    'namespace="outbox-itest",target="refunds"')" \
+# (grouped by database too: the relay serves its database as "main" of --databases)
+is "$(cut -f1 "$T/ratio.txt")" "$(printf '%s\n' 'database="main",namespace="outbox-itest",target="mcp_refunds"' \
+    'database="main",namespace="outbox-itest",target="refunds"')" \
     "OutboxTargetFailureRatio's expression selects the refusing targets only (refunds, and the front door's mcp_refunds)"
 alert_pending() {
     local i

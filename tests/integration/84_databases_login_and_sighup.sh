@@ -3,7 +3,8 @@
 #  - "bad" refuses the relay's login (a wrong OUTBOX_SECRET_BAD): the relay
 #    retries with back-off every few hundred ms and logs it once (once a
 #    minute), never the password; "good" and "secret" (whose password comes
-#    from OUTBOX_SECRET_SECRET) drain meanwhile and /readyz is ready;
+#    from OUTBOX_SECRET_SECRET) drain meanwhile and /readyz is ready; /ui
+#    lists bad with why, and bad's own page answers 503;
 #  - SIGHUP with a file that adds "late" and removes "slow" while "slow"
 #    holds leases (its receiver takes 4 s): "late" starts and drains; "slow"
 #    claims nothing more, its deliveries in flight end and are recorded by
@@ -68,8 +69,14 @@ ok "/v1/intents/{key}?database=good answers from good" \
 is "$(code 'good:7?database=secret')" 404 "...and 404 in another database"
 ok "without ?database= it says to name one" grep -q 'add ?database=NAME' <<<"$(intent good:7)"
 is "$(curl -s -o /dev/null -w '%{http_code}' "http://127.0.0.1:$ADMIN/v1/intents/good:7?database=Nope")" 400 "a malformed NAME is a 400"
-is "$(curl -s -o /dev/null -w '%{http_code}' "http://127.0.0.1:$ADMIN/ui")" 404 \
-    "/ui, which reads one database, is off with --databases"
+is "$(curl -s -m 10 -o "$T/ui.html" -w '%{http_code}' "http://127.0.0.1:$ADMIN/ui")" 200 \
+    "/ui lists the databases"
+ok "...each linked to its page, bad with why it cannot be read" \
+    grep -q 'href="/ui?database=bad">bad</a></td><td class="text">database not connected: authentication failed' "$T/ui.html"
+is "$(curl -s -m 20 -o "$T/ui-bad.html" -w '%{http_code}' "http://127.0.0.1:$ADMIN/ui?database=bad")" 503 \
+    "bad's own page: 503, it cannot be reached"
+ok "...and says so, without the password" eval 'grep -q "The database cannot be reached" "$T/ui-bad.html" &&
+    ! grep -q wrong-horse-battery "$T/ui-bad.html"'
 
 inflight() { dsql slow "SELECT count(*) FROM outbox.intents WHERE state = 'in_flight'"; }
 holding() { test "$(inflight)" -gt 0; }

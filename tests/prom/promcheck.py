@@ -14,14 +14,15 @@ and checked against a real Prometheus. Used by tests/integration/32_prometheus.s
       Write RULES to OUT with ALERT's expression replaced by one that never fires.
   promcheck.py lint DASHBOARD
       The dashboard's shape: schema version, the DS_PROMETHEUS input, the target
-      variable, every panel and query on ${DS_PROMETHEUS}, unique panel ids.
+      and database variables, every panel and query on ${DS_PROMETHEUS}, unique
+      panel ids.
   promcheck.py eval PROM_URL DASHBOARD RULES [--positive TITLE]...
       Evaluate every dashboard query and every alert expression through
       GET PROM_URL/api/v1/query. Every one must succeed; every dashboard query
       must return a finite value; every relay metric selector in any of them
       (outbox_*, and up) must match series; the panels named by --positive must
-      return a value above 0 in each of their queries. The target variable's
-      label_values() query goes through /api/v1/label/NAME/values.
+      return a value above 0 in each of their queries. The variables'
+      label_values() queries go through /api/v1/label/NAME/values.
   promcheck.py query PROM_URL EXPR
       Print the result of an instant query, one "labels<TAB>value" line per series.
   promcheck.py alerts PROM_URL
@@ -34,8 +35,10 @@ Check results are printed one a line, "ok<TAB>description" or
 status 0 unless the command itself could not run.
 
 Grafana's variables are replaced before a query is sent: $__rate_interval,
-$__interval and $__range by 1m, $target by .* (the variable's "All"). Any
-other variable is an error: the test would not know what it stands for.
+$__interval and $__range by 1m, $target and $database by .* (the variables'
+"All"; .* also matches the series of a relay of one --db, which have no
+database label). Any other variable is an error: the test would not know
+what it stands for.
 """
 import json
 import math
@@ -187,6 +190,12 @@ def cmd_lint(path):
            and target.get("includeAll") and target.get("allValue") == ".*",
            "dashboard has a target variable from label_values(outbox_…, target) with All = .*",
            json.dumps(target))
+    database = variables.get("database") or {}
+    report(database.get("type") == "query"
+           and re.fullmatch(r"label_values\(\s*outbox_\w+\s*,\s*database\s*\)", variable_query(database))
+           and database.get("includeAll") and database.get("allValue") == ".*",
+           "dashboard has a database variable from label_values(outbox_…, database) with All = .*",
+           json.dumps(database))
     problems = []
     ids = [p.get("id") for p in all_panels(dash)]
     if len(ids) != len(set(ids)):
@@ -223,7 +232,7 @@ def concrete(expr):
         name = m.group(1) or m.group(2)
         if name in ("__rate_interval", "__interval", "__range"):
             return "1m"
-        if name == "target":
+        if name in ("target", "database"):
             return ".*"
         unknown.append(name)
         return m.group(0)

@@ -1,13 +1,16 @@
 /*
  * test_databases.c — relay/databases.h: the file of --databases (names,
  * comments, connection strings with spaces, the refusals and that they
- * never print a connection string), OUTBOX_SECRET_<NAME>, and
- * config_load's --database NAME.
+ * never print a connection string), OUTBOX_SECRET_<NAME>, config_load's
+ * --database NAME, and the retention families of /metrics (relay/prune.h)
+ * with a sample set per database.
  */
 #include "unit.h"
 
 #include "config.h"
 #include "databases.h"
+#include "lib/strbuf.h"
+#include "prune.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -125,6 +128,38 @@ START_TEST(config_picks_one_database)
 }
 END_TEST
 
+#define ck_assert_contains(haystack, needle)                                                       \
+    ck_assert_msg(strstr((haystack), (needle)) != NULL, "missing %s in %s", (needle), (haystack))
+#define ck_assert_lacks(haystack, needle)                                                          \
+    ck_assert_msg(strstr((haystack), (needle)) == NULL, "unexpected %s in %s", (needle), (haystack))
+
+START_TEST(retention_metrics_per_database)
+{
+    struct strbuf out;
+    strbuf_init(&out);
+    const struct pruner_metrics two[] = {{NULL, "alpha"}, {NULL, "beta"}};
+    pruner_write_metrics(two, 2, &out);
+    ck_assert_contains(out.data, "outbox_pruned_total{database=\"alpha\"} 0\n");
+    ck_assert_contains(out.data, "outbox_pruned_total{database=\"beta\"} 0\n");
+    ck_assert_contains(out.data,
+                       "outbox_prune_runs_total{database=\"beta\",result=\"locked_out\"} 0\n");
+    ck_assert_contains(out.data,
+                       "outbox_prune_last_success_timestamp_seconds{database=\"alpha\"} 0\n");
+    /* one header per family, not one per database */
+    const char *first = strstr(out.data, "# TYPE outbox_pruned_total counter");
+    ck_assert_ptr_nonnull(first);
+    ck_assert_ptr_null(strstr(first + 1, "# TYPE outbox_pruned_total counter"));
+
+    strbuf_reset(&out);
+    const struct pruner_metrics one[] = {{NULL, NULL}}; /* --db: no label, as before */
+    pruner_write_metrics(one, 1, &out);
+    ck_assert_contains(out.data, "\noutbox_pruned_total 0\n");
+    ck_assert_contains(out.data, "outbox_prune_runs_total{result=\"done\"} 0\n");
+    ck_assert_lacks(out.data, "database=");
+    strbuf_free(&out);
+}
+END_TEST
+
 Suite *databases_suite(void)
 {
     Suite *s = suite_create("databases");
@@ -134,6 +169,7 @@ Suite *databases_suite(void)
     tcase_add_test(tc, names);
     tcase_add_test(tc, secret_of_a_name);
     tcase_add_test(tc, config_picks_one_database);
+    tcase_add_test(tc, retention_metrics_per_database);
     suite_add_tcase(s, tc);
     return s;
 }

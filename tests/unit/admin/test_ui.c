@@ -527,6 +527,53 @@ START_TEST(markup_in_every_cell_stays_text)
 }
 END_TEST
 
+START_TEST(databases_section_and_links_in_a_database)
+{
+    /* --databases: the list of databases, each linked to its own page; a
+     * database's rows link their keys within it, and its search stays there. */
+    const char *cells[] = {
+        "alpha", "ready",
+        "7",     "0",
+        "2",     "0", /* counted */
+        "beta",  "database not connected: <timeout>",
+        NULL,    NULL,
+        NULL,    NULL, /* never */
+    };
+    struct ui_rows rows = ROWS(cells, UI_DATABASE_COLUMNS);
+    char *html = rendered(ui_render_databases, &rows);
+    ck_assert_contains(html, "<h2>Databases (2)</h2>");
+    ck_assert_contains(html, "<a class=\"database\" href=\"/ui?database=alpha\">alpha</a>");
+    ck_assert_contains(html, "<a class=\"database\" href=\"/ui?database=beta\">beta</a>");
+    ck_assert_contains(html, "<td class=\"n\">7</td>");
+    ck_assert_contains(html, "<td class=\"n\">2</td>");
+    ck_assert_contains(html, "database not connected: &lt;timeout&gt;");
+    ck_assert_contains(html, "<td class=\"n\">\xE2\x80\x93</td>"); /* no count yet */
+    ck_assert_lacks(html, "<timeout>");
+    free(html);
+
+    const char *stuck[] = {
+        "k:1", "legacy", "unknown", "outcome unknown", "42.7", "1", NULL, "2026-03-01 09:00:00",
+        "1",
+    };
+    struct ui_rows in_beta = ROWS(stuck, UI_STUCK_COLUMNS);
+    in_beta.database = "beta";
+    html = rendered(ui_render_stuck, &in_beta);
+    ck_assert_contains(html, "<a class=\"key\" href=\"/ui/intents/k%3A1?database=beta\">k:1</a>");
+    free(html);
+
+    struct ui_page_info info = {.title = "Database beta", .now_utc = "now", .database = "beta"};
+    struct strbuf out;
+    strbuf_init(&out);
+    ui_page_begin(&out, &info);
+    ck_assert_contains(out.data, "<input type=\"hidden\" name=\"database\" value=\"beta\">");
+    strbuf_reset(&out);
+    info.database = NULL;
+    ui_page_begin(&out, &info);
+    ck_assert_lacks(out.data, "name=\"database\"");
+    strbuf_free(&out);
+}
+END_TEST
+
 START_TEST(page_frame)
 {
     struct ui_page_info info = {
@@ -598,6 +645,7 @@ Suite *ui_suite(void)
     tcase_add_test(tc, failures_section);
     tcase_add_test(tc, key_sections);
     tcase_add_test(tc, markup_in_every_cell_stays_text);
+    tcase_add_test(tc, databases_section_and_links_in_a_database);
     tcase_add_test(tc, page_frame);
     tcase_add_test(tc, section_error);
     suite_add_tcase(s, tc);
