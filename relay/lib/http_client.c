@@ -36,7 +36,9 @@
  * first out, for a transfer to end (its connection then goes back to
  * curl's cache and the next waiting transfer takes it); one that waited
  * the whole wait goes to curl anyway and opens a connection, and past it
- * one more every HTTP_CLIENT_OPEN_EVERY_MS while they wait that long. So
+ * one more every HTTP_CLIENT_OPEN_EVERY_MS while they wait that long; if no
+ * transfer ended during the wait (a slow target holds the connections), all
+ * that waited it go at once. So
  * the connections follow what the deliveries need, not the size of a burst. A wait costs a waiting
  * transfer at most that long (its own timeout starts when it reaches curl); a target that answers
  * slowly gets its connections one wait later. The count is of all hosts together: an idle
@@ -71,6 +73,7 @@ struct http_client {
     struct waiting *waiting_tail;
     size_t waiting_count;
     uint64_t next_open_ms; /* a transfer that waited its wait may open a connection */
+    uint64_t last_end_ms;  /* when a transfer last ended */
     uv_timer_t wait_timer; /* the first waiting transfer's deadline */
 };
 
@@ -130,6 +133,7 @@ static void drain_finished(http_client_t *client)
         curl_multi_remove_handle(client->multi, easy);
         curl_easy_setopt(easy, CURLOPT_PRIVATE, NULL); /* off the multi (http_client_remove) */
         client->running--;
+        client->last_end_ms = uv_now(client->loop);
         client->on_done(easy, result, data);
         start_waiting(client);
     }
@@ -395,14 +399,21 @@ static void start_waiting(http_client_t *client)
     uint64_t now = uv_now(client->loop);
     while (client->waiting) {
         if (!connection_free(client)) {
-            if (client->waiting->deadline_ms > now || client->next_open_ms > now)
+            if (client->waiting->deadline_ms > now)
                 break;
-            /* one per HTTP_CLIENT_OPEN_EVERY_MS on average, up to
-             * HTTP_CLIENT_OPEN_BURST at once after a pause or a slow turn */
-            uint64_t span = (uint64_t)HTTP_CLIENT_OPEN_BURST * HTTP_CLIENT_OPEN_EVERY_MS;
-            if (client->next_open_ms + span < now)
-                client->next_open_ms = now - span;
-            client->next_open_ms += HTTP_CLIENT_OPEN_EVERY_MS;
+            /* No transfer ended during the wait: the connections are held by
+             * a slow target, not by a busy loop; then what waited goes at once. */
+            bool stalled = client->last_end_ms + client->wait_ms <= now;
+            if (!stalled) {
+                if (client->next_open_ms > now)
+                    break;
+                /* one per HTTP_CLIENT_OPEN_EVERY_MS on average, up to
+                 * HTTP_CLIENT_OPEN_BURST at once after a pause or a slow turn */
+                uint64_t span = (uint64_t)HTTP_CLIENT_OPEN_BURST * HTTP_CLIENT_OPEN_EVERY_MS;
+                if (client->next_open_ms + span < now)
+                    client->next_open_ms = now - span;
+                client->next_open_ms += HTTP_CLIENT_OPEN_EVERY_MS;
+            }
         }
         struct waiting *w = client->waiting;
         client->waiting = w->next;
