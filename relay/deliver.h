@@ -135,12 +135,6 @@ bool delivery_tls_file_error(CURLcode result, const struct target *target, const
  * that, each request that finds the connections full opened one of its own
  * (200 requests to nginx's 128 streams: 73 connections). */
 #define DELIVERY_H2_CONNECTIONS_PER_HOST 4L
-/* How long an HTTP/1.1 request waits for a kept-alive connection to come
- * free before it opens one of its own (http_client_set_connection_wait;
- * docs/performance.md, "Memory"). */
-#ifndef DELIVERY_CONNECTION_WAIT_MS
-#define DELIVERY_CONNECTION_WAIT_MS 250
-#endif
 
 /* libcurl's CURLOPT_HTTP_VERSION for a request of target to url (the
  * delivery URL or a status URL): CURL_HTTP_VERSION_2TLS for a '2' target

@@ -25,31 +25,11 @@
  * response needs just that: no epoll_ctl at all). Any other socket curl
  * reports (its resolver's socket pair, which it closes itself) keeps the
  * simple rule: REMOVE closes the poll handle.
- *
- * Waiting for a connection (http_client_set_connection_wait, issue 40): the
- * relay's claims land in bursts of up to a batch, and each transfer added
- * while every connection is busy made libcurl open one more; the relay then
- * held 260-700 connections over TLS (about 51 KiB each) where libcurl fed at
- * a steady rate holds 160-210. With a wait set, a transfer added when no
- * connection is idle (open connections minus transfers on the multi) and
- * at least HTTP_CLIENT_EAGER_CONNECTIONS transfers are on the multi waits here, first in
- * first out, for a transfer to end (its connection then goes back to
- * curl's cache and the next waiting transfer takes it); one that waited
- * the whole wait goes to curl anyway and opens a connection, and past it
- * one more every HTTP_CLIENT_OPEN_EVERY_MS while they wait that long; if no
- * transfer ended during the wait (a slow target holds the connections), all
- * that waited it go at once. So
- * the connections follow what the deliveries need, not the size of a burst. A wait costs a waiting
- * transfer at most that long (its own timeout starts when it reaches curl); a target that answers
- * slowly gets its connections one wait later. The count is of all hosts together: an idle
- * connection to another target lets a transfer through, which then opens its own (as without the
- * wait).
  */
 #include "lib/http_client.h"
 
 #include "lib/xalloc.h"
 
-#include <stdint.h>
 #include <stdlib.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -65,23 +45,6 @@ struct http_client {
     void *closed_data;
     struct fd_slot *fds; /* indexed by descriptor */
     size_t fd_cap;
-    /* waiting for a connection (see the top of this file) */
-    uint64_t wait_ms;        /* 0: transfers go to curl at once */
-    long connections;        /* open connection sockets */
-    long running;            /* transfers on the multi */
-    struct waiting *waiting; /* FIFO: first in, first out */
-    struct waiting *waiting_tail;
-    size_t waiting_count;
-    uint64_t next_open_ms; /* a transfer that waited its wait may open a connection */
-    uint64_t last_end_ms;  /* when a transfer last ended */
-    uv_timer_t wait_timer; /* the first waiting transfer's deadline */
-};
-
-struct waiting {
-    CURL *easy;
-    void *data;
-    uint64_t deadline_ms;
-    struct waiting *next;
 };
 
 struct fd_slot {
@@ -117,8 +80,6 @@ static void on_handle_closed(uv_handle_t *handle)
     }
 }
 
-static void start_waiting(http_client_t *client);
-
 static void drain_finished(http_client_t *client)
 {
     CURLMsg *msg;
@@ -131,11 +92,7 @@ static void drain_finished(http_client_t *client)
         void *data = NULL;
         curl_easy_getinfo(easy, CURLINFO_PRIVATE, (char **)&data);
         curl_multi_remove_handle(client->multi, easy);
-        curl_easy_setopt(easy, CURLOPT_PRIVATE, NULL); /* off the multi (http_client_remove) */
-        client->running--;
-        client->last_end_ms = uv_now(client->loop);
         client->on_done(easy, result, data);
-        start_waiting(client);
     }
 }
 
@@ -244,7 +201,6 @@ static curl_socket_t on_curl_open_socket(void *clientp, curlsocktype purpose,
     }
     forget_watch(client, fd); /* a handle left on this number (cannot happen; be sure) */
     slot->connection = true;
-    client->connections++;
     return fd;
 }
 
@@ -253,10 +209,8 @@ static int on_curl_close_socket(void *clientp, curl_socket_t fd)
 {
     http_client_t *client = clientp;
     forget_watch(client, fd);
-    if (fd >= 0 && (size_t)fd < client->fd_cap && client->fds[fd].connection) {
+    if (fd >= 0 && (size_t)fd < client->fd_cap)
         client->fds[fd].connection = false;
-        client->connections--;
-    }
     return close(fd);
 }
 
@@ -321,9 +275,7 @@ http_client_t *http_client_new(uv_loop_t *loop, http_done_cb on_done, long max_c
     }
     uv_timer_init(loop, &client->timer);
     client->timer.data = client;
-    uv_timer_init(loop, &client->wait_timer);
-    client->wait_timer.data = client;
-    client->open_handles = 2;
+    client->open_handles = 1;
     curl_multi_setopt(client->multi, CURLMOPT_SOCKETFUNCTION, curl_socket_cb);
     curl_multi_setopt(client->multi, CURLMOPT_SOCKETDATA, client);
     curl_multi_setopt(client->multi, CURLMOPT_TIMERFUNCTION, curl_timer_cb);
@@ -348,147 +300,19 @@ void http_client_set_max_host_connections(http_client_t *client, long n)
     curl_multi_setopt(client->multi, CURLMOPT_MAX_HOST_CONNECTIONS, n);
 }
 
-/* Hands a transfer to curl (false: curl refused it). */
-static bool start_transfer(http_client_t *client, CURL *easy, void *data)
+bool http_client_add(http_client_t *client, CURL *easy, void *data)
 {
     curl_easy_setopt(easy, CURLOPT_PRIVATE, data);
     curl_easy_setopt(easy, CURLOPT_OPENSOCKETFUNCTION, on_curl_open_socket);
     curl_easy_setopt(easy, CURLOPT_OPENSOCKETDATA, client);
     curl_easy_setopt(easy, CURLOPT_CLOSESOCKETFUNCTION, on_curl_close_socket);
     curl_easy_setopt(easy, CURLOPT_CLOSESOCKETDATA, client);
-    if (curl_multi_add_handle(client->multi, easy) != CURLM_OK) {
-        curl_easy_setopt(easy, CURLOPT_PRIVATE, NULL);
-        return false;
-    }
-    client->running++;
-    return true;
-}
-
-/* A connection is idle, or few are open: a transfer may go to curl now. */
-static bool connection_free(const http_client_t *client)
-{
-    /* transfers, not connections: those of one loop turn open theirs later */
-    return client->running < HTTP_CLIENT_EAGER_CONNECTIONS || client->connections > client->running;
-}
-
-static void on_wait_timer(uv_timer_t *timer);
-
-static void arm_wait_timer(http_client_t *client)
-{
-    if (client->waiting == NULL) {
-        uv_timer_stop(&client->wait_timer);
-        return;
-    }
-    uint64_t now = uv_now(client->loop);
-    uint64_t at = client->waiting->deadline_ms;
-    if (at < client->next_open_ms)
-        at = client->next_open_ms;
-    uv_timer_start(&client->wait_timer, on_wait_timer, at > now ? at - now : 0, 0);
-}
-
-/* The waiting transfers that may go now: while a connection is free; and
- * when the first one has waited the whole wait, it, and one more each
- * HTTP_CLIENT_OPEN_EVERY_MS while they wait that long (new connections are
- * added one by one, not as many as waited). A transfer curl refuses ends at
- * once through the done callback (CURLE_FAILED_INIT), as the caller's own
- * add would have failed. */
-static void start_waiting(http_client_t *client)
-{
-    if (client->waiting == NULL || client->closing)
-        return;
-    uint64_t now = uv_now(client->loop);
-    while (client->waiting) {
-        if (!connection_free(client)) {
-            if (client->waiting->deadline_ms > now)
-                break;
-            /* No transfer ended during the wait: the connections are held by
-             * a slow target, not by a busy loop; then what waited goes at once. */
-            bool stalled = client->last_end_ms + client->wait_ms <= now;
-            if (!stalled) {
-                if (client->next_open_ms > now)
-                    break;
-                /* one per HTTP_CLIENT_OPEN_EVERY_MS on average, up to
-                 * HTTP_CLIENT_OPEN_BURST at once after a pause or a slow turn */
-                uint64_t span = (uint64_t)HTTP_CLIENT_OPEN_BURST * HTTP_CLIENT_OPEN_EVERY_MS;
-                if (client->next_open_ms + span < now)
-                    client->next_open_ms = now - span;
-                client->next_open_ms += HTTP_CLIENT_OPEN_EVERY_MS;
-            }
-        }
-        struct waiting *w = client->waiting;
-        client->waiting = w->next;
-        if (client->waiting == NULL)
-            client->waiting_tail = NULL;
-        client->waiting_count--;
-        CURL *easy = w->easy;
-        void *data = w->data;
-        free(w);
-        if (!start_transfer(client, easy, data))
-            client->on_done(easy, CURLE_FAILED_INIT, data);
-    }
-    arm_wait_timer(client);
-}
-
-static void on_wait_timer(uv_timer_t *timer)
-{
-    start_waiting(timer->data);
-}
-
-bool http_client_add(http_client_t *client, CURL *easy, void *data)
-{
-    if (client->wait_ms == 0 || (client->waiting == NULL && connection_free(client)))
-        return start_transfer(client, easy, data);
-    struct waiting *w = malloc(sizeof(*w));
-    if (w == NULL)
-        return start_transfer(client, easy, data);
-    *w = (struct waiting){easy, data, uv_now(client->loop) + client->wait_ms, NULL};
-    if (client->waiting_tail)
-        client->waiting_tail->next = w;
-    else
-        client->waiting = w;
-    client->waiting_tail = w;
-    client->waiting_count++;
-    if (client->waiting == w)
-        arm_wait_timer(client);
-    return true;
-}
-
-void http_client_set_connection_wait(http_client_t *client, uint64_t wait_ms)
-{
-    client->wait_ms = wait_ms;
-}
-
-size_t http_client_waiting(const http_client_t *client)
-{
-    return client->waiting_count;
+    return curl_multi_add_handle(client->multi, easy) == CURLM_OK;
 }
 
 void http_client_remove(http_client_t *client, CURL *easy)
 {
-    struct waiting *prev = NULL;
-    for (struct waiting *w = client->waiting; w; prev = w, w = w->next) {
-        if (w->easy != easy)
-            continue;
-        if (prev)
-            prev->next = w->next;
-        else
-            client->waiting = w->next;
-        if (client->waiting_tail == w)
-            client->waiting_tail = prev;
-        client->waiting_count--;
-        free(w);
-        arm_wait_timer(client);
-        return;
-    }
-    /* On the multi: its private pointer is set (start_transfer) until it
-     * ends or is removed; a transfer never added has none to remove. */
-    void *data = NULL;
-    curl_easy_getinfo(easy, CURLINFO_PRIVATE, (char **)&data);
-    if (data == NULL)
-        return;
     curl_multi_remove_handle(client->multi, easy);
-    curl_easy_setopt(easy, CURLOPT_PRIVATE, NULL);
-    client->running--;
 }
 
 void http_client_close(http_client_t *client, void (*on_closed)(void *data), void *data)
@@ -504,10 +328,4 @@ void http_client_close(http_client_t *client, void (*on_closed)(void *data), voi
         forget_watch(client, (curl_socket_t)fd);
     uv_timer_stop(&client->timer);
     uv_close((uv_handle_t *)&client->timer, on_handle_closed);
-    while (client->waiting) { /* the caller removed them all; be sure */
-        struct waiting *w = client->waiting;
-        client->waiting = w->next;
-        free(w);
-    }
-    uv_close((uv_handle_t *)&client->wait_timer, on_handle_closed);
 }

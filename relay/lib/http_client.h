@@ -12,8 +12,6 @@
 
 #include <curl/curl.h>
 #include <stdbool.h>
-#include <stddef.h>
-#include <stdint.h>
 #include <uv.h>
 
 typedef struct http_client http_client_t;
@@ -32,32 +30,11 @@ typedef void (*http_done_cb)(CURL *easy, CURLcode result, void *data);
  * TLS their state (tens of KiB each), never outnumber the deliveries that
  * README's memory bound counts, however many targets they went to. */
 http_client_t *http_client_new(uv_loop_t *loop, http_done_cb on_done, long max_connections);
-/* Starts a transfer (data: not NULL); false when curl refused it. With a
- * connection wait set, it may first wait in the client's queue; a waiting
- * transfer that curl then refuses ends through on_done (CURLE_FAILED_INIT). */
 bool http_client_add(http_client_t *client, CURL *easy, void *data);
-/* Up to this many transfers on the multi go without waiting for a free connection. */
-#define HTTP_CLIENT_EAGER_CONNECTIONS 32
-/* Past the wait, waiting transfers open new connections one at a time, one
- * per this many ms (a slow target's 1,024 in flight: about a second). */
-#ifndef HTTP_CLIENT_OPEN_EVERY_MS
-#define HTTP_CLIENT_OPEN_EVERY_MS 1
-#endif
-/* ... counted in time, not in timer callbacks: a loop slower than that
- * opens up to this many at once. */
-#define HTTP_CLIENT_OPEN_BURST 64
-/* A transfer added while no connection is idle and at least
- * HTTP_CLIENT_EAGER_CONNECTIONS transfers are on the multi waits up to wait_ms for a
- * transfer to end and free one, then opens its own (0, the default: no wait;
- * http_client.c says why). */
-void http_client_set_connection_wait(http_client_t *client, uint64_t wait_ms);
-/* Transfers waiting for a connection now. */
-size_t http_client_waiting(const http_client_t *client);
 /* At most n connections to one host:port (CURLMOPT_MAX_HOST_CONNECTIONS):
  * transfers beyond them wait in libcurl's queue (their timeout runs). */
 void http_client_set_max_host_connections(http_client_t *client, long n);
-/* Stop a transfer without a done callback (shutdown after the grace period),
- * on the multi or waiting; one never added is left alone. */
+/* Stop a transfer without a done callback (shutdown after the grace period). */
 void http_client_remove(http_client_t *client, CURL *easy);
 /* All easy handles must be removed first. on_closed runs once the timer
  * and every socket poll handle are closed; then client is freed. */
