@@ -65,10 +65,18 @@ HEADLINE_IN_FLIGHT=${BENCH_HEADLINE_IN_FLIGHT:-1024} # the relay's --max-in-flig
 HEADLINE_TLS_RUNS=${BENCH_HEADLINE_TLS_RUNS:-3}
 HEADLINE_STORM=${BENCH_HEADLINE_STORM:-1}
 HEADLINE_H2_RUNS=${BENCH_HEADLINE_H2_RUNS:-3}
-# The log line's cost (issue 40): BENCH_HEADLINE_LOG_RUNS (2) pairs of HTTP
+# The log line's cost (issue 40): BENCH_HEADLINE_LOG_RUNS (3) pairs of HTTP
 # drains, the default (info: a line per delivery, written once per loop
 # turn) against --log-level warn (no line), in alternating order.
-HEADLINE_LOG_RUNS=${BENCH_HEADLINE_LOG_RUNS:-2}
+HEADLINE_LOG_RUNS=${BENCH_HEADLINE_LOG_RUNS:-3}
+# Before/after over TLS (issue 40): BENCH_RELAY_B, another relay binary,
+# drains once more in every TLS round, before or after the relay under test
+# (alternating), kind=headline_tls_b (no probes): peak RSS, intents/s, CPU
+# per delivery and connections of both in one run. BENCH_HEADLINE_PROBES=0
+# leaves the curl_probe runs out (shorter; the ratios to libcurl then show
+# as BROKEN).
+HEADLINE_RELAY_B=${BENCH_RELAY_B:-}
+HEADLINE_PROBES=${BENCH_HEADLINE_PROBES:-1}
 HEADLINE_EXTRA_OPTS=()
 NGINX_TLS_PORT=""
 NGINX_H2_PORT=""
@@ -431,6 +439,18 @@ headline_drain() {
     dropdb_quiet "$db"
 }
 
+# headline_drain_b ROUND: the TLS drain of ROUND with BENCH_RELAY_B,
+# emitted as kind=headline_tls_b.
+headline_drain_b() {
+    local r=$1 load
+    local DRAIN_FIELDS=() MEAN_IN_FLIGHT=1
+    local RELAY=$HEADLINE_RELAY_B # headline_drain runs "$RELAY"
+    load=$(cut -d' ' -f1 /proc/loadavg)
+    headline_drain "$r" https || return 1
+    emit kind=headline_tls_b round="$r" relay_b="$HEADLINE_RELAY_B" load1_before="$load" "${DRAIN_FIELDS[@]}" \
+        load1_after="$(cut -d' ' -f1 /proc/loadavg)"
+}
+
 scenario_headline() {
     local started=$SECONDS r
     HEADLINE_S=0
@@ -466,9 +486,16 @@ scenario_headline() {
     # the same TLS, in the same round.
     for r in $(seq 1 "$tls_runs"); do
         local DRAIN_FIELDS=() PROBE_FIELDS=() MEAN_IN_FLIGHT=1 load
+        # BENCH_RELAY_B first in the odd rounds
+        if [ -n "$HEADLINE_RELAY_B" ] && [ $((r % 2)) = 1 ]; then headline_drain_b "$r" || break; fi
         load=$(cut -d' ' -f1 /proc/loadavg)
         headline_drain "$r" https || break
-        if [ $((r % 2)) = 1 ]; then
+        local -a a_fields=("${DRAIN_FIELDS[@]}")
+        if [ -n "$HEADLINE_RELAY_B" ] && [ $((r % 2)) = 0 ]; then headline_drain_b "$r" || break; fi
+        DRAIN_FIELDS=("${a_fields[@]}")
+        if [ "$HEADLINE_PROBES" = 0 ]; then
+            :
+        elif [ $((r % 2)) = 1 ]; then
             { headline_probe "$r" probe "$MEAN_IN_FLIGHT" https &&
                 headline_probe "$r" probecap "$HEADLINE_IN_FLIGHT" https; } || break
         else

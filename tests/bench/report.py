@@ -97,10 +97,11 @@ def main():
     heads = [r for r in raw if r["kind"] == "headline"]
     tls_heads = [r for r in raw if r["kind"] == "headline_tls"]
     storms = [r for r in raw if r["kind"] == "headline_storm"]
+    tls_b = [r for r in raw if r["kind"] == "headline_tls_b"]  # BENCH_RELAY_B, alternating with tls_heads
     log_info = [r for r in raw if r["kind"] == "headline_log_info"]
     log_warn = [r for r in raw if r["kind"] == "headline_log_warn"]
     hmeta = next((r for r in raw if r["kind"] == "headline_meta"), {})
-    for r in heads + tls_heads + storms + log_info + log_warn:
+    for r in heads + tls_heads + storms + log_info + log_warn + tls_b:
         n = r["intents"]
         r["rate"] = n / r["wall_s"] if r["wall_s"] > 0 else 0.0
         r["relay_cpu_us"] = (r["relay_user_s"] + r["relay_sys_s"]) * 1e6 / n
@@ -292,12 +293,32 @@ def main():
         figure("headline: the log line", "relay CPU per delivery, info minus warn", median(diffs), "µs",
                1.0, "<=", [round(d, 2) for d in diffs],
                "pairs of {:,}-intent HTTP drains in alternating order; relay µs/delivery info: {}; warn: {}; "
-               "log lines written (info): {}".format(
+               "log lines written (info): {}; 1-min load average before each drain (info/warn): {}; the drains' "
+               "noise is of the line's size, the micro-benchmark below is the figure to judge by".format(
                    int(log_info[0]["intents"]),
                    ", ".join("{:.1f}".format(i["relay_cpu_us"]) for i, _ in pairs),
                    ", ".join("{:.1f}".format(w["relay_cpu_us"]) for _, w in pairs),
-                   ", ".join("{:,}".format(int(i.get("relay_log_lines", 0))) for i, _ in pairs)),
-               fmt="{:.2f}")
+                   ", ".join("{:,}".format(int(i.get("relay_log_lines", 0))) for i, _ in pairs),
+                   ", ".join("{}/{}".format(i.get("load1_before", "?"), w.get("load1_before", "?")) for i, w in pairs)),
+               fmt="{:.2f}",
+               shown=None if not diffs else "{:+.2f} µs (median of {} pairs, {:+.2f} to {:+.2f})".format(
+                   median(diffs), len(diffs), min(diffs), max(diffs)))
+    # The same line without the relay (tests/bench/log_cost.c): relay/lib/log.c
+    # writing the attempt line to a file, CPU per line, written once per loop
+    # turn as the relay does; a write(2) per line beside it.
+    for r in [r for r in raw if r["kind"] == "log_cost"]:
+        figure("headline: the log line", "micro-benchmark: format + buffer + write per line", r["turn_us"], "µs",
+               1.0, "<=", [],
+               "tests/bench/log_cost.c: {:,} attempt lines ({:.0f} bytes each) through relay/lib/log.c to a file, "
+               "{} rounds alternating with --log-level warn (no line: {:.3f} µs), the buffer written every {} lines "
+               "(one loop turn); process CPU per line minus warn's, median of the rounds ({:.2f} to {:.2f}); a "
+               "write(2) per line (before issue 40): {:.2f} µs ({:.2f} to {:.2f}); 1-min load average {}/{}".format(
+                   int(r["lines"]), r["bytes_per_line"], int(r["rounds"]), r["none_us"], int(r["per_flush"]),
+                   r["turn_min"], r["turn_max"], r["line_us"], r["line_min"], r["line_max"],
+                   r.get("load1_before", "?"), r.get("load1_after", "?")),
+               fmt="{:.2f}",
+               shown="{:.2f} µs ({:.2f} to {:.2f}; a write per line {:.2f})".format(
+                   r["turn_us"], r["turn_min"], r["turn_max"], r["line_us"]))
 
     # ---------------------------------------------------------------- headline over TLS
     # Issue 26: the same rounds against the same nginx over TLS 1.3, its
@@ -371,6 +392,26 @@ def main():
                        tm("pg_cpu_us"), tm("nginx_cpu_us"), tm("relay_maxrss_kb") / 1024.0),
                    fmt="{:.1f}", shown="relay {:.1f} + PG {:.1f} + nginx {:.1f} µs".format(
                        tm("relay_cpu_us"), tm("pg_cpu_us"), tm("nginx_cpu_us")))
+        if tls_b:
+            # Before/after in one run (BENCH_RELAY_B): pairs of TLS drains in
+            # alternating order, the relay under test (A) and another binary (B).
+            pairs = [(a, b) for a in tls_heads for b in tls_b if a["round"] == b["round"]]
+            bm = lambda k: median([b[k] for b in tls_b if b.get(k) is not None])
+            figure(ts, "relay B (BENCH_RELAY_B) peak RSS over TLS", bm("relay_maxrss_kb") / 1024.0, "MiB", 24, "<=",
+                   [round(b["relay_maxrss_kb"] / 1024.0, 1) for b in tls_b],
+                   "B = {}; per pair (round: A / B): peak RSS MiB, intents/s, relay µs per delivery, connections "
+                   "open at nginx max/mean, accepted: {}".format(
+                       tls_b[0].get("relay_b", "?"),
+                       "; ".join("{}: {:.1f}/{:.1f} MiB, {:,.0f}/{:,.0f}/s, {:.1f}/{:.1f} µs, {}/{} max, {}/{} mean, "
+                                 "{}/{}".format(
+                                     a["round"], a["relay_maxrss_kb"] / 1024.0, b["relay_maxrss_kb"] / 1024.0,
+                                     a["rate"], b["rate"], a["relay_cpu_us"], b["relay_cpu_us"],
+                                     a.get("conns_max"), b.get("conns_max"), a.get("conns_mean"), b.get("conns_mean"),
+                                     a.get("nginx_accepts"), b.get("nginx_accepts")) for a, b in pairs)),
+                   fmt="{:.1f}",
+                   shown="{:.1f} MiB (A {:.1f}), {:,.0f}/s (A {:,.0f}), {:.1f} µs (A {:.1f})".format(
+                       bm("relay_maxrss_kb") / 1024.0, tm("relay_maxrss_kb") / 1024.0, bm("rate"), tm("rate"),
+                       bm("relay_cpu_us"), tm("relay_cpu_us")))
         for r in storms:
             base_hs = tm("nginx_accepts")
             base_cpu = tm("relay_cpu_us")

@@ -35,6 +35,8 @@
 #                each, same load (BENCH_DATABASES_INTENTS per database, 10,000), stock
 #                cluster, relays with default options: deliveries/s, CPU per delivery, RSS
 #                (tests/bench/databases.sh, BENCH_DATABASES_RUNS rounds, 3)
+#   log_cost     the success log line alone (tests/bench/log_cost.c: relay/lib/log.c
+#                writing 1,000,000 attempt lines to a file, CPU per line; also with headline)
 #   mcp          the MCP front door with defaults: 64 SDK-free HTTP clients calling a tool
 #                whose target answers at once (tests/bench/mcp.sh, BENCH_MCP_SECONDS); then
 #                the same calls to a tool whose target is an upstream MCP server (an SDK
@@ -429,6 +431,26 @@ scenario_drains() {
 }
 
 # ------------------------------------------------------------------ slow target
+
+# scenario_log_cost: the success log line's CPU without the relay
+# (tests/bench/log_cost.c), per line: written once per loop turn (16 lines
+# a turn) as the relay does, and with a write(2) per line; beside it the
+# headline's info/warn drain pairs, whose difference is the same cost
+# measured in the noise of a whole drain. BENCH_LOG_COST_LINES (1,000,000).
+scenario_log_cost() {
+    local out load
+    load=$(cut -d' ' -f1 /proc/loadavg)
+    out=$("$BIN/log_cost" --out "$B/log_cost.out" --lines "${BENCH_LOG_COST_LINES:-1000000}" --rounds 5 \
+        --per-flush 16 2>"$B/log_cost.err") || { broken "log_cost: $(head -2 "$B/log_cost.err" | tr '\n' ' ')"; return 1; }
+    rm -f "$B/log_cost.out"
+    local -a f
+    read -r -a f <<<"$out"
+    emit kind=log_cost load1_before="$load" load1_after="$(cut -d' ' -f1 /proc/loadavg)" \
+        lines="${f[1]}" rounds="${f[3]}" per_flush="${f[5]}" turn_us="${f[7]}" turn_min="${f[9]}" \
+        turn_max="${f[11]}" line_us="${f[13]}" line_min="${f[15]}" line_max="${f[17]}" none_us="${f[19]}" \
+        bytes_per_line="${f[21]}"
+    say "log_cost: ${f[7]} µs per line written once per turn (${f[9]}–${f[11]}), ${f[13]} µs with a write per line"
+}
 
 # scenario_slow_target: N_SLOW intents on the stock cluster, a relay with
 # default options, the target (name and url only) a receiver answering each
@@ -864,6 +886,10 @@ done
 read -r -a CURL_FLAGS <<<"$(pkg-config --cflags --libs libcurl)"
 cc "${CFLAGS_BENCH[@]}" tests/bench/curl_probe.c -o "$BIN/curl_probe" "${CURL_FLAGS[@]}" ||
     { echo "bench: cannot build curl_probe" >&2; exit 1; }
+# The log line's micro-benchmark links relay/lib/log.c as the relay does.
+read -r -a LOG_FLAGS <<<"$(pkg-config --cflags --libs libuv jansson)"
+cc "${CFLAGS_BENCH[@]}" -Irelay tests/bench/log_cost.c relay/lib/log.c -o "$BIN/log_cost" "${LOG_FLAGS[@]}" ||
+    { echo "bench: cannot build log_cost" >&2; exit 1; }
 # The arrival stamper is built on relay/lib/http_server.c: the Makefile knows how.
 make --no-print-directory -C "$ROOT" build/bench/stamp_receiver >/dev/null ||
     { echo "bench: cannot build stamp_receiver" >&2; exit 1; }
@@ -938,6 +964,7 @@ emit_text kind=meta git_commit="$git_commit" relay_or_migrations_modified="$git_
     load_before="$(cut -d' ' -f1-3 /proc/loadavg)"
 
 { want headline || want headline_tls || want headline_h2; } && { scenario_headline || true; }
+{ want headline || want log_cost; } && { scenario_log_cost || true; }
 want drain || want defaults || want no_analyze || want two_relays || want four_relays && scenario_drains
 want slow_target && { scenario_slow_target || true; }
 want databases && { scenario_databases || true; }
