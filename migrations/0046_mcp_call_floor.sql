@@ -207,11 +207,13 @@ END
 $$;
 
 -- The front door's batch: element i is outbox.mcp_call of the i-th of every
--- array, answered in a row with ord = i. The calls run in the order of their
--- keys (then argument hashes, then token hashes), the same order in every
--- batch, so that two batches that share keys lock them in the same order.
--- Any error fails the whole batch (one transaction): the front door then
--- sends each call alone, and each gets its own answer or error.
+-- array, answered in a row with ord = i, in the order given (the front
+-- door's round robin: the intents' ids keep its fairness). Any error fails
+-- the whole batch (one transaction): the front door then sends each call
+-- alone, and each gets its own answer or error. That covers the one lock
+-- order problem too: two batches on two connections that hold the same two
+-- new keys in opposite orders (a client that sent both calls twice at once)
+-- deadlock, one of them fails, and its calls go alone.
 CREATE FUNCTION outbox.mcp_calls(p_token_hashes bytea[], p_tools text[], p_keys text[], p_arguments jsonb[],
                                  p_run_ids text[], p_ordering_keys text[], p_traceparents text[],
                                  p_tasks boolean[], p_task_ttl_ms bigint[], p_argument_hashes bytea[])
@@ -231,8 +233,7 @@ BEGIN
         RAISE EXCEPTION 'outbox.mcp_calls: the arrays must have the same length, at most 256 (% token hashes)', n
             USING ERRCODE = '22023';
     END IF;
-    FOR i IN SELECT s.i FROM generate_subscripts(p_token_hashes, 1) AS s(i)
-              ORDER BY p_keys[s.i] COLLATE "C", p_argument_hashes[s.i], p_token_hashes[s.i], s.i LOOP
+    FOR i IN 1 .. n LOOP
         ord := i;
         answer := outbox.mcp_call(p_token_hashes[i], p_tools[i], p_keys[i], p_arguments[i], p_run_ids[i],
                                   p_ordering_keys[i], p_traceparents[i], coalesce(p_tasks[i], false),

@@ -14,8 +14,7 @@ BEGIN
         RAISE EXCEPTION 'outbox.mcp_calls: the arrays must have the same length, at most 256 (% token hashes)', n
             USING ERRCODE = '22023';
     END IF;
-    FOR i IN SELECT s.i FROM generate_subscripts(p_token_hashes, 1) AS s(i)
-              ORDER BY p_keys[s.i] COLLATE "C", p_argument_hashes[s.i], p_token_hashes[s.i], s.i LOOP
+    FOR i IN 1 .. n LOOP
         ord := i;
         answer := outbox.mcp_call(p_token_hashes[i], p_tools[i], p_keys[i], p_arguments[i], p_run_ids[i],
                                   p_ordering_keys[i], p_traceparents[i], coalesce(p_tasks[i], false),
