@@ -8,7 +8,8 @@
  * outbox.mcp_tool (authenticate the token's hash, fetch the tool's schema),
  * the arguments checked here against that schema (json_schema.c; nothing is
  * enqueued when they fail), then outbox.mcp_call (enqueue the client's key,
- * namespaced, in a transaction of its own). What the call answers at once
+ * namespaced, in a transaction of its own; calls that wait for a connection
+ * together go as one outbox.mcp_calls, mcp_admission.c). What the call answers at once
  * may already be final (the same key called again: the saved outcome).
  * Otherwise the call waits, bounded by --mcp-wait-ms.
  *
