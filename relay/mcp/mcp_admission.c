@@ -96,6 +96,7 @@ struct adm_job {
 /* A batch on the wire: its jobs, answered by their rows' ord (1-based). */
 struct adm_batch {
     admission_t *a;
+    pg_conn_t *pg;
     int n;
     struct adm_job *jobs[ADM_BATCH_MAX];
 };
@@ -432,10 +433,15 @@ static void on_batch_done(void *data, PGresult *res, const char *error)
     admission_t *a = b->a;
     if (error) {
         a->batch_failures++;
-        /* nothing of it was committed: each goes alone (in reverse, so a
-         * client's calls keep their order at the head of its line) */
+        /* Nothing of it was committed: each goes alone (in reverse, so a
+         * client's calls keep their order at the head of its line). Not
+         * when the batch as a whole ran out of time (57014) or lost its
+         * connection: each call then fails as it would have alone, rather
+         * than wait that long once more. */
+        const char *st = b->pg ? pg_error_sqlstate(b->pg) : "";
+        bool whole = *st == '\0' || strcmp(st, "57014") == 0 || strncmp(st, "08", 2) == 0;
         for (int i = b->n - 1; i >= 0; i--) {
-            if (a->closing) {
+            if (a->closing || whole) {
                 b->jobs[i]->cb(b->jobs[i]->data, NULL, NULL, error);
                 job_free(b->jobs[i]);
             } else {
@@ -472,6 +478,7 @@ static void send_batch(admission_t *a, pg_conn_t *pg, struct adm_job **jobs, int
 {
     struct adm_batch *b = xcalloc(1, sizeof(*b));
     b->a = a;
+    b->pg = pg;
     b->n = n;
     int np = a->batch_nparams;
     struct strbuf *arrays = xcalloc((size_t)np, sizeof(*arrays));
