@@ -53,7 +53,9 @@
  *    goes alone, as before. A batch is all or nothing: when it fails, each
  *    of its calls is queued again at the head of its client's line, to go
  *    alone (an error is then its own, and nothing of the batch was
- *    committed). A caller cannot tell a batched answer from one alone.
+ *    committed); when it ran out of time or lost its connection, each call
+ *    fails as it would have alone. A caller cannot tell a batched answer
+ *    from one alone.
  *
  * Left out on purpose: per-address limits (clients behind one proxy share
  * an address; the connection cap of http_server.c evicts silent sockets
