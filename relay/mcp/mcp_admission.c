@@ -42,8 +42,9 @@
  *    ADM_TRIM_MIN_BYTES), malloc_trim runs ADM_TRIM_AFTER_MS later. glibc
  *    keeps freed heap otherwise, and a pod would look like it leaks.
  *
- * 5. Calls that wait together are enqueued together (issue 40): as a
- *    connection gets room, the enqueue statement at the head of the ring
+ * 5. Calls that wait together are enqueued together (issue 40): as the
+ *    last connection with room gets it (while another has room, a
+ *    statement goes alone), the enqueue statement at the head of the ring
  *    takes with it the enqueues at the heads of the next clients in the ring
  *    (round robin still: one per client per round, up to ADM_BATCH_MAX) as
  *    one batch statement (adm_set_batch: outbox.mcp_calls), one
@@ -367,6 +368,16 @@ static pg_conn_t *connection_with_room(admission_t *a, int depth)
     return best;
 }
 
+/* How many ready connections have room now. */
+static int connections_with_room(const admission_t *a)
+{
+    int n = 0;
+    for (int i = 0; i < a->pg_count; i++)
+        if (pg_conn_ready(a->pg[i]) && pg_conn_queued(a->pg[i]) < ADM_PG_DEPTH)
+            n++;
+    return n;
+}
+
 pg_conn_t *adm_least_busy(admission_t *a)
 {
     return connection_with_room(a, 1 << 30);
@@ -534,7 +545,7 @@ void adm_pump(admission_t *a)
             if (c->head)
                 ring_push(a, c); /* one statement per client per round */
             a->queued--;
-            if (batchable(a, job)) {
+            if (batchable(a, job) && connections_with_room(a) == 1) {
                 struct adm_job *jobs[ADM_BATCH_MAX];
                 int n = 0;
                 jobs[n++] = job;
