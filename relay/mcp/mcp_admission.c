@@ -42,6 +42,22 @@
  *    ADM_TRIM_MIN_BYTES), malloc_trim runs ADM_TRIM_AFTER_MS later. glibc
  *    keeps freed heap otherwise, and a pod would look like it leaks.
  *
+ * 5. Calls that wait together are enqueued together (issue 40): as the
+ *    last connection with room gets it (while another has room, a
+ *    statement goes alone), the enqueue statement at the head of the ring
+ *    takes with it the enqueues at the heads of the next clients in the ring
+ *    (round robin still: one per client per round, up to ADM_BATCH_MAX) as
+ *    one batch statement (adm_set_batch: outbox.mcp_calls), one
+ *    transaction. What a call costs the database was mostly its own
+ *    transaction (a commit's WAL flush, plpgsql's expressions set up anew):
+ *    a batch of 16 cost a quarter of 16 alone. A call that waited alone
+ *    goes alone, as before. A batch is all or nothing: when it fails, each
+ *    of its calls is queued again at the head of its client's line, to go
+ *    alone (an error is then its own, and nothing of the batch was
+ *    committed); when it ran out of time or lost its connection, each call
+ *    fails as it would have alone. A caller cannot tell a batched answer
+ *    from one alone.
+ *
  * Left out on purpose: per-address limits (clients behind one proxy share
  * an address; the connection cap of http_server.c evicts silent sockets
  * first instead), and cancelling a queued statement of a call whose
@@ -51,6 +67,7 @@
 #include "mcp/mcp_admission.h"
 
 #include "lib/json_text.h"
+#include "lib/strbuf.h"
 #include "lib/xalloc.h"
 
 #include <malloc.h>
@@ -62,6 +79,7 @@
 #define ADM_CACHE_PROBE 16
 #define ADM_MAX_ASKING 64
 #define ADM_PG_DEPTH 1
+#define ADM_BATCH_MAX 32
 #define ADM_TRIM_AFTER_MS 200
 #define ADM_TRIM_MIN_BYTES (1u << 20)
 
@@ -74,6 +92,16 @@ struct adm_job {
     adm_result_cb cb;
     void *data;
     pg_conn_t *pg;
+    struct adm_client *client; /* whose line it waits in (queued again after a failed batch) */
+    bool solo;                 /* sent alone even where it could be batched */
+};
+
+/* A batch on the wire: its jobs, answered by their rows' ord (1-based). */
+struct adm_batch {
+    admission_t *a;
+    pg_conn_t *pg;
+    int n;
+    struct adm_job *jobs[ADM_BATCH_MAX];
 };
 
 struct adm_client {
@@ -116,6 +144,9 @@ struct admission {
                        * by a result that did not come through here (the batched look-up) */
     int open_handles;
     uint64_t auth_questions, verdict_hits, trims;
+    const char *batch_single, *batch_statement; /* adm_set_batch */
+    int batch_nparams;
+    uint64_t batches, batched_calls, batch_failures;
     void (*on_closed)(void *data);
     void *closed_data;
 };
@@ -337,6 +368,16 @@ static pg_conn_t *connection_with_room(admission_t *a, int depth)
     return best;
 }
 
+/* How many ready connections have room now. */
+static int connections_with_room(const admission_t *a)
+{
+    int n = 0;
+    for (int i = 0; i < a->pg_count; i++)
+        if (pg_conn_ready(a->pg[i]) && pg_conn_queued(a->pg[i]) < ADM_PG_DEPTH)
+            n++;
+    return n;
+}
+
 pg_conn_t *adm_least_busy(admission_t *a)
 {
     return connection_with_room(a, 1 << 30);
@@ -354,6 +395,136 @@ static void fail_queued(admission_t *a, const char *why)
             job_free(job);
         }
     }
+}
+
+void adm_set_batch(admission_t *a, const char *single, const char *batch, int nparams)
+{
+    a->batch_single = single;
+    a->batch_statement = batch;
+    a->batch_nparams = nparams;
+}
+
+static bool batchable(const admission_t *a, const struct adm_job *job)
+{
+    return a->batch_statement && !job->solo && job->n == a->batch_nparams &&
+           strcmp(job->statement, a->batch_single) == 0;
+}
+
+/* A result of one row, row of res, for a job's callback (which reads row 0). */
+static PGresult *row_result(const PGresult *res, int row)
+{
+    PGresult *one = PQcopyResult(res, PG_COPYRES_ATTRS);
+    if (one == NULL)
+        abort();
+    for (int f = 0; f < PQnfields(res); f++) {
+        bool null = PQgetisnull(res, row, f);
+        if (!PQsetvalue(one, 0, f, null ? NULL : PQgetvalue(res, row, f),
+                        null ? -1 : PQgetlength(res, row, f)))
+            abort();
+    }
+    return one;
+}
+
+/* Back at the head of its client's line, to go alone. */
+static void requeue_solo(admission_t *a, struct adm_job *job)
+{
+    struct adm_client *c = job->client;
+    job->solo = true;
+    job->pg = NULL;
+    job->next = c->head;
+    c->head = job;
+    if (c->tail == NULL)
+        c->tail = job;
+    a->queued++;
+    if (!c->in_ring)
+        ring_push(a, c);
+}
+
+static void on_batch_done(void *data, PGresult *res, const char *error)
+{
+    struct adm_batch *b = data;
+    admission_t *a = b->a;
+    if (error) {
+        a->batch_failures++;
+        /* Nothing of it was committed: each goes alone (in reverse, so a
+         * client's calls keep their order at the head of its line). Not
+         * when the batch as a whole ran out of time (57014) or lost its
+         * connection: each call then fails as it would have alone, rather
+         * than wait that long once more. */
+        const char *st = b->pg ? pg_error_sqlstate(b->pg) : "";
+        bool whole = *st == '\0' || strcmp(st, "57014") == 0 || strncmp(st, "08", 2) == 0;
+        for (int i = b->n - 1; i >= 0; i--) {
+            if (a->closing || whole) {
+                b->jobs[i]->cb(b->jobs[i]->data, NULL, NULL, error);
+                job_free(b->jobs[i]);
+            } else {
+                requeue_solo(a, b->jobs[i]);
+            }
+        }
+    } else {
+        int ord_col = PQnfields(res) - 1; /* ord is the last column */
+        for (int r = 0; r < PQntuples(res); r++) {
+            long ord = ord_col >= 0 ? strtol(PQgetvalue(res, r, ord_col), NULL, 10) : 0;
+            if (ord < 1 || ord > b->n || b->jobs[ord - 1] == NULL)
+                continue;
+            struct adm_job *job = b->jobs[ord - 1];
+            b->jobs[ord - 1] = NULL;
+            PGresult *one = row_result(res, r);
+            job->cb(job->data, job->pg, one, NULL);
+            PQclear(one);
+            job_free(job);
+        }
+        for (int i = 0; i < b->n; i++)
+            if (b->jobs[i]) { /* no row for it: the call may have been recorded */
+                b->jobs[i]->cb(b->jobs[i]->data, NULL, NULL, "the batch had no answer for it");
+                job_free(b->jobs[i]);
+            }
+    }
+    free(b);
+    adm_pump(a);
+}
+
+/* Sends jobs[0..n) as one statement: parameter i of the batch is the array
+ * of every job's parameter i. The jobs' values are kept (a failed batch
+ * sends them again, alone). */
+static void send_batch(admission_t *a, pg_conn_t *pg, struct adm_job **jobs, int n)
+{
+    struct adm_batch *b = xcalloc(1, sizeof(*b));
+    b->a = a;
+    b->pg = pg;
+    b->n = n;
+    int np = a->batch_nparams;
+    struct strbuf *arrays = xcalloc((size_t)np, sizeof(*arrays));
+    const char **params = xcalloc((size_t)np, sizeof(*params));
+    for (int p = 0; p < np; p++) {
+        pgarray_begin(&arrays[p]);
+        for (int i = 0; i < n; i++) {
+            const char *v = jobs[i]->values[p];
+            if (v)
+                pgarray_item_text(&arrays[p], v, strlen(v));
+            else
+                pgarray_item_null(&arrays[p]);
+        }
+        pgarray_end(&arrays[p]);
+        params[p] = arrays[p].data;
+    }
+    for (int i = 0; i < n; i++) {
+        jobs[i]->pg = pg;
+        b->jobs[i] = jobs[i];
+    }
+    a->batches++;
+    a->batched_calls += (uint64_t)n;
+    if (!pg_query(pg, a->batch_statement, np, params, on_batch_done, b)) {
+        for (int i = 0; i < n; i++) {
+            jobs[i]->cb(jobs[i]->data, NULL, NULL, "the database connection is not ready");
+            job_free(jobs[i]);
+        }
+        free(b);
+    }
+    for (int p = 0; p < np; p++)
+        strbuf_free(&arrays[p]);
+    free(arrays);
+    free(params);
 }
 
 void adm_pump(admission_t *a)
@@ -374,6 +545,22 @@ void adm_pump(admission_t *a)
             if (c->head)
                 ring_push(a, c); /* one statement per client per round */
             a->queued--;
+            if (batchable(a, job) && connections_with_room(a) == 1) {
+                struct adm_job *jobs[ADM_BATCH_MAX];
+                int n = 0;
+                jobs[n++] = job;
+                while (n < ADM_BATCH_MAX && a->ring_head && batchable(a, a->ring_head->head)) {
+                    struct adm_client *next = ring_pop(a);
+                    jobs[n++] = client_pop(next);
+                    if (next->head)
+                        ring_push(a, next);
+                    a->queued--;
+                }
+                if (n > 1) {
+                    send_batch(a, pg, jobs, n);
+                    continue;
+                }
+            }
             job->pg = pg;
             /* pg_query copies the values, and may call back (and free the
              * job) before it returns: they are freed from here. */
@@ -411,6 +598,7 @@ bool adm_query(admission_t *a, struct adm_client *c, const char *statement, int 
         job->values[i] = values[i] ? xstrdup(values[i]) : NULL;
     job->cb = cb;
     job->data = data;
+    job->client = c;
     if (c->tail)
         c->tail->next = job;
     else
@@ -609,6 +797,9 @@ void adm_stats(const admission_t *a, struct adm_stats *out)
     out->peak = a->peak;
     out->queued = a->queued;
     out->auth_questions = a->auth_questions;
+    out->batches = a->batches;
+    out->batched_calls = a->batched_calls;
+    out->batch_failures = a->batch_failures;
     out->verdict_hits = a->verdict_hits;
     out->trims = a->trims;
 }

@@ -122,6 +122,11 @@ bool adm_query(admission_t *a, struct adm_client *c, const char *statement, int 
 /* Hands queued statements to connections with room (call when a
  * connection became ready or lost, and after every result). */
 void adm_pump(admission_t *a);
+/* Statement `single` (nparams parameters) may go in batches: `batch` takes
+ * each parameter as an array of the calls' values and answers one row per
+ * call, its ord (1-based) in the last column; a job's callback gets a
+ * result of its own row. Both names are kept (string constants). */
+void adm_set_batch(admission_t *a, const char *single, const char *batch, int nparams);
 /* A ready connection with the fewest statements queued, or NULL. */
 pg_conn_t *adm_least_busy(admission_t *a);
 
@@ -131,6 +136,7 @@ struct adm_stats {
     size_t charged, peak; /* bytes now, and the most since start */
     size_t queued;        /* statements waiting for a connection */
     uint64_t auth_questions, verdict_hits, trims;
+    uint64_t batches, batched_calls, batch_failures; /* adm_set_batch's statements */
 };
 void adm_stats(const admission_t *a, struct adm_stats *out);
 /* The clients seen (for per-client gauges): requests in flight and bytes

@@ -8,7 +8,8 @@
  * outbox.mcp_tool (authenticate the token's hash, fetch the tool's schema),
  * the arguments checked here against that schema (json_schema.c; nothing is
  * enqueued when they fail), then outbox.mcp_call (enqueue the client's key,
- * namespaced, in a transaction of its own). What the call answers at once
+ * namespaced, in a transaction of its own; calls that wait for a connection
+ * together go as one outbox.mcp_calls, mcp_admission.c). What the call answers at once
  * may already be final (the same key called again: the saved outcome).
  * Otherwise the call waits, bounded by --mcp-wait-ms.
  *
@@ -134,6 +135,12 @@ static const struct pg_statement statements[] = {
                        "FROM outbox.mcp_tasks_list($1::bytea, $2::timestamptz, $3, $4::integer)"},
     {"mcp_task_cancel", "SELECT " ANSWER_COLUMNS " FROM outbox.mcp_task_cancel($1::bytea, $2)"},
     {"mcp_outcomes", "SELECT " ANSWER_COLUMNS " FROM outbox.mcp_outcomes($1::bytea[], $2::text[])"},
+    /* mcp_call of the calls that waited together, in one transaction (0046,
+     * mcp_admission.c): each answer's row, its place in the batch last */
+    {"mcp_calls",
+     "SELECT " ANSWER_COLUMNS ", ord FROM (SELECT b.ord, (b.answer).* FROM outbox.mcp_calls("
+     "$1::bytea[], $2::text[], $3::text[], $4::jsonb[], $5::text[], $6::text[], $7::text[], "
+     "$8::boolean[], $9::bigint[], $10::bytea[]) b) x"},
 };
 
 /* What the server keeps per connection (httpd_conn_data): the call being
@@ -1332,6 +1339,18 @@ static void write_metrics(struct mcp_server *s, struct strbuf *out)
                    "Tokens the verdict cache did not know, asked about in the database.");
     metrics_sample_uint(out, "outbox_mcp_token_questions_total", METRICS_NO_LABELS,
                         st.auth_questions);
+    metrics_family(
+        out, "outbox_mcp_enqueue_batches_total", METRICS_COUNTER,
+        "Enqueues of calls that waited together sent as one statement (outbox.mcp_calls), "
+        "by result: ok, or failed (each of its calls then sent alone).");
+    metrics_sample_uint(out, "outbox_mcp_enqueue_batches_total", METRICS_LABELS({"result", "ok"}),
+                        st.batches - st.batch_failures);
+    metrics_sample_uint(out, "outbox_mcp_enqueue_batches_total",
+                        METRICS_LABELS({"result", "failed"}), st.batch_failures);
+    metrics_family(out, "outbox_mcp_enqueue_batched_calls_total", METRICS_COUNTER,
+                   "Calls whose enqueue went in a batch.");
+    metrics_sample_uint(out, "outbox_mcp_enqueue_batched_calls_total", METRICS_NO_LABELS,
+                        st.batched_calls);
     metrics_family(out, "outbox_mcp_memory_trims_total", METRICS_COUNTER,
                    "Times freed memory was given back to the system after a burst.");
     metrics_sample_uint(out, "outbox_mcp_memory_trims_total", METRICS_NO_LABELS, st.trims);
@@ -2277,6 +2296,7 @@ int mcp_server_run(const struct config *cfg)
                                 .client_memory_bytes = (size_t)cfg->mcp_client_memory_bytes,
                                 .client_calls = cfg->mcp_client_calls};
     s->adm = adm_new(&s->loop, &limits, s->pg, s->pg_count);
+    adm_set_batch(s->adm, "mcp_call", "mcp_calls", 10);
     s->oauth = oauth_new(&s->loop, cfg);
     s->pt = passthrough_new(&s->loop, cfg->ca_file);
     if (s->pt == NULL)

@@ -129,7 +129,7 @@ end
 LUA
     mcp_measure webhook refund '{"account":42,"amount_cents":2500}'
     [ -z "$PROFILE" ] || PGPORT=$port profile_dump postgres mcp
-    mcp_upstream_variant
+    [ "${BENCH_MCP_UPSTREAM:-1}" = 0 ] || mcp_upstream_variant # 0: the webhook variant only
     kill -TERM "$mcp_pid" 2>/dev/null
     wait "$mcp_pid" 2>/dev/null
     forget_pid "$mcp_pid"
@@ -146,6 +146,11 @@ LUA
     pgcluster_stop "$B/pgmcp"
 }
 
+# mcp_metric NAME: the front door's counter NAME (its samples added up; 0 without it).
+mcp_metric() {
+    curl -s "http://127.0.0.1:$mport/metrics" | awk -v n="$1" '$1 == n || index($1, n "{") == 1 { t += $2 } END { printf "%d", t }'
+}
+
 # mcp_measure VARIANT TOOL ARGS_JSON: warm-up, then the measured wrk run of
 # tools/call TOOL (a new key per call); emits kind=mcp with the variant.
 # Reads port, mport, mcp_pid, relay_pid of scenario_mcp.
@@ -158,6 +163,10 @@ mcp_measure() {
     [ -z "$PROFILE" ] || PGPORT=$port q postgres "CREATE EXTENSION IF NOT EXISTS pg_stat_statements" \
         "SELECT pg_stat_statements_reset()" >/dev/null
     pg_pids=$(cluster_pids "$B/pgmcp")
+    # the front door's batched enqueues (0046), counted over the window
+    local b0 bc0
+    b0=$(mcp_metric outbox_mcp_enqueue_batches_total)
+    bc0=$(mcp_metric outbox_mcp_enqueue_batched_calls_total)
     fd0=$(cpu_seconds_of "$mcp_pid")
     rl0=$(cpu_seconds_of "$relay_pid")
     pg0=$(cpu_seconds_of $pg_pids)
@@ -168,6 +177,9 @@ mcp_measure() {
     fd1=$(cpu_seconds_of "$mcp_pid")
     rl1=$(cpu_seconds_of "$relay_pid")
     pg1=$(cpu_seconds_of $(cluster_pids "$B/pgmcp"))
+    local b1 bc1
+    b1=$(mcp_metric outbox_mcp_enqueue_batches_total)
+    bc1=$(mcp_metric outbox_mcp_enqueue_batched_calls_total)
     local line
     line=$(grep '^RESULT' "$B/mcp-wrk-$variant.out")
     if [ -z "$line" ]; then
@@ -182,7 +194,8 @@ mcp_measure() {
             connections="$MCP_BENCH_CONNS" succeeded="$okn" other="$other" p50_us="$p50" p99_us="$p99" \
             front_door_cpu_s="$(awk -v a="$fd0" -v b="$fd1" 'BEGIN { printf "%.3f", b - a }')" \
             relay_cpu_s="$(awk -v a="$rl0" -v b="$rl1" 'BEGIN { printf "%.3f", b - a }')" \
-            postgres_cpu_s="$(awk -v a="$pg0" -v b="$pg1" 'BEGIN { printf "%.3f", b - a }')"
+            postgres_cpu_s="$(awk -v a="$pg0" -v b="$pg1" 'BEGIN { printf "%.3f", b - a }')" \
+            batches="$((b1 - b0))" batched_calls="$((bc1 - bc0))"
     fi
 }
 

@@ -41,6 +41,8 @@
 #                whose target answers at once (tests/bench/mcp.sh, BENCH_MCP_SECONDS); then
 #                the same calls to a tool whose target is an upstream MCP server (an SDK
 #                McpServer with sessions, Node 22): calls/s, p50, p99 beside the webhook's
+#                (BENCH_MCP_UPSTREAM=0 leaves it out); the webhook's PostgreSQL CPU per
+#                call, calls/s, p50 and p99 beside issue 40's targets
 #
 # Knobs (environment): BENCH_RUNS (drain rounds, default 5), BENCH_RUNS_OTHER
 # (rounds of the other scenarios, default 1), BENCH_DRAIN_INTENTS (100000),

@@ -8,6 +8,7 @@ sent whole before any answer is read, and what came back counted.
       of about BYTES; prints {"<status>": count, ..., "retry_after": n}
       (how many answers carried Retry-After). SHAPE: ints ([1,1,…], the
       costliest to parse per byte) or strings (["abcdefgh",…]).
+      ADMISSION_LAST_BYTES=M: the last call's body is of about M bytes.
   admission_load.py bad PORT N
       N requests one after another with a made-up token (pings, then a
       notification and a JSON-RPC response): prints the statuses counted.
@@ -65,6 +66,9 @@ def request(port, token, body, timeout=120):
 def calls(port, token, tool, n, size, prefix, shape):
     results = [None] * n
     bodies = [body_of(tool, "%s:%d" % (prefix, i + 1), size, shape) for i in range(n)]
+    big = int(os.environ.get("ADMISSION_LAST_BYTES", "0"))
+    if big:  # the last call's body of another size (tests/integration/92)
+        bodies[-1] = body_of(tool, "%s:%d" % (prefix, n), big, shape)
     barrier = threading.Barrier(n)
 
     def one(i):

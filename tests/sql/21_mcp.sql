@@ -145,7 +145,7 @@ SELECT is((SELECT string_agg(p.proname::text, ' ' ORDER BY p.proname::text COLLA
              WHERE p.pronamespace = 'outbox'::regnamespace AND has_function_privilege('outbox_mcp', p.oid, 'EXECUTE')
                AND p.proname::text NOT IN ('canonical', 'fingerprint_doc', 'fingerprint', 'differing_fields',
                                            'visible_status', 'needs_approval', 'traceparent_of')),
-          'mcp_call mcp_call mcp_list_tools mcp_list_tools_keyed mcp_oauth_client mcp_outcome mcp_outcomes mcp_outcomes mcp_passthrough mcp_task mcp_task_cancel mcp_tasks_list mcp_tool mcp_tool_keyed',
+          'mcp_call mcp_call mcp_calls mcp_list_tools mcp_list_tools_keyed mcp_oauth_client mcp_outcome mcp_outcomes mcp_outcomes mcp_passthrough mcp_task mcp_task_cancel mcp_tasks_list mcp_tool mcp_tool_keyed',
           'outbox_mcp reaches the front door''s functions only (not enqueue or outcome: no target but through a tool)');
 SELECT is((SELECT count(*)::int FROM pg_class c
             WHERE c.relnamespace = 'outbox'::regnamespace AND c.relkind IN ('r', 'v')

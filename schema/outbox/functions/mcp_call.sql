@@ -30,6 +30,7 @@ DECLARE
     run    text;
     derived boolean := p_argument_hash IS NOT NULL;
     call_key text := p_key;
+    note   text;   -- 0046: the message's note, so that mcp_message is inlined
 BEGIN
     SELECT * INTO c FROM outbox.mcp_clients WHERE token_hash = p_token_hash;
     IF NOT FOUND THEN
@@ -161,11 +162,14 @@ BEGIN
         a.final := false;
         a.inserted := true;
         a.attempts := 0;
-        a.message := outbox.mcp_message(r.status,
-                                        CASE WHEN r.status = 'awaiting_approval' THEN outbox.mcp_held_by(m.target, args)
-                                             WHEN r.status = 'pending' AND NOT outbox.relay_alive()
-                                                 THEN 'no relay has claimed it yet: none is running'
-                                             WHEN r.status = 'pending' THEN 'waiting for delivery' END, NULL);
+        -- 0046: the note first, then mcp_message of plain variables (an
+        -- argument with function calls kept it from being inlined: parsed
+        -- and planned again in every call's transaction).
+        note := CASE WHEN r.status = 'awaiting_approval' THEN outbox.mcp_held_by(m.target, args)
+                     WHEN r.status = 'pending' AND NOT outbox.relay_alive()
+                         THEN 'no relay has claimed it yet: none is running'
+                     WHEN r.status = 'pending' THEN 'waiting for delivery' END;
+        a.message := outbox.mcp_message(r.status, note, NULL);
         a.updated_at := now();
         RETURN a;
     END IF;
