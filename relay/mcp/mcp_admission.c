@@ -54,9 +54,8 @@
  *    goes alone, as before. A batch is all or nothing: when it fails, each
  *    of its calls is queued again at the head of its client's line, to go
  *    alone (an error is then its own, and nothing of the batch was
- *    committed); when it ran out of time or lost its connection, each call
- *    fails as it would have alone. A caller cannot tell a batched answer
- *    from one alone.
+ *    committed; sending a call again is safe in any case, as the enqueue is
+ *    keyed). A caller cannot tell a batched answer from one alone.
  *
  * Left out on purpose: per-address limits (clients behind one proxy share
  * an address; the connection cap of http_server.c evicts silent sockets
@@ -99,7 +98,6 @@ struct adm_job {
 /* A batch on the wire: its jobs, answered by their rows' ord (1-based). */
 struct adm_batch {
     admission_t *a;
-    pg_conn_t *pg;
     int n;
     struct adm_job *jobs[ADM_BATCH_MAX];
 };
@@ -446,15 +444,10 @@ static void on_batch_done(void *data, PGresult *res, const char *error)
     admission_t *a = b->a;
     if (error) {
         a->batch_failures++;
-        /* Nothing of it was committed: each goes alone (in reverse, so a
-         * client's calls keep their order at the head of its line). Not
-         * when the batch as a whole ran out of time (57014) or lost its
-         * connection: each call then fails as it would have alone, rather
-         * than wait that long once more. */
-        const char *st = b->pg ? pg_error_sqlstate(b->pg) : "";
-        bool whole = *st == '\0' || strcmp(st, "57014") == 0 || strncmp(st, "08", 2) == 0;
+        /* nothing of it was committed: each goes alone (in reverse, so a
+         * client's calls keep their order at the head of its line) */
         for (int i = b->n - 1; i >= 0; i--) {
-            if (a->closing || whole) {
+            if (a->closing) {
                 b->jobs[i]->cb(b->jobs[i]->data, NULL, NULL, error);
                 job_free(b->jobs[i]);
             } else {
@@ -491,7 +484,6 @@ static void send_batch(admission_t *a, pg_conn_t *pg, struct adm_job **jobs, int
 {
     struct adm_batch *b = xcalloc(1, sizeof(*b));
     b->a = a;
-    b->pg = pg;
     b->n = n;
     int np = a->batch_nparams;
     struct strbuf *arrays = xcalloc((size_t)np, sizeof(*arrays));
