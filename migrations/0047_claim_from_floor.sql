@@ -43,7 +43,10 @@
 -- target. Not in a table: a row updated at every claim is itself a chain of
 -- versions that a held snapshot keeps (the problem this migration solves).
 -- A new connection has none, and its first claim of a target sweeps. A claim
--- that fails rolls the setting back with its transaction.
+-- that fails rolls the setting back with its transaction. A second claim in
+-- one transaction (the relay makes one per transaction; tests make several)
+-- sweeps: now() has not moved, and rows that transaction made due may lie
+-- behind the floor its first claim set.
 --
 -- How the floor moves (only forward): after a scan of a target with room,
 -- to its last row claimed when the scan filled the room (rows after it may
@@ -136,10 +139,13 @@ BEGIN
 
     -- 0047: where each target's scan starts. f: the floor; s: when the last
     -- sweep began; g: the sweep period; w: when the scan last started
-    -- floor_window before the floor.
+    -- floor_window before the floor; t: the now() of the claim that wrote
+    -- them (a later claim in the same transaction, which the relay never
+    -- makes, sees rows that transaction made due behind the floor: it sweeps).
     FOR n IN 1 .. coalesce(cardinality(p_targets), 0) LOOP
         f := floors -> p_targets[n];
-        IF f IS NULL OR (f ->> 's')::timestamptz + (f ->> 'g')::interval <= now() THEN
+        IF f IS NULL OR (f ->> 's')::timestamptz + (f ->> 'g')::interval <= now()
+           OR (f ->> 't')::timestamptz = now() THEN   -- an earlier claim of this transaction
             froms := froms || '-infinity'::timestamptz;
             swept := swept || true;
         ELSIF (f ->> 'w')::timestamptz + floor_recheck <= now() THEN
@@ -191,7 +197,7 @@ BEGIN
         IF froms[n] < (f ->> 'f')::timestamptz THEN
             f := jsonb_set(f, '{w}', to_jsonb(now()));
         END IF;
-        floors := jsonb_set(floors, ARRAY[p_targets[n]], f);
+        floors := jsonb_set(floors, ARRAY[p_targets[n]], f || jsonb_build_object('t', now()));
     END LOOP;
     PERFORM set_config('outbox.claim_floor', floors::text, false);
 

@@ -74,10 +74,13 @@ BEGIN
 
     -- 0047: where each target's scan starts. f: the floor; s: when the last
     -- sweep began; g: the sweep period; w: when the scan last started
-    -- floor_window before the floor.
+    -- floor_window before the floor; t: the now() of the claim that wrote
+    -- them (a later claim in the same transaction, which the relay never
+    -- makes, sees rows that transaction made due behind the floor: it sweeps).
     FOR n IN 1 .. coalesce(cardinality(p_targets), 0) LOOP
         f := floors -> p_targets[n];
-        IF f IS NULL OR (f ->> 's')::timestamptz + (f ->> 'g')::interval <= now() THEN
+        IF f IS NULL OR (f ->> 's')::timestamptz + (f ->> 'g')::interval <= now()
+           OR (f ->> 't')::timestamptz = now() THEN   -- an earlier claim of this transaction
             froms := froms || '-infinity'::timestamptz;
             swept := swept || true;
         ELSIF (f ->> 'w')::timestamptz + floor_recheck <= now() THEN
@@ -129,7 +132,7 @@ BEGIN
         IF froms[n] < (f ->> 'f')::timestamptz THEN
             f := jsonb_set(f, '{w}', to_jsonb(now()));
         END IF;
-        floors := jsonb_set(floors, ARRAY[p_targets[n]], f);
+        floors := jsonb_set(floors, ARRAY[p_targets[n]], f || jsonb_build_object('t', now()));
     END LOOP;
     PERFORM set_config('outbox.claim_floor', floors::text, false);
 
