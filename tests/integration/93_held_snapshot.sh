@@ -24,7 +24,7 @@ sql "CREATE EXTENSION pg_stat_statements" >/dev/null || bail "pg_stat_statements
 receiver_start fx
 target_add fx "http://127.0.0.1:$RECV_PORT_fx/effects"
 relay_start a
-wait_for 20 "SELECT count(*) FROM outbox.relays WHERE relay_id = 'relay-a'" 1 || bail "the relay did not start"
+wait_for 120 "SELECT count(*) FROM outbox.relays WHERE relay_id = 'relay-a'" 1 || bail "the relay did not start"
 
 # trickle PREFIX N [SLEEP]: N intents, one per transaction (psql's autocommit)
 trickle() {
@@ -43,12 +43,12 @@ SELECT 1;
 SELECT pg_sleep(600);
 SQL
 ITEST_PIDS+=("$!")
-ok "a session holds its snapshot" wait_for 10 \
+ok "a session holds its snapshot" wait_for 60 \
     "SELECT count(*) FROM pg_stat_activity WHERE application_name = 'itest-hold' AND backend_xmin IS NOT NULL" 1
 
 # -- 2,000 intents under the hold ----------------------------------------------
 trickle 'a:' 2000
-ok "the first 2,000 are delivered" wait_for 60 "$(succeeded a:)" 2000
+ok "the first 2,000 are delivered" wait_for 300 "$(succeeded a:)" 2000
 sql "SELECT pg_stat_statements_reset()" >/dev/null
 
 # -- 500 more, paced, with two late commits among them -------------------------
@@ -70,11 +70,11 @@ late_b=$!
 ITEST_PIDS+=("$late_b")
 trickle 'b:' 500 0.01
 wait "$late_a" "$late_b"
-ok "the next 500 are delivered" wait_for 60 "$(succeeded b:)" 500
+ok "the next 500 are delivered" wait_for 300 "$(succeeded b:)" 500
 ok "an intent committed 0.5 s after its next_attempt_at is delivered" \
-    wait_for 30 "$(succeeded late:window)" 1
+    wait_for 300 "$(succeeded late:window)" 1
 ok "an intent committed 3 s after it (behind the floor) is delivered" \
-    wait_for 60 "$(succeeded late:sweep)" 1
+    wait_for 300 "$(succeeded late:sweep)" 1
 
 read -r calls hits <<<"$(sql "SELECT coalesce(sum(calls), 0) || ' ' || coalesce(sum(shared_blks_hit + shared_blks_read), 0)
     FROM pg_stat_statements
@@ -99,7 +99,7 @@ is "$(sql "SELECT count(*) FROM outbox.intents WHERE state = 'succeeded' AND att
 # -- the hold ends ---------------------------------------------------------------
 is "$(sql "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity WHERE application_name = 'itest-hold'")" \
     "1" "the hold ends"
-wait_for 10 "SELECT count(*) FROM pg_stat_activity WHERE application_name = 'itest-hold'" 0
+wait_for 60 "SELECT count(*) FROM pg_stat_activity WHERE application_name = 'itest-hold'" 0
 sql "VACUUM outbox.intents" >/dev/null
 is "$(sql "SELECT n_dead_tup FROM pg_stat_user_tables WHERE relid = 'outbox.intents'::regclass")" "0" \
     "one VACUUM after the hold leaves no dead version"
