@@ -244,3 +244,133 @@ END
 $$;
 
 COMMENT ON FUNCTION outbox.claim_due(p_relay text, p_targets text[], p_rooms integer[], p_limit integer, p_lease_ms integer) IS 'Claim due rows of the given targets within their rooms and gates (circuit, pause, rate), with leases; stamps and returns whether each request carries the key (key_sent). Scans each target from the session''s floor (setting outbox.claim_floor, 0047), with a periodic sweep from the start.';
+
+-- The idle relay's question, outbox.next_due_ms, read intents_due from the
+-- start of each target's range too (min(next_attempt_at) of its pending
+-- rows): under the hold it stepped over the same entries after every claim
+-- that found nothing. It now looks from floor_window before the session's
+-- floor (from the start without one, or after a claim of this transaction),
+-- and its in-flight half from 2 s before the take-over floor (below). A row
+-- behind them is found by a sweep: the relay claims and takes over at every
+-- poll (--poll-interval-ms) whatever next_due_ms answers.
+CREATE OR REPLACE FUNCTION outbox.next_due_ms(p_targets text[]) RETURNS bigint
+LANGUAGE plpgsql STABLE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+SET plan_cache_mode = force_generic_plan
+AS $$
+DECLARE
+    due_ms bigint;
+    name   text;
+    floors jsonb := coalesce(nullif(current_setting('outbox.claim_floor', true), ''), '{}')::jsonb;
+    f      jsonb;
+    froms  timestamptz[] := '{}';
+    n      integer;
+    tf     jsonb := coalesce(nullif(current_setting('outbox.take_over_floor', true), ''), '{}')::jsonb;
+    lease_from timestamptz := CASE WHEN tf ->> 'f' IS NULL OR (tf ->> 't')::timestamptz = now()
+                                   THEN '-infinity'::timestamptz
+                                   ELSE (tf ->> 'f')::timestamptz - interval '2 seconds' END;
+BEGIN
+    FOR n IN 1 .. coalesce(cardinality(p_targets), 0) LOOP   -- 0047
+        f := floors -> p_targets[n];
+        IF f IS NULL OR (f ->> 't')::timestamptz = now() THEN
+            froms := froms || '-infinity'::timestamptz;
+        ELSE
+            froms := froms || ((f ->> 'f')::timestamptz - interval '2 seconds');
+        END IF;
+    END LOOP;
+    due_ms := (SELECT CASE WHEN due IS NOT NULL
+                   THEN greatest(0, (extract(epoch FROM (due - now())) * 1000)::bigint) END
+      FROM (SELECT least(
+                (SELECT min(greatest(d.due, outbox.target_gate(s, t.rate_limit_per_s)))
+                   FROM unnest(p_targets, froms) AS u(name, from_at)
+                   JOIN outbox.targets t ON t.name = u.name AND t.enabled
+                   LEFT JOIN outbox.target_state s ON s.target = u.name
+                  CROSS JOIN LATERAL (SELECT min(i.next_attempt_at) AS due FROM outbox.intents i
+                                       WHERE i.state = 'pending' AND i.target = u.name
+                                         AND i.next_attempt_at >= u.from_at   -- 0047
+                                         AND i.next_attempt_at < 'infinity') d   -- 0013: held rows are not due
+                  WHERE d.due IS NOT NULL),   -- a gate alone (a pause that ended) is nothing due
+                (SELECT min(lease_expires_at) FROM outbox.intents
+                  WHERE state = 'in_flight' AND lease_expires_at >= lease_from),   -- 0047
+                (SELECT min(greatest(i.next_attempt_at, coalesce(i.lease_expires_at, i.next_attempt_at)))
+                   FROM outbox.intents i JOIN outbox.targets t ON t.name = i.target
+                  WHERE i.state = 'unknown' AND (t.status_url IS NOT NULL OR t.status_tool IS NOT NULL) AND t.enabled)) AS due) AS next);   -- 0037
+    IF due_ms = 0 THEN
+        RETURN 0;
+    END IF;
+    -- An enqueue holds the shared form of its target's lock until its
+    -- transaction ends (outbox.enqueue); the exclusive form is free only
+    -- when none does. Taken at session level so that it is released at once.
+    FOR name IN
+        SELECT t.name FROM unnest(p_targets) AS u(name)
+          JOIN outbox.targets t ON t.name = u.name AND t.enabled
+          LEFT JOIN outbox.target_state s ON s.target = u.name
+         WHERE s.target IS NULL OR coalesce(outbox.target_gate(s, t.rate_limit_per_s) <= now(), true)
+    LOOP
+        IF pg_try_advisory_lock(1330774017, hashtext(name)) THEN
+            PERFORM pg_advisory_unlock(1330774017, hashtext(name));
+        ELSE
+            RETURN 0;
+        END IF;
+    END LOOP;
+    RETURN due_ms;
+END
+$$;
+
+-- Take-over and the in-flight half of next_due_ms read intents_in_flight
+-- (lease_expires_at) from its start: under the hold, the entry of every row
+-- that left in_flight since it began (its lease ran out meanwhile, or soon
+-- will) lies before the leases to take over. take_over runs at each poll of
+-- every relay (2 s by default). It now starts at the session's take-over
+-- floor (setting outbox.take_over_floor) less 2 s: the now() of its last
+-- run that took fewer rows than its limit (every lease visible as expired
+-- then was taken, but the caller's own). Leases are set to now() plus a
+-- lease of seconds, so one that commits behind the floor is rare; the sweep
+-- from the start, on the same terms as the claim's (at least every second,
+-- at least 100 times what the last took), finds it and the caller's own
+-- rows once it no longer holds them.
+CREATE OR REPLACE FUNCTION outbox.take_over(p_relay text, p_limit integer, p_lease_ms integer, p_held bigint[])
+RETURNS TABLE (id bigint, key text, target text, attempt integer, ambiguous boolean, first_attempt_ms bigint,
+               previous_owner text, key_sent boolean)
+LANGUAGE plpgsql SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    tf      jsonb := coalesce(nullif(current_setting('outbox.take_over_floor', true), ''), '{}')::jsonb;
+    from_at timestamptz := CASE WHEN tf ->> 'f' IS NULL OR (tf ->> 's')::timestamptz + (tf ->> 'g')::interval <= now()
+                                  OR (tf ->> 't')::timestamptz = now()
+                                THEN '-infinity'::timestamptz   -- a sweep
+                                ELSE (tf ->> 'f')::timestamptz - interval '2 seconds' END;
+    began   timestamptz := clock_timestamp();
+    got     integer;
+BEGIN
+    RETURN QUERY
+    WITH expired AS (
+        SELECT i.id, i.lease_owner
+          FROM outbox.intents i
+         WHERE i.state = 'in_flight' AND i.lease_expires_at < now()
+           AND i.lease_expires_at >= from_at   -- 0047
+           AND i.id <> ALL (coalesce(p_held, '{}'))
+         ORDER BY i.lease_expires_at
+         LIMIT p_limit
+           FOR UPDATE SKIP LOCKED
+    )
+    UPDATE outbox.intents i
+       SET lease_owner = p_relay,
+           lease_expires_at = now() + p_lease_ms * interval '1 millisecond',
+           updated_at = now()
+      FROM expired
+     WHERE i.id = expired.id
+    RETURNING i.id, i.key, i.target, i.attempts, i.ambiguous,
+              (extract(epoch FROM i.first_attempt_at) * 1000)::bigint, expired.lease_owner, i.key_sent;
+    GET DIAGNOSTICS got = ROW_COUNT;
+    IF from_at = '-infinity' THEN
+        tf := tf || jsonb_build_object('s', now(), 'g', least(interval '10 minutes',
+                    greatest(interval '1 second', (clock_timestamp() - began) * 100))::text);
+    END IF;
+    IF got < p_limit THEN
+        tf := tf || jsonb_build_object('f', now());
+    END IF;
+    PERFORM set_config('outbox.take_over_floor', (tf || jsonb_build_object('t', now()))::text, false);
+END
+$$;
