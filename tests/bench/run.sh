@@ -31,6 +31,10 @@
 #   history      drain 50,000 with 2,000,000 terminal rows in the table vs an empty table
 #   ordered      ordered delivery: 1,000 groups x 10 steps (p_ordering_key) drained by one
 #                relay, beside an unordered drain of as many intents, each round
+#   held         a snapshot held (a forgotten BEGIN) while 400 intents/s flow one per
+#                transaction, on the stock cluster with a default relay: commit → arrival
+#                per minute before, during and after the hold, intents' size
+#                (tests/bench/held.sh; BENCH_HELD_S, BENCH_HELD_RATE, ...)
 #   mcp          the MCP front door with defaults: 64 SDK-free HTTP clients calling a tool
 #                whose target answers at once (tests/bench/mcp.sh, BENCH_MCP_SECONDS); then
 #                the same calls to a tool whose target is an upstream MCP server (an SDK
@@ -789,6 +793,7 @@ scenario_history() {
 . "$ROOT/tests/bench/retention.sh"
 . "$ROOT/tests/bench/headline.sh"
 . "$ROOT/tests/bench/mcp.sh"
+. "$ROOT/tests/bench/held.sh"
 
 # ------------------------------------------------------------------ ordered
 
@@ -875,7 +880,7 @@ q bench_tmpl "INSERT INTO outbox.targets (name, url, max_in_flight)
 # target has no optional column (the table's defaults apply). pgcluster_start
 # exports PG* for its cluster: the tuned cluster's stay the script's own.
 DEF_PGPORT=""
-if want defaults || want headline || want headline_tls || want headline_h2 || want slow_target; then
+if want defaults || want headline || want headline_tls || want headline_h2 || want slow_target || want held; then
     # A locale that is not there yet is made before the server starts (a
     # server maps the locales it can use when it starts).
     case $DEF_LOCALE in
@@ -934,6 +939,7 @@ emit_text kind=meta git_commit="$git_commit" relay_or_migrations_modified="$git_
 { want headline || want headline_tls || want headline_h2; } && { scenario_headline || true; }
 want drain || want defaults || want no_analyze || want two_relays || want four_relays && scenario_drains
 want slow_target && { scenario_slow_target || true; }
+want held && { scenario_held || true; }
 # The stock cluster's work is done: stop it so its checkpoints and
 # background writes stay out of the scenarios that follow.
 pgcluster_stop "$B/pgdef"
