@@ -39,6 +39,17 @@ held_sample() {
     echo "$(($(date +%s) - HELD_T0)) $2 $(pg_cpu) $row" >>"$B/held-samples.txt"
 }
 
+# held_until DB PHASE END: a sample every 10 s until the clock reaches END
+held_until() {
+    local next
+    while [ "$(date +%s)" -lt "$3" ]; do
+        next=$(($(date +%s) + 10))
+        [ "$next" -gt "$3" ] && next=$3
+        sleep $((next - $(date +%s) > 0 ? next - $(date +%s) : 0))
+        held_sample "$1" "$2"
+    done
+}
+
 scenario_held() {
     [ -n "$DEF_PGPORT" ] || { broken "held: the stock PostgreSQL is not running"; return 1; }
     local db=bench_held total secs=$((HELD_BEFORE_S + HELD_S + HELD_AFTER_S)) relay_pid trickle_pid
@@ -58,16 +69,13 @@ scenario_held() {
     relay_pid=$!
     PIDS+=("$relay_pid")
     HELD_T0=$(date +%s)
-    PGPORT=$DEF_PGPORT PGDATABASE=$db timeout -k 5 $((secs + 120)) "$BIN/trickle" \
+    PGPORT=$DEF_PGPORT PGDATABASE=$db timeout -k 5 $((2 * secs + 300)) "$BIN/trickle" \
         --out "$B/held.commits" --seconds "$secs" --warmup "$HELD_RATE" --interval-us "$interval_us" \
         --target held --prefix "h:" 2>"$B/held-trickle.err" &
     trickle_pid=$!
     PIDS+=("$trickle_pid")
     held_sample "$db" before
-    for i in $(seq 10 10 "$HELD_BEFORE_S"); do
-        sleep 10
-        held_sample "$db" before
-    done
+    held_until "$db" before $((HELD_T0 + HELD_BEFORE_S))
     # The hold: idle in a transaction whose snapshot is taken (SELECT 1).
     PGAPPNAME=bench-hold psql -X -q -p "$DEF_PGPORT" -h 127.0.0.1 -U postgres -d "$db" >/dev/null 2>&1 <<SQL &
 BEGIN ISOLATION LEVEL REPEATABLE READ;
@@ -78,20 +86,14 @@ SQL
     PIDS+=("$hold_pid")
     from_n=$(PGPORT=$DEF_PGPORT q "$db" "SELECT count(*) FROM outbox.intents WHERE key LIKE 'h:%' AND key NOT LIKE 'h:warmup:%'")
     held_sample "$db" hold_start
-    for i in $(seq 10 10 "$HELD_S"); do
-        sleep 10
-        held_sample "$db" hold
-    done
+    held_until "$db" hold $(($(date +%s) + HELD_S))
     to_n=$(PGPORT=$DEF_PGPORT q "$db" "SELECT count(*) FROM outbox.intents WHERE key LIKE 'h:%' AND key NOT LIKE 'h:warmup:%'")
     PGPORT=$DEF_PGPORT q "$db" "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity
                                  WHERE application_name = 'bench-hold'" >/dev/null
     wait "$hold_pid" 2>/dev/null
     forget_pid "$hold_pid"
     held_sample "$db" hold_end
-    for i in $(seq 10 10 "$HELD_AFTER_S"); do
-        sleep 10
-        held_sample "$db" after
-    done
+    held_until "$db" after $(($(date +%s) + HELD_AFTER_S))
     wait "$trickle_pid" || broken "held: the driver failed: $(cat "$B/held-trickle.err")"
     forget_pid "$trickle_pid"
     total=$((secs * HELD_RATE + HELD_RATE))
