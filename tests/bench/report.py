@@ -60,6 +60,71 @@ def trickle_latencies(rec):
     }
 
 
+def held_figures(rec):
+    """The held-snapshot scenario (tests/bench/held.sh): commit → arrival and
+    commit → settled (the record's now(), a wall clock taken back to
+    CLOCK_MONOTONIC by the offset measured at the end) per phase, one
+    phase per minute: before the hold, each minute of it, after it."""
+    rate = rec["rate_per_s"]
+    per_min = 60 * rate
+    commits = {}
+    with open(rec["commits"]) as f:
+        for line in f:
+            key, at, _ = line.rstrip("\n").split("\t")
+            commits[key] = int(at)
+    arrivals = {}
+    with open(rec["arrivals"]) as f:
+        for line in f:
+            key, at = line.rstrip("\n").split("\t")
+            arrivals.setdefault(key, int(at))
+    settled = {}
+    with open(rec["settled"]) as f:
+        for line in f:
+            key, at = line.rstrip("\n").split("\t")
+            settled[key] = int(at) - rec["realtime_minus_monotonic_us"]
+    lo, hi = rec["hold_from_n"], rec["hold_to_n"]
+    phases = {}
+    for key, c in commits.items():
+        n = int(key.rsplit(":", 1)[1])
+        if n < lo:
+            name = "before"
+        elif n < hi:
+            name = "hold min {}".format((n - lo) // per_min + 1)
+        else:
+            name = "after min {}".format((n - hi) // per_min + 1)
+        p = phases.setdefault(name, {"arrival": [], "settled": [], "n": n})
+        if key in arrivals:
+            p["arrival"].append((arrivals[key] - c) / 1000.0)
+        if key in settled:
+            p["settled"].append((settled[key] - c) / 1000.0)
+    out = []
+    for name, p in sorted(phases.items(), key=lambda kv: kv[1]["n"]):
+        a, s = sorted(p["arrival"]), sorted(p["settled"])
+        out.append({"phase": name, "samples": len(a), "arrival_p50_ms": percentile(a, 50),
+                    "arrival_p99_ms": percentile(a, 99), "settled_p50_ms": percentile(s, 50),
+                    "settled_p99_ms": percentile(s, 99)})
+    samples = []
+    with open(rec["samples"]) as f:
+        for line in f:
+            x = line.split()
+            samples.append({"s": int(x[0]), "phase": x[1], "pg_cpu_s": float(x[2]), "total_bytes": int(x[3]),
+                            "heap_bytes": int(x[4]), "dead": int(x[5]), "live": int(x[6]), "autovacuums": int(x[7]),
+                            "inserts": int(x[8]), "heap_blks": int(x[9]), "due_blks": int(x[10]),
+                            "in_flight_blks": int(x[11])})
+    return {"phases": out, "samples": samples, "missing": len(commits) - sum(o["samples"] for o in out)}
+
+
+def held_per_intent(samples, field, scale=1.0):
+    """A counter's growth per intent inserted (field × scale) before, during, after the hold."""
+    out = []
+    for first, last in (("before", "hold_start"), ("hold_start", "hold_end"), ("hold_end", "end")):
+        a = next((x for x in samples if x["phase"] == first), None)
+        b = [x for x in samples if x["phase"] == last]
+        if a and b and b[-1]["inserts"] > a["inserts"]:
+            out.append((b[-1][field] - a[field]) * scale / (b[-1]["inserts"] - a["inserts"]))
+    return out
+
+
 def main():
     raw = load(sys.argv[1])
     out_path = sys.argv[2]
@@ -596,6 +661,43 @@ def main():
                "ms", 0.6, "<=", [round(r["p50_ms"], 3) for r in trickles], note, fmt="{:.2f}")
         figure("trickle 200/s, commit → arrival", "p99", median([r["p99_ms"] for r in trickles]),
                "ms", 2.5, "<=", [round(r["p99_ms"], 3) for r in trickles], fmt="{:.2f}")
+
+    # ---------------------------------------------------------------- held snapshot
+    # Issue 40, item 6 (tests/bench/held.sh): p99 through the hold ≤ 2 × the p99 before it.
+    for r in [r for r in raw if r["kind"] == "held"]:
+        r.update(held_figures(r))
+        scen = "held snapshot {}/s".format(r["rate_per_s"])
+        before = next((p for p in r["phases"] if p["phase"] == "before"), None)
+        limit = 2 * before["settled_p99_ms"] if before and before["settled_p99_ms"] is not None else None
+        for p in r["phases"]:
+            hold = p["phase"].startswith("hold")
+            figure(scen, "commit → settled p99, " + p["phase"], p["settled_p99_ms"], "ms",
+                   limit if hold else None, "<=" if hold and limit is not None else None,
+                   note="p50 {:.1f} ms; commit → arrival p50 {:.1f} / p99 {:.1f} ms; {} intents".format(
+                       p["settled_p50_ms"] or 0, p["arrival_p50_ms"] or 0, p["arrival_p99_ms"] or 0,
+                       p["samples"]), fmt="{:.1f}",
+                   target_shown="≤ {:.1f} ms (2 × before)".format(limit) if hold and limit else None)
+        sm = r["samples"]
+
+        def at(phase):
+            xs = [x for x in sm if x["phase"] == phase]
+            return xs[-1] if xs else None
+        b, e, f_ = at("hold_start"), at("hold_end"), at("end")
+        if b and e and f_:
+            figure(scen, "intents size: hold start → hold end → end", f_["total_bytes"] / 2**20, "MiB",
+                   shown="{:.1f} → {:.1f} → {:.1f} MiB".format(b["total_bytes"] / 2**20, e["total_bytes"] / 2**20,
+                                                             f_["total_bytes"] / 2**20),
+                   note="dead versions {} → {} → {}; autovacuums of intents after the hold {}; heap {:.1f} → {:.1f} MiB; "
+                        "PostgreSQL CPU per intent before / during / after: {}".format(
+                            b["dead"], e["dead"], f_["dead"], f_["autovacuums"] - e["autovacuums"],
+                            e["heap_bytes"] / 2**20, f_["heap_bytes"] / 2**20,
+                            " / ".join("{:.0f} µs".format(x) for x in held_per_intent(sm, "pg_cpu_s", 1e6))))
+            for field, what in (("heap_blks", "intents' heap"), ("due_blks", "intents_due"),
+                                ("in_flight_blks", "intents_in_flight")):
+                xs = held_per_intent(sm, field)
+                if len(xs) == 3:
+                    figure(scen, "buffers per intent in " + what + ": before / hold / after", xs[1], "",
+                           shown="{:.1f} / {:.1f} / {:.1f}".format(*xs))
 
     # ---------------------------------------------------------------- enqueue
     pgb = [r for r in raw if r["kind"] == "pgbench"]

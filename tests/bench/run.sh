@@ -37,6 +37,10 @@
 #                (tests/bench/databases.sh, BENCH_DATABASES_RUNS rounds, 3)
 #   log_cost     the success log line alone (tests/bench/log_cost.c: relay/lib/log.c
 #                writing 1,000,000 attempt lines to a file, CPU per line; also with headline)
+#   held         a snapshot held (a forgotten BEGIN) while 400 intents/s flow one per
+#                transaction, on the stock cluster with a default relay: commit → arrival
+#                per minute before, during and after the hold, intents' size
+#                (tests/bench/held.sh; BENCH_HELD_S, BENCH_HELD_RATE, ...)
 #   mcp          the MCP front door with defaults: 64 SDK-free HTTP clients calling a tool
 #                whose target answers at once (tests/bench/mcp.sh, BENCH_MCP_SECONDS); then
 #                the same calls to a tool whose target is an upstream MCP server (an SDK
@@ -819,6 +823,7 @@ scenario_history() {
 . "$ROOT/tests/bench/headline.sh"
 . "$ROOT/tests/bench/mcp.sh"
 . "$ROOT/tests/bench/databases.sh"
+. "$ROOT/tests/bench/held.sh"
 
 # ------------------------------------------------------------------ ordered
 
@@ -909,7 +914,7 @@ q bench_tmpl "INSERT INTO outbox.targets (name, url, max_in_flight)
 # target has no optional column (the table's defaults apply). pgcluster_start
 # exports PG* for its cluster: the tuned cluster's stay the script's own.
 DEF_PGPORT=""
-if want defaults || want headline || want headline_tls || want headline_h2 || want slow_target || want databases; then
+if want defaults || want headline || want headline_tls || want headline_h2 || want slow_target || want databases || want held; then
     # A locale that is not there yet is made before the server starts (a
     # server maps the locales it can use when it starts).
     case $DEF_LOCALE in
@@ -970,6 +975,7 @@ emit_text kind=meta git_commit="$git_commit" relay_or_migrations_modified="$git_
 want drain || want defaults || want no_analyze || want two_relays || want four_relays && scenario_drains
 want slow_target && { scenario_slow_target || true; }
 want databases && { scenario_databases || true; }
+want held && { scenario_held || true; }
 # The stock cluster's work is done: stop it so its checkpoints and
 # background writes stay out of the scenarios that follow.
 pgcluster_stop "$B/pgdef"

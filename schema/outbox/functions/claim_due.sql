@@ -4,14 +4,29 @@ CREATE FUNCTION outbox.claim_due(p_relay text, p_targets text[], p_rooms integer
     SET plan_cache_mode TO 'force_generic_plan'
     AS $$
 DECLARE
+    floor_window  constant interval := interval '2 seconds';
+    floor_recheck constant interval := interval '50 milliseconds';
+    sweep_least   constant interval := interval '1 second';
+    sweep_most    constant interval := interval '10 minutes';
     rooms    integer[] := p_rooms;
     probing  text[] := '{}';
     metered  text[] := '{}';
     avail    double precision[] := '{}';
     due_ids  bigint[];
     keyed    boolean[];
+    due_tgts text[];
+    due_at   timestamptz[];
+    froms    timestamptz[] := '{}';
+    swept    boolean[] := '{}';
+    floors   jsonb := coalesce(nullif(current_setting('outbox.claim_floor', true), ''), '{}')::jsonb;
+    f        jsonb;
     g        record;
     a        double precision;
+    n        integer;
+    got      integer;
+    last_at  timestamptz;
+    began    timestamptz;
+    took     interval;
 BEGIN
     -- Gated targets, locked in name order (two relays never lock in opposite
     -- orders): their rooms shrink to what the gate allows.
@@ -48,20 +63,78 @@ BEGIN
         END IF;
     END LOOP;
 
-    -- 1. The due rows, oldest first within each target, locked.
-    SELECT coalesce(array_agg(c.id), '{}'), coalesce(array_agg(c.keyed), '{}')
-      INTO due_ids, keyed
-      FROM (SELECT d.id, tg.key_header IS NOT NULL AS keyed
-              FROM unnest(p_targets, rooms) AS t(name, room)
+    -- 0047: a disabled (or unknown) target is not scanned; no room keeps its floor.
+    FOR n IN
+        SELECT u.ord FROM unnest(p_targets) WITH ORDINALITY AS u(name, ord)
+          LEFT JOIN outbox.targets t ON t.name = u.name
+         WHERE t.enabled IS NOT TRUE
+    LOOP
+        rooms[n] := 0;
+    END LOOP;
+
+    -- 0047: where each target's scan starts. f: the floor; s: when the last
+    -- sweep began; g: the sweep period; w: when the scan last started
+    -- floor_window before the floor; t: the now() of the claim that wrote
+    -- them (a later claim in the same transaction, which the relay never
+    -- makes, sees rows that transaction made due behind the floor: it sweeps).
+    FOR n IN 1 .. coalesce(cardinality(p_targets), 0) LOOP
+        f := floors -> p_targets[n];
+        IF f IS NULL OR (f ->> 's')::timestamptz + (f ->> 'g')::interval <= now()
+           OR (f ->> 't')::timestamptz = now() THEN   -- an earlier claim of this transaction
+            froms := froms || '-infinity'::timestamptz;
+            swept := swept || true;
+        ELSIF (f ->> 'w')::timestamptz + floor_recheck <= now() THEN
+            froms := froms || ((f ->> 'f')::timestamptz - floor_window);
+            swept := swept || false;
+        ELSE
+            froms := froms || (f ->> 'f')::timestamptz;
+            swept := swept || false;
+        END IF;
+    END LOOP;
+
+    -- 1. The due rows, oldest first within each target from its floor, locked.
+    began := clock_timestamp();
+    SELECT coalesce(array_agg(c.id), '{}'), coalesce(array_agg(c.keyed), '{}'),
+           coalesce(array_agg(c.target), '{}'), coalesce(array_agg(c.next_attempt_at), '{}')
+      INTO due_ids, keyed, due_tgts, due_at
+      FROM (SELECT d.id, tg.key_header IS NOT NULL AS keyed, t.name AS target, d.next_attempt_at
+              FROM unnest(p_targets, rooms, froms) AS t(name, room, from_at)
               JOIN outbox.targets AS tg ON tg.name = t.name AND tg.enabled -- disabled: rows wait
              CROSS JOIN LATERAL (
-                   SELECT i.id
+                   SELECT i.id, i.next_attempt_at
                      FROM outbox.intents i
-                    WHERE i.state = 'pending' AND i.target = t.name AND i.next_attempt_at <= now()
+                    WHERE i.state = 'pending' AND i.target = t.name
+                      AND i.next_attempt_at >= t.from_at AND i.next_attempt_at <= now()
                     ORDER BY i.next_attempt_at
                     LIMIT coalesce(t.room, 0)
                       FOR UPDATE SKIP LOCKED) AS d
              LIMIT p_limit) AS c;
+    took := clock_timestamp() - began;
+
+    -- The floors move forward (see the top of migration 0047).
+    FOR n IN 1 .. coalesce(cardinality(p_targets), 0) LOOP
+        CONTINUE WHEN coalesce(rooms[n], 0) <= 0;
+        f := coalesce(floors -> p_targets[n],
+                      jsonb_build_object('f', '-infinity'::timestamptz, 's', now(), 'g', sweep_least::text,
+                                         'w', now()));
+        SELECT count(*), max(u.at) INTO got, last_at
+          FROM unnest(due_tgts, due_at) AS u(target, at) WHERE u.target = p_targets[n];
+        IF got < rooms[n] AND cardinality(due_ids) < p_limit THEN
+            last_at := now();   -- nothing visible was left up to now()
+        END IF;
+        IF last_at IS NOT NULL AND last_at > (f ->> 'f')::timestamptz THEN
+            f := jsonb_set(f, '{f}', to_jsonb(last_at));
+        END IF;
+        IF swept[n] THEN
+            f := f || jsonb_build_object('s', now(), 'g',
+                                         least(sweep_most, greatest(sweep_least, took * 100))::text);
+        END IF;
+        IF froms[n] < (f ->> 'f')::timestamptz THEN
+            f := jsonb_set(f, '{w}', to_jsonb(now()));
+        END IF;
+        floors := jsonb_set(floors, ARRAY[p_targets[n]], f || jsonb_build_object('t', now()));
+    END LOOP;
+    PERFORM set_config('outbox.claim_floor', floors::text, false);
 
     -- Nothing due and no tokens to book: an idle relay's claim ends here.
     IF cardinality(due_ids) = 0 AND cardinality(metered) = 0 THEN
@@ -105,7 +178,7 @@ BEGIN
 END
 $$;
 
-COMMENT ON FUNCTION outbox.claim_due(p_relay text, p_targets text[], p_rooms integer[], p_limit integer, p_lease_ms integer) IS 'Claim due rows of the given targets within their rooms and gates (circuit, pause, rate), with leases; stamps and returns whether each request carries the key (key_sent).';
+COMMENT ON FUNCTION outbox.claim_due(p_relay text, p_targets text[], p_rooms integer[], p_limit integer, p_lease_ms integer) IS 'Claim due rows of the given targets within their rooms and gates (circuit, pause, rate), with leases; stamps and returns whether each request carries the key (key_sent). Scans each target from the session''s floor (setting outbox.claim_floor, 0047), with a periodic sweep from the start.';
 
 REVOKE ALL ON FUNCTION outbox.claim_due(p_relay text, p_targets text[], p_rooms integer[], p_limit integer, p_lease_ms integer) FROM PUBLIC;
 GRANT ALL ON FUNCTION outbox.claim_due(p_relay text, p_targets text[], p_rooms integer[], p_limit integer, p_lease_ms integer) TO outbox_relay;

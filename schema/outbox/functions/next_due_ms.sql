@@ -6,19 +6,37 @@ CREATE FUNCTION outbox.next_due_ms(p_targets text[]) RETURNS bigint
 DECLARE
     due_ms bigint;
     name   text;
+    floors jsonb := coalesce(nullif(current_setting('outbox.claim_floor', true), ''), '{}')::jsonb;
+    f      jsonb;
+    froms  timestamptz[] := '{}';
+    n      integer;
+    tf     jsonb := coalesce(nullif(current_setting('outbox.take_over_floor', true), ''), '{}')::jsonb;
+    lease_from timestamptz := CASE WHEN tf ->> 'f' IS NULL OR (tf ->> 't')::timestamptz = now()
+                                   THEN '-infinity'::timestamptz
+                                   ELSE (tf ->> 'f')::timestamptz - interval '2 seconds' END;
 BEGIN
+    FOR n IN 1 .. coalesce(cardinality(p_targets), 0) LOOP   -- 0047
+        f := floors -> p_targets[n];
+        IF f IS NULL OR (f ->> 't')::timestamptz = now() THEN
+            froms := froms || '-infinity'::timestamptz;
+        ELSE
+            froms := froms || ((f ->> 'f')::timestamptz - interval '2 seconds');
+        END IF;
+    END LOOP;
     due_ms := (SELECT CASE WHEN due IS NOT NULL
                    THEN greatest(0, (extract(epoch FROM (due - now())) * 1000)::bigint) END
       FROM (SELECT least(
                 (SELECT min(greatest(d.due, outbox.target_gate(s, t.rate_limit_per_s)))
-                   FROM unnest(p_targets) AS u(name)
+                   FROM unnest(p_targets, froms) AS u(name, from_at)
                    JOIN outbox.targets t ON t.name = u.name AND t.enabled
                    LEFT JOIN outbox.target_state s ON s.target = u.name
                   CROSS JOIN LATERAL (SELECT min(i.next_attempt_at) AS due FROM outbox.intents i
                                        WHERE i.state = 'pending' AND i.target = u.name
+                                         AND i.next_attempt_at >= u.from_at   -- 0047
                                          AND i.next_attempt_at < 'infinity') d   -- 0013: held rows are not due
                   WHERE d.due IS NOT NULL),   -- a gate alone (a pause that ended) is nothing due
-                (SELECT min(lease_expires_at) FROM outbox.intents WHERE state = 'in_flight'),
+                (SELECT min(lease_expires_at) FROM outbox.intents
+                  WHERE state = 'in_flight' AND lease_expires_at >= lease_from),   -- 0047
                 (SELECT min(greatest(i.next_attempt_at, coalesce(i.lease_expires_at, i.next_attempt_at)))
                    FROM outbox.intents i JOIN outbox.targets t ON t.name = i.target
                   WHERE i.state = 'unknown' AND (t.status_url IS NOT NULL OR t.status_tool IS NOT NULL) AND t.enabled)) AS due) AS next);   -- 0037

@@ -2,12 +2,21 @@ CREATE FUNCTION outbox.take_over(p_relay text, p_limit integer, p_lease_ms integ
     LANGUAGE plpgsql SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'pg_temp'
     AS $$
+DECLARE
+    tf      jsonb := coalesce(nullif(current_setting('outbox.take_over_floor', true), ''), '{}')::jsonb;
+    from_at timestamptz := CASE WHEN tf ->> 'f' IS NULL OR (tf ->> 's')::timestamptz + (tf ->> 'g')::interval <= now()
+                                  OR (tf ->> 't')::timestamptz = now()
+                                THEN '-infinity'::timestamptz   -- a sweep
+                                ELSE (tf ->> 'f')::timestamptz - interval '2 seconds' END;
+    began   timestamptz := clock_timestamp();
+    got     integer;
 BEGIN
     RETURN QUERY
     WITH expired AS (
         SELECT i.id, i.lease_owner
           FROM outbox.intents i
          WHERE i.state = 'in_flight' AND i.lease_expires_at < now()
+           AND i.lease_expires_at >= from_at   -- 0047
            AND i.id <> ALL (coalesce(p_held, '{}'))
          ORDER BY i.lease_expires_at
          LIMIT p_limit
@@ -21,6 +30,15 @@ BEGIN
      WHERE i.id = expired.id
     RETURNING i.id, i.key, i.target, i.attempts, i.ambiguous,
               (extract(epoch FROM i.first_attempt_at) * 1000)::bigint, expired.lease_owner, i.key_sent;
+    GET DIAGNOSTICS got = ROW_COUNT;
+    IF from_at = '-infinity' THEN
+        tf := tf || jsonb_build_object('s', now(), 'g', least(interval '10 minutes',
+                    greatest(interval '1 second', (clock_timestamp() - began) * 100))::text);
+    END IF;
+    IF got < p_limit THEN
+        tf := tf || jsonb_build_object('f', now());
+    END IF;
+    PERFORM set_config('outbox.take_over_floor', (tf || jsonb_build_object('t', now()))::text, false);
 END
 $$;
 
