@@ -52,8 +52,14 @@
 -- to its last row claimed when the scan filled the room (rows after it may
 -- be due), or to now() when it found fewer (nothing visible was left up to
 -- now(): rows that become due later have a later next_attempt_at, or are
--- late and come back as above). A target without room (gated, paused,
--- disabled) keeps its floor.
+-- late and come back as above); in both cases never past now() minus
+-- floor_lag (250 ms). Without that lag, any enqueue whose transaction began
+-- before a claim and committed after it sat behind the floor until the next
+-- re-read of the window: under a steady stream of short transactions (the
+-- front door's calls) that is most of them, and each waited up to 50 ms or
+-- the next sweep. The lag costs a held snapshot the entries of 250 ms of
+-- claimed rows per claim, a bound that does not grow with the hold. A target
+-- without room (gated, paused, disabled) keeps its floor.
 --
 -- Locks and plans as in 0034: the two statements, each planned once per
 -- connection (plan_cache_mode = force_generic_plan); the scan's index
@@ -70,6 +76,7 @@ SET plan_cache_mode = force_generic_plan
 AS $$
 DECLARE
     floor_window  constant interval := interval '2 seconds';
+    floor_lag     constant interval := interval '250 milliseconds';
     floor_recheck constant interval := interval '50 milliseconds';
     sweep_least   constant interval := interval '1 second';
     sweep_most    constant interval := interval '10 minutes';
@@ -187,6 +194,10 @@ BEGIN
         IF got < rooms[n] AND cardinality(due_ids) < p_limit THEN
             last_at := now();   -- nothing visible was left up to now()
         END IF;
+        -- Never past now() - floor_lag: an enqueue that began before this
+        -- claim and commits after it has a next_attempt_at behind now(),
+        -- and its NOTIFY's claim must still reach it.
+        last_at := least(last_at, now() - floor_lag);
         IF last_at IS NOT NULL AND last_at > (f ->> 'f')::timestamptz THEN
             f := jsonb_set(f, '{f}', to_jsonb(last_at));
         END IF;

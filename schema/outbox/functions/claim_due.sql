@@ -5,6 +5,7 @@ CREATE FUNCTION outbox.claim_due(p_relay text, p_targets text[], p_rooms integer
     AS $$
 DECLARE
     floor_window  constant interval := interval '2 seconds';
+    floor_lag     constant interval := interval '250 milliseconds';
     floor_recheck constant interval := interval '50 milliseconds';
     sweep_least   constant interval := interval '1 second';
     sweep_most    constant interval := interval '10 minutes';
@@ -122,6 +123,10 @@ BEGIN
         IF got < rooms[n] AND cardinality(due_ids) < p_limit THEN
             last_at := now();   -- nothing visible was left up to now()
         END IF;
+        -- Never past now() - floor_lag: an enqueue that began before this
+        -- claim and commits after it has a next_attempt_at behind now(),
+        -- and its NOTIFY's claim must still reach it.
+        last_at := least(last_at, now() - floor_lag);
         IF last_at IS NOT NULL AND last_at > (f ->> 'f')::timestamptz THEN
             f := jsonb_set(f, '{f}', to_jsonb(last_at));
         END IF;
