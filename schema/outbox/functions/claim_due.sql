@@ -126,7 +126,11 @@ BEGIN
         -- Never past now() - floor_lag: an enqueue that began before this
         -- claim and commits after it has a next_attempt_at behind now(),
         -- and its NOTIFY's claim must still reach it.
-        last_at := least(last_at, now() - floor_lag);
+        -- (least() would skip a NULL: a target the scan did not reach,
+        -- its room cut by p_limit, keeps its floor)
+        IF last_at IS NOT NULL THEN
+            last_at := least(last_at, now() - floor_lag);
+        END IF;
         IF last_at IS NOT NULL AND last_at > (f ->> 'f')::timestamptz THEN
             f := jsonb_set(f, '{f}', to_jsonb(last_at));
         END IF;
