@@ -12,6 +12,7 @@ cd "$ROOT"
 . tests/lib/pgcluster.sh
 N=${DEMO_INTENTS:-3000}
 D=$(mktemp -d /tmp/outbox-demo.XXXXXX)
+( cd "$D" && touch a.out b.out relay.log ) # read while their writers start: empty, not missing
 chmod 755 "$D"
 PIDS=()
 cleanup() {

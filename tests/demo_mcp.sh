@@ -26,6 +26,10 @@ N=${DEMO_MCP_CALLS:-300}
 NM=${DEMO_MCP_NO_META_CALLS:-100}
 D=$(mktemp -d /tmp/outbox-demo-mcp.XXXXXX)
 chmod 755 "$D"
+# The logs the script reads while their writers start: made first, so that a
+# read before a background job has opened its file finds it empty, not missing
+# (under set -e a missing file would end the demo).
+( cd "$D" && touch recv.out relay.log mcp.log proxy.log proxy2.log up.out up.err )
 PIDS=()
 cleanup() {
     for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null || true; done
