@@ -42,20 +42,27 @@
  *    ADM_TRIM_MIN_BYTES), malloc_trim runs ADM_TRIM_AFTER_MS later. glibc
  *    keeps freed heap otherwise, and a pod would look like it leaks.
  *
- * 5. Calls that wait together are enqueued together (issue 40): as the
- *    last connection with room gets it (while another has room, a
- *    statement goes alone), the enqueue statement at the head of the ring
- *    takes with it the enqueues at the heads of the next clients in the ring
- *    (round robin still: one per client per round, up to ADM_BATCH_MAX) as
- *    one batch statement (adm_set_batch: outbox.mcp_calls), one
- *    transaction. What a call costs the database was mostly its own
- *    transaction (a commit's WAL flush, plpgsql's expressions set up anew):
- *    a batch of 16 cost a quarter of 16 alone. A call that waited alone
- *    goes alone, as before. A batch is all or nothing: when it fails, each
- *    of its calls is queued again at the head of its client's line, to go
- *    alone (an error is then its own, and nothing of the batch was
- *    committed; sending a call again is safe in any case, as the enqueue is
- *    keyed). A caller cannot tell a batched answer from one alone.
+ * 5. Calls that wait together are enqueued together (issue 40): the
+ *    enqueue statement at the head of the ring takes with it the enqueues
+ *    at the heads of the next clients in the ring (round robin still: one
+ *    per client per round, up to ADM_BATCH_MAX) as one batch statement
+ *    (adm_set_batch: outbox.mcp_calls), one transaction. What a call costs
+ *    the database was mostly its own transaction (a commit's WAL flush,
+ *    plpgsql's expressions set up anew): a batch of 16 cost a quarter of 16
+ *    alone. Calls wait together when they arrive in the same turn of the
+ *    loop: an enqueue is not sent from adm_query but after the turn's
+ *    callbacks (the check handle; the idle handle turn_end keeps the loop
+ *    from sleeping first when it was queued after them), with every
+ *    enqueue queued by then. Before, a batch formed only while every
+ *    connection was busy, so the quieter the machine, the more calls went
+ *    alone and the more each cost. A call that arrived alone goes alone,
+ *    later by what is left of its turn only. A batch is all or nothing:
+ *    when it fails, each of its calls is queued again at the head of its
+ *    client's line, to go alone (an error is then its own, and nothing of
+ *    the batch was committed; sending a call again is safe in any case, as
+ *    the enqueue is keyed). A caller cannot tell a batched answer from one
+ *    alone. In the database (0049) the batch's plainly new calls are one
+ *    INSERT, the others mcp_call each.
  *
  * Left out on purpose: per-address limits (clients behind one proxy share
  * an address; the connection cap of http_server.c evicts silent sockets
@@ -139,7 +146,10 @@ struct admission {
     size_t charged, peak, peak_since_trim;
     uv_timer_t trim_timer;
     uv_check_t check; /* after every loop turn: statements queued meet connections freed
-                       * by a result that did not come through here (the batched look-up) */
+                       * by a result that did not come through here (the batched look-up),
+                       * and the turn's enqueues go (5.) */
+    uv_idle_t turn_end; /* active while an enqueue waits for its turn's end: the loop
+                         * does not sleep before it goes */
     int open_handles;
     uint64_t auth_questions, verdict_hits, trims;
     const char *batch_single, *batch_statement; /* adm_set_batch */
@@ -366,16 +376,6 @@ static pg_conn_t *connection_with_room(admission_t *a, int depth)
     return best;
 }
 
-/* How many ready connections have room now. */
-static int connections_with_room(const admission_t *a)
-{
-    int n = 0;
-    for (int i = 0; i < a->pg_count; i++)
-        if (pg_conn_ready(a->pg[i]) && pg_conn_queued(a->pg[i]) < ADM_PG_DEPTH)
-            n++;
-    return n;
-}
-
 pg_conn_t *adm_least_busy(admission_t *a)
 {
     return connection_with_room(a, 1 << 30);
@@ -537,7 +537,7 @@ void adm_pump(admission_t *a)
             if (c->head)
                 ring_push(a, c); /* one statement per client per round */
             a->queued--;
-            if (batchable(a, job) && connections_with_room(a) == 1) {
+            if (batchable(a, job)) {
                 struct adm_job *jobs[ADM_BATCH_MAX];
                 int n = 0;
                 jobs[n++] = job;
@@ -574,6 +574,16 @@ void adm_pump(admission_t *a)
     a->pumping = false;
 }
 
+/* An enqueue was queued after the turn's check (a close callback): the
+ * next turn does not sleep before it goes. */
+static void on_turn_end(uv_idle_t *idle)
+{
+    admission_t *a = idle->data;
+    uv_idle_stop(idle);
+    if (a->ring_head)
+        adm_pump(a);
+}
+
 bool adm_query(admission_t *a, struct adm_client *c, const char *statement, int n,
                const char *const *values, adm_result_cb cb, void *data, void (*copied)(void *data))
 {
@@ -601,6 +611,11 @@ bool adm_query(admission_t *a, struct adm_client *c, const char *statement, int 
         ring_push(a, c);
     if (copied)
         copied(data);
+    if (batchable(a, job)) { /* with the rest of this turn's enqueues (5.) */
+        if (!uv_is_active((uv_handle_t *)&a->turn_end))
+            uv_idle_start(&a->turn_end, on_turn_end);
+        return true;
+    }
     adm_pump(a);
     return true;
 }
@@ -821,6 +836,7 @@ size_t adm_client_charged(const struct adm_client *c)
 static void on_check(uv_check_t *check)
 {
     admission_t *a = check->data;
+    uv_idle_stop(&a->turn_end);
     if (a->ring_head)
         adm_pump(a);
 }
@@ -838,7 +854,9 @@ admission_t *adm_new(uv_loop_t *loop, const struct adm_limits *limits, pg_conn_t
     uv_check_init(loop, &a->check);
     a->check.data = a;
     uv_check_start(&a->check, on_check);
-    a->open_handles = 2;
+    uv_idle_init(loop, &a->turn_end);
+    a->turn_end.data = a;
+    a->open_handles = 3;
     return a;
 }
 
@@ -868,4 +886,5 @@ void adm_close(admission_t *a, void (*on_closed)(void *data), void *data)
     uv_timer_stop(&a->trim_timer);
     uv_close((uv_handle_t *)&a->trim_timer, on_handle_closed);
     uv_close((uv_handle_t *)&a->check, on_handle_closed);
+    uv_close((uv_handle_t *)&a->turn_end, on_handle_closed);
 }

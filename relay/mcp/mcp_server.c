@@ -8,8 +8,9 @@
  * outbox.mcp_tool (authenticate the token's hash, fetch the tool's schema),
  * the arguments checked here against that schema (json_schema.c; nothing is
  * enqueued when they fail), then outbox.mcp_call (enqueue the client's key,
- * namespaced, in a transaction of its own; calls that wait for a connection
- * together go as one outbox.mcp_calls, mcp_admission.c). What the call answers at once
+ * namespaced, in a transaction of its own; calls that arrive in one turn of
+ * the loop, or wait for a connection, together go as one outbox.mcp_calls,
+ * mcp_admission.c). What the call answers at once
  * may already be final (the same key called again: the saved outcome).
  * Otherwise the call waits, bounded by --mcp-wait-ms.
  *
@@ -135,7 +136,7 @@ static const struct pg_statement statements[] = {
                        "FROM outbox.mcp_tasks_list($1::bytea, $2::timestamptz, $3, $4::integer)"},
     {"mcp_task_cancel", "SELECT " ANSWER_COLUMNS " FROM outbox.mcp_task_cancel($1::bytea, $2)"},
     {"mcp_outcomes", "SELECT " ANSWER_COLUMNS " FROM outbox.mcp_outcomes($1::bytea[], $2::text[])"},
-    /* mcp_call of the calls that waited together, in one transaction (0046,
+    /* mcp_call of the calls that came together, in one transaction (0046,
      * mcp_admission.c): each answer's row, its place in the batch last */
     {"mcp_calls",
      "SELECT " ANSWER_COLUMNS ", ord FROM (SELECT b.ord, (b.answer).* FROM outbox.mcp_calls("
@@ -1341,7 +1342,7 @@ static void write_metrics(struct mcp_server *s, struct strbuf *out)
                         st.auth_questions);
     metrics_family(
         out, "outbox_mcp_enqueue_batches_total", METRICS_COUNTER,
-        "Enqueues of calls that waited together sent as one statement (outbox.mcp_calls), "
+        "Enqueues of calls that came together sent as one statement (outbox.mcp_calls), "
         "by result: ok, or failed (each of its calls then sent alone).");
     metrics_sample_uint(out, "outbox_mcp_enqueue_batches_total", METRICS_LABELS({"result", "ok"}),
                         st.batches - st.batch_failures);

@@ -1,10 +1,23 @@
 CREATE FUNCTION outbox.mcp_calls(p_token_hashes bytea[], p_tools text[], p_keys text[], p_arguments jsonb[], p_run_ids text[], p_ordering_keys text[], p_traceparents text[], p_tasks boolean[], p_task_ttl_ms bigint[], p_argument_hashes bytea[]) RETURNS TABLE(ord integer, answer outbox.mcp_answer)
     LANGUAGE plpgsql SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'pg_temp'
-    AS $$
+    AS $_$
 DECLARE
-    n integer := coalesce(cardinality(p_token_hashes), 0);
-    i integer;
+    n         integer := coalesce(cardinality(p_token_hashes), 0);
+    pos       integer;
+    flag      text;      -- set_config's answer, unused
+    due       boolean;   -- a new intent is pending and due
+    alive     boolean;
+    f_ord     integer[]; -- the calls the INSERT took: their places,
+    f_id      bigint[];  -- intents,
+    f_key     text[];    -- intent keys,
+    f_client  text[];
+    f_target  text[];
+    f_state   outbox.intent_state[];
+    f_payload jsonb[];   -- (an intent held for approval: its payload, for the note)
+    gone      bigint[];  -- inserted, but a tombstone remembers the key
+    fast      integer[] := '{}';
+    plan_mode text := current_setting('plan_cache_mode');
 BEGIN
     IF n > 256 OR coalesce(cardinality(p_tools), 0) <> n OR coalesce(cardinality(p_keys), 0) <> n
        OR coalesce(cardinality(p_arguments), 0) <> n OR coalesce(cardinality(p_run_ids), 0) <> n
@@ -14,15 +27,127 @@ BEGIN
         RAISE EXCEPTION 'outbox.mcp_calls: the arrays must have the same length, at most 256 (% token hashes)', n
             USING ERRCODE = '22023';
     END IF;
-    FOR i IN 1 .. n LOOP
-        ord := i;
-        answer := outbox.mcp_call(p_token_hashes[i], p_tools[i], p_keys[i], p_arguments[i], p_run_ids[i],
-                                  p_ordering_keys[i], p_traceparents[i], coalesce(p_tasks[i], false),
-                                  p_task_ttl_ms[i], p_argument_hashes[i]);
+
+    -- 0049: the plainly new calls, one INSERT. At READ COMMITTED only (the
+    -- other levels take row locks first: mcp_call does). The target lock of
+    -- 0010 first, in a statement of its own: the INSERT's snapshot then
+    -- follows every guard that held the target.
+    IF n > 0 AND current_setting('transaction_isolation') = 'read committed' THEN
+        -- These statements' plans are kept: a custom plan sees the arrays'
+        -- lengths, costs less than the generic one (which assumes 100
+        -- calls), and would be made again for every batch.
+        flag := set_config('plan_cache_mode', 'force_generic_plan', true);
+        PERFORM pg_advisory_xact_lock_shared(1330774017, hashtext(m.target))
+           FROM outbox.mcp_tools m WHERE m.tool = ANY (p_tools) AND m.enabled;
+        flag := set_config('outbox.in_enqueue', 'on', true);   -- 0021: the INSERT trigger's WHEN
+        WITH x AS (
+            -- enqueue_any's checks, as filters: a call that fails one goes
+            -- through mcp_call below, which raises what it raised alone
+            SELECT DISTINCT ON (y.ikey) y.*
+              FROM (SELECT u.o::integer AS o, c.name AS client, m.target, t.approval_rule, t.volatile_paths,
+                           t.max_payload_bytes, t.protocol,
+                           ('mcp:' || c.name || ':' || u.k) COLLATE "C" AS ikey,
+                           'mcp:' || c.name || ':' || u.run AS run_id,
+                           coalesce(u.trace, nullif(current_setting('outbox.traceparent', true), '')) AS trace,
+                           p.payload, p.payload::text AS payload_text
+                      FROM unnest(p_token_hashes, p_tools, p_keys, p_arguments, p_run_ids, p_ordering_keys,
+                                  p_traceparents, p_tasks, p_argument_hashes)
+                           WITH ORDINALITY AS u(h, tool, k, args, run, grp, trace, task, arg_hash, o)
+                      JOIN outbox.mcp_clients c ON c.token_hash = u.h
+                      JOIN outbox.mcp_tools m ON m.tool = u.tool AND m.enabled
+                                             AND (c.tools IS NULL OR m.tool = ANY (c.tools))
+                      JOIN outbox.targets t ON t.name = m.target AND t.enabled
+                     CROSS JOIN LATERAL (
+                           -- 0037: an mcp target is called with the upstream tool's name and the arguments
+                           SELECT CASE WHEN t.protocol = 'mcp'
+                                       THEN jsonb_build_object('tool', coalesce(m.upstream_tool, m.tool),
+                                                               'arguments', coalesce(u.args, '{}'::jsonb))
+                                       ELSE coalesce(u.args, '{}'::jsonb) END) AS p(payload)
+                     WHERE u.arg_hash IS NULL AND u.task IS NOT TRUE AND u.grp IS NULL AND u.k <> '') AS y
+             WHERE octet_length(y.ikey) <= 255
+               AND NOT y.ikey ~ '^ | $|^\.\.?$|[\u0001-\u001f\u007f-\u00a0\u00ad\u034f\u061c\u115f\u1160\u1680\u17b4\u17b5\u180b-\u180f\u2000-\u200f\u2028-\u202f\u205f-\u206f\u3000\u3164\ufe00-\ufe0f\ufeff\uffa0\ufff0-\ufffb\ufffe\uffff\U0001bca0-\U0001bca3\U0001d173-\U0001d17a\U000e0000-\U000e0fff]'
+               AND (y.trace IS NULL OR (y.trace ~ '^00-[0-9a-f]{32}-[0-9a-f]{16}-[0-9a-f]{2}$'
+                                        AND substr(y.trace, 4, 32) <> '00000000000000000000000000000000'
+                                        AND substr(y.trace, 37, 16) <> '0000000000000000'))
+               AND jsonb_typeof(y.payload) = 'object'
+               AND octet_length(y.payload_text) <= y.max_payload_bytes
+               AND 2 * octet_length(y.payload_text) - octet_length(replace(y.payload_text, '{', ''))
+                     - octet_length(replace(y.payload_text, '[', '')) <= 100
+               AND (y.protocol = 'http' OR outbox.mcp_payload_ok(y.payload))
+             ORDER BY y.ikey, y.o
+        ), ins AS (
+            INSERT INTO outbox.intents AS it (key, target, payload, fingerprint, state, run_id, next_attempt_at,
+                                              traceparent)
+            SELECT x.ikey, x.target, x.payload,
+                   CASE WHEN cardinality(x.volatile_paths) = 0
+                             AND (strpos(x.payload_text, '.') = 0 OR x.payload_text !~ '[0-9]\.[0-9]*0')
+                        THEN sha256(convert_to(x.payload_text, 'UTF8'))
+                        ELSE outbox.fingerprint(x.payload, x.volatile_paths) END,
+                   CASE WHEN x.approval_rule IS NOT NULL AND outbox.needs_approval(x.payload, x.approval_rule)
+                        THEN 'awaiting_approval'::outbox.intent_state
+                        ELSE 'pending'::outbox.intent_state END,
+                   x.run_id, now(), x.trace
+              FROM x
+             ORDER BY x.o   -- the ids keep the front door's round robin
+            ON CONFLICT (key) DO NOTHING
+            RETURNING it.id, it.key, it.state, it.next_attempt_at
+        )
+        SELECT array_agg(x.o ORDER BY x.o), array_agg(ins.id ORDER BY x.o), array_agg(ins.key ORDER BY x.o),
+               array_agg(x.client ORDER BY x.o), array_agg(x.target ORDER BY x.o),
+               array_agg(ins.state ORDER BY x.o),
+               array_agg(CASE WHEN ins.state = 'awaiting_approval' THEN x.payload END ORDER BY x.o),
+               coalesce(bool_or(ins.state = 'pending' AND ins.next_attempt_at <= now()), false)
+          INTO f_ord, f_id, f_key, f_client, f_target, f_state, f_payload, due
+          FROM ins JOIN x ON x.ikey = ins.key;
+        flag := set_config('outbox.in_enqueue', 'off', true);
+
+        IF f_ord IS NOT NULL THEN
+            -- 0012: a pruned key is remembered: its row goes, and its call
+            -- goes through mcp_call, which answers from the tombstone.
+            SELECT array_agg(g.id) INTO gone
+              FROM unnest(f_id, f_key) AS g(id, key)
+             WHERE EXISTS (SELECT 1 FROM outbox.tombstones s
+                            WHERE s.key_hash = substring(sha256(convert_to(g.key, 'UTF8')) FROM 1 FOR 16)
+                              AND s.forget_at > now());
+            IF gone IS NOT NULL THEN
+                DELETE FROM outbox.intents WHERE id = ANY (gone);
+            END IF;
+            IF due AND EXISTS (SELECT 1 FROM outbox.relays WHERE idle AND heartbeat_at > now() - interval '2 minutes') THEN
+                PERFORM pg_notify('outbox_intents', '');
+            END IF;
+            alive := outbox.relay_alive();
+            -- what mcp_call answers a new intent (no second look)
+            RETURN QUERY
+            SELECT f.o,
+                   ROW(f.client, p_keys[f.o], f.key, p_tools[f.o], f.target, f.state::text, f.state, false, true,
+                       NULL::integer, NULL::text, 0,
+                       outbox.mcp_message(f.state::text,
+                                          CASE WHEN f.state = 'awaiting_approval'
+                                               THEN outbox.mcp_held_by(f.target, f.payload)
+                                               WHEN alive THEN 'waiting for delivery'
+                                               ELSE 'no relay has claimed it yet: none is running' END,
+                                          NULL),
+                       NULL::text[], NULL::text, NULL::timestamptz, NULL::bigint, now())::outbox.mcp_answer
+              FROM unnest(f_ord, f_id, f_key, f_client, f_target, f_state, f_payload)
+                   AS f(o, id, key, client, target, state, payload)
+             WHERE gone IS NULL OR f.id <> ALL (gone)
+             ORDER BY f.o;
+            fast := ARRAY(SELECT f.o FROM unnest(f_ord, f_id) AS f(o, id) WHERE gone IS NULL OR f.id <> ALL (gone));
+        END IF;
+        flag := set_config('plan_cache_mode', plan_mode, true);   -- mcp_call below plans as before
+    END IF;
+
+    -- Every other call as it goes alone (0046).
+    FOR pos IN 1 .. n LOOP
+        CONTINUE WHEN pos = ANY (fast);
+        ord := pos;
+        answer := outbox.mcp_call(p_token_hashes[pos], p_tools[pos], p_keys[pos], p_arguments[pos], p_run_ids[pos],
+                                  p_ordering_keys[pos], p_traceparents[pos], coalesce(p_tasks[pos], false),
+                                  p_task_ttl_ms[pos], p_argument_hashes[pos]);
         RETURN NEXT;
     END LOOP;
 END
-$$;
+$_$;
 
 COMMENT ON FUNCTION outbox.mcp_calls(p_token_hashes bytea[], p_tools text[], p_keys text[], p_arguments jsonb[], p_run_ids text[], p_ordering_keys text[], p_traceparents text[], p_tasks boolean[], p_task_ttl_ms bigint[], p_argument_hashes bytea[]) IS 'The MCP front door''s batched tools/call: outbox.mcp_call of each element in one transaction (0046).';
 
