@@ -145,9 +145,9 @@ struct admission {
     size_t queued;
     size_t charged, peak, peak_since_trim;
     uv_timer_t trim_timer;
-    uv_check_t check; /* after every loop turn: statements queued meet connections freed
-                       * by a result that did not come through here (the batched look-up),
-                       * and the turn's enqueues go (5.) */
+    uv_check_t check;   /* after every loop turn: statements queued meet connections freed
+                         * by a result that did not come through here (the batched look-up),
+                         * and the turn's enqueues go (5.) */
     uv_idle_t turn_end; /* active while an enqueue waits for its turn's end: the loop
                          * does not sleep before it goes */
     int open_handles;

@@ -1340,10 +1340,9 @@ static void write_metrics(struct mcp_server *s, struct strbuf *out)
                    "Tokens the verdict cache did not know, asked about in the database.");
     metrics_sample_uint(out, "outbox_mcp_token_questions_total", METRICS_NO_LABELS,
                         st.auth_questions);
-    metrics_family(
-        out, "outbox_mcp_enqueue_batches_total", METRICS_COUNTER,
-        "Enqueues of calls that came together sent as one statement (outbox.mcp_calls), "
-        "by result: ok, or failed (each of its calls then sent alone).");
+    metrics_family(out, "outbox_mcp_enqueue_batches_total", METRICS_COUNTER,
+                   "Enqueues of calls that came together sent as one statement (outbox.mcp_calls), "
+                   "by result: ok, or failed (each of its calls then sent alone).");
     metrics_sample_uint(out, "outbox_mcp_enqueue_batches_total", METRICS_LABELS({"result", "ok"}),
                         st.batches - st.batch_failures);
     metrics_sample_uint(out, "outbox_mcp_enqueue_batches_total",
