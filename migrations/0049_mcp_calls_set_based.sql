@@ -164,12 +164,12 @@ BEGIN
             SELECT f.o,
                    ROW(f.client, p_keys[f.o], f.key, p_tools[f.o], f.target, f.state::text, f.state, false, true,
                        NULL::integer, NULL::text, 0,
-                       outbox.mcp_message(f.state::text,
-                                          CASE WHEN f.state = 'awaiting_approval'
-                                               THEN outbox.mcp_held_by(f.target, f.payload)
-                                               WHEN alive THEN 'waiting for delivery'
-                                               ELSE 'no relay has claimed it yet: none is running' END,
-                                          NULL),
+                       -- (mcp_message inlined: no argument that calls a function, 0046)
+                       CASE WHEN f.state = 'awaiting_approval'
+                            THEN outbox.mcp_message('awaiting_approval', outbox.mcp_held_by(f.target, f.payload), NULL)
+                            ELSE outbox.mcp_message(f.state::text, CASE WHEN alive THEN 'waiting for delivery'
+                                                                        ELSE 'no relay has claimed it yet: none is running' END,
+                                                    NULL) END,
                        NULL::text[], NULL::text, NULL::timestamptz, NULL::bigint, now())::outbox.mcp_answer
               FROM unnest(f_ord, f_id, f_key, f_client, f_target, f_state, f_payload)
                    AS f(o, id, key, client, target, state, payload)
