@@ -81,7 +81,11 @@ is "$?" 0 "end of input: the front door exits 0"
 is "$(sql "SELECT count(*) FROM outbox.intents WHERE key LIKE 'mcp:desktop:t:%'")" 8 "eight intents, none for the refused call"
 is "$(sql "SELECT count(DISTINCT created_at) FROM outbox.intents WHERE key LIKE 'mcp:desktop:t:%'")" 1 \
     "read in one turn, with the connections free: enqueued in one transaction"
-sleep 0.5 # the backends' statistics are written as they exit
+# The backends' statistics are written as they exit, after the front door.
+for i in $(seq 1 200); do
+    [ "$(sql "SELECT coalesce(sum(calls), 0) FROM pg_stat_user_functions WHERE funcname = 'mcp_calls'")" -ge 1 ] && break
+    sleep 0.05
+done
 is "$(sql "SELECT coalesce(sum(calls), 0) FROM pg_stat_user_functions WHERE funcname = 'enqueue_any'")" 0 \
     "the batch's new calls were one INSERT: no call of enqueue_any"
 ok "outbox.mcp_calls did it ($(sql "SELECT coalesce(sum(calls), 0) FROM pg_stat_user_functions WHERE funcname = 'mcp_calls'") calls)" \
