@@ -855,7 +855,8 @@ struct relay_db *relay_db_new(struct relay *r, const char *name, const char *con
     db->pg_rec = pg_conn_new(&r->loop, conninfo, relay_statements, RELAY_STATEMENT_COUNT, NULL,
                              cfg->connect_timeout_ms, cfg->reconnect_max_ms, record_events);
     stmt_slot_init(&db->claim, db->pg, STMT_CLAIM, on_claimed, db);
-    stmt_slot_init(&db->next_due, db->pg, STMT_NEXT_DUE, on_next_due, db);
+    stmt_slot_init(&db->next_due, db->pg, cfg->exit_when_idle ? STMT_NEXT_DUE_EXACT : STMT_NEXT_DUE,
+                   on_next_due, db);
     stmt_slot_init(&db->idle_change, db->pg, STMT_HEARTBEAT, on_idle_changed, db);
     stmt_slot_init(&db->release, db->pg, STMT_RELEASE, on_released, db);
     stmt_slot_init(&db->take_over, db->pg, STMT_TAKE_OVER, on_taken_over, db);
