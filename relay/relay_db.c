@@ -37,6 +37,8 @@
 #include <string.h>
 
 #define TAKE_OVER_BATCH 256
+/* How long the idle flag stays up at least once raised (relay_after_claim). */
+#define IDLE_FLAG_KEPT_MS 1000
 #define SCHEMA_RECHECK_EVERY_MS 10000
 
 static void relay_set_idle(struct relay_db *db, bool idle);
@@ -161,8 +163,14 @@ static void relay_after_claim(struct relay_db *db, int rows)
      * faster than wake-ups, the relay claims again as deliveries complete,
      * and a flag left up would make every enqueue pay for NOTIFY (the bench
      * measured 1.8x fewer enqueues per second). One row at a time (a
-     * trickle) keeps the flag up and saves two heartbeats per intent. */
-    if (rows > 1)
+     * trickle) keeps the flag up and saves two heartbeats per intent.
+     * Once raised, the flag stays up IDLE_FLAG_KEPT_MS at least: each
+     * change is a version of the relay's row in outbox.relays that every
+     * enqueue reads (a sequential scan), and under a held snapshot none of
+     * them can be removed; a trickle whose claims find one row, then two,
+     * then none wrote dozens a second. A flag left up a second longer
+     * costs a busy relay's enqueues their NOTIFY for that second. */
+    if (rows > 1 && uv_now(&r->loop) - db->idle_raised_ms >= IDLE_FLAG_KEPT_MS)
         relay_set_idle(db, false);
     if (full) {
         relay_db_maybe_claim(db);
@@ -285,6 +293,8 @@ static void relay_set_idle(struct relay_db *db, bool idle)
     if (stmt_slot_start(&db->idle_change, 2, params)) {
         db->idle_in_db = idle;
         db->last_heartbeat_ms = uv_now(&db->relay->loop);
+        if (idle)
+            db->idle_raised_ms = db->last_heartbeat_ms;
     }
 }
 
@@ -851,7 +861,8 @@ struct relay_db *relay_db_new(struct relay *r, const char *name, const char *con
     db->pg_rec = pg_conn_new(&r->loop, conninfo, relay_statements, RELAY_STATEMENT_COUNT, NULL,
                              cfg->connect_timeout_ms, cfg->reconnect_max_ms, record_events);
     stmt_slot_init(&db->claim, db->pg, STMT_CLAIM, on_claimed, db);
-    stmt_slot_init(&db->next_due, db->pg, STMT_NEXT_DUE, on_next_due, db);
+    stmt_slot_init(&db->next_due, db->pg, cfg->exit_when_idle ? STMT_NEXT_DUE_EXACT : STMT_NEXT_DUE,
+                   on_next_due, db);
     stmt_slot_init(&db->idle_change, db->pg, STMT_HEARTBEAT, on_idle_changed, db);
     stmt_slot_init(&db->release, db->pg, STMT_RELEASE, on_released, db);
     stmt_slot_init(&db->take_over, db->pg, STMT_TAKE_OVER, on_taken_over, db);

@@ -138,8 +138,9 @@ struct relay_db {
     struct strbuf release_ids, release_attempts;
 
     /* The idle flag in outbox.relays (enqueues NOTIFY an idle relay). */
-    bool idle_in_db;  /* what outbox.relays says, or will once the change is written */
-    bool idle_wanted; /* the last wish; idle_in_db follows it */
+    bool idle_in_db;         /* what outbox.relays says, or will once the change is written */
+    bool idle_wanted;        /* the last wish; idle_in_db follows it */
+    uint64_t idle_raised_ms; /* loop time the flag was last raised (kept up a while) */
     uint64_t last_heartbeat_ms;
     uint64_t last_targets_ms;
 

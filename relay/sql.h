@@ -43,8 +43,15 @@
 #define STMT_OUTCOME "outcome"
 /* no parameters */
 #define STMT_LIVE_COUNTS "live_counts"
-/* $1 text[] targets this relay has room for */
+/* $1 text[] targets this relay has room for. The relay lets the database
+ * answer the next lease to expire from what this connection read of it
+ * within 500 ms (setting outbox.lease_reuse, 0050; unused before 0050):
+ * under a held snapshot each read steps over the entry of every row
+ * delivered within a lease. */
 #define STMT_NEXT_DUE "next_due"
+/* The same, read at every call, for --exit-when-idle, which exits on its
+ * NULL: the answer counts every lease committed by then. */
+#define STMT_NEXT_DUE_EXACT "next_due_exact"
 #define STMT_TARGETS "targets"
 /* no parameters: outbox.schema_version() (0042), 0 before 0042, NULL when
  * not migrated by migrate. Through query_to_xml, so that the statement is
@@ -65,7 +72,10 @@ static const struct pg_statement relay_statements[] = {
     {STMT_RENEW, "SELECT outbox.renew_leases($1, $2, $3)"},
     {STMT_RECORD, "SELECT outbox.record($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)"},
     {STMT_RELEASE, "SELECT outbox.release($1, $2, $3)"},
-    {STMT_NEXT_DUE, "SELECT outbox.next_due_ms($1)"},
+    {STMT_NEXT_DUE,
+     "WITH reuse AS MATERIALIZED (SELECT set_config('outbox.lease_reuse', 'on', false))"
+     " SELECT outbox.next_due_ms($1) FROM reuse"},
+    {STMT_NEXT_DUE_EXACT, "SELECT outbox.next_due_ms($1)"},
     {STMT_CLAIM_UNKNOWN, "SELECT id, key, target, attempt, first_attempt_ms"
                          " FROM outbox.claim_unknown($1, $2, $3)"},
     {STMT_TARGET_EVENT, "SELECT circuit, gate_ms FROM outbox.target_event($1, $2, $3, $4, $5)"},

@@ -9,11 +9,17 @@
 # with a session sitting in `BEGIN ISOLATION LEVEL REPEATABLE READ; SELECT 1`,
 # then BENCH_HELD_AFTER_S (120) s after that session ended. Sampled every
 # 10 s ("SECONDS PHASE PG_CPU_S TOTAL_BYTES HEAP_BYTES DEAD LIVE AUTOVACUUMS
-# INSERTS HEAP_BLKS DUE_BLKS IN_FLIGHT_BLKS"): PostgreSQL's CPU, intents' size
-# (heap + indexes + TOAST, and heap alone), its dead and live versions (as
-# pgstat counts them), autovacuum's runs on it, rows inserted, and the
-# buffers read (hit or not) in its heap, intents_due and intents_in_flight:
-# per intent, a figure that does not move with the machine's load.
+# INSERTS HEAP_BLKS DUE_BLKS IN_FLIGHT_BLKS RELAYS_BLKS IN_FLIGHT_TUPS
+# RELAYS_UPDATES"): PostgreSQL's CPU, intents' size (heap + indexes +
+# TOAST, and heap alone), its dead and live versions (as pgstat counts
+# them), autovacuum's runs on it, rows inserted, the buffers read (hit or
+# not) in its heap, intents_due and intents_in_flight, in the heap of
+# outbox.relays (every enqueue reads it), the index tuples read in
+# intents_in_flight and the updates of outbox.relays (the idle flag): per
+# intent, figures that do not move with the machine's load.
+# BENCH_PROFILE=1: the statements before the hold and during it (by total
+# time, with their buffers) in $B/held-before.statements.txt and
+# $B/held-hold.statements.txt.
 # report.py prints commit → arrival per minute (before, each minute of the
 # hold, after) beside the target (p99 ≤ 2 × the p99 before the hold), and
 # the size before, at the end of the hold and at the end.
@@ -34,7 +40,10 @@ held_sample() {
             autovacuum_count || ' ' || n_tup_ins || ' ' ||
             (SELECT heap_blks_hit + heap_blks_read FROM pg_statio_user_tables WHERE relid = 'outbox.intents'::regclass) || ' ' ||
             (SELECT idx_blks_hit + idx_blks_read FROM pg_statio_user_indexes WHERE indexrelid = 'outbox.intents_due'::regclass) || ' ' ||
-            (SELECT idx_blks_hit + idx_blks_read FROM pg_statio_user_indexes WHERE indexrelid = 'outbox.intents_in_flight'::regclass)
+            (SELECT idx_blks_hit + idx_blks_read FROM pg_statio_user_indexes WHERE indexrelid = 'outbox.intents_in_flight'::regclass) || ' ' ||
+            (SELECT heap_blks_hit + heap_blks_read FROM pg_statio_user_tables WHERE relid = 'outbox.relays'::regclass) || ' ' ||
+            (SELECT idx_tup_read FROM pg_stat_user_indexes WHERE indexrelid = 'outbox.intents_in_flight'::regclass) || ' ' ||
+            (SELECT n_tup_upd FROM pg_stat_user_tables WHERE relid = 'outbox.relays'::regclass)
           FROM pg_stat_user_tables WHERE relid = 'outbox.intents'::regclass")
     echo "$(($(date +%s) - HELD_T0)) $2 $(pg_cpu) $row" >>"$B/held-samples.txt"
 }
@@ -59,6 +68,7 @@ scenario_held() {
     PGPORT=$DEF_PGPORT q postgres "CREATE DATABASE $db TEMPLATE bench_tmpl" >/dev/null ||
         { broken "held: createdb"; return 1; }
     receiver_start held "$BIN/stamp_receiver" --out "$B/held.arrivals" || return 1
+    [ -z "$PROFILE" ] || PGPORT=$DEF_PGPORT q "$db" "CREATE EXTENSION IF NOT EXISTS pg_stat_statements" >/dev/null
     PGPORT=$DEF_PGPORT q "$db" "INSERT INTO outbox.targets (name, url)
              VALUES ('held', 'http://127.0.0.1:$RECV_PORT_held/held')" >/dev/null
     local url="postgresql://postgres@127.0.0.1:$DEF_PGPORT/$db"
@@ -86,6 +96,7 @@ SQL
     PIDS+=("$hold_pid")
     from_n=$(PGPORT=$DEF_PGPORT q "$db" "SELECT count(*) FROM outbox.intents WHERE key LIKE 'h:%' AND key NOT LIKE 'h:warmup:%'")
     held_sample "$db" hold_start
+    PGPORT=$DEF_PGPORT profile_dump "$db" held-before # BENCH_PROFILE: the statements before the hold
     held_until "$db" hold $(($(date +%s) + HELD_S))
     to_n=$(PGPORT=$DEF_PGPORT q "$db" "SELECT count(*) FROM outbox.intents WHERE key LIKE 'h:%' AND key NOT LIKE 'h:warmup:%'")
     PGPORT=$DEF_PGPORT q "$db" "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity
@@ -93,6 +104,7 @@ SQL
     wait "$hold_pid" 2>/dev/null
     forget_pid "$hold_pid"
     held_sample "$db" hold_end
+    PGPORT=$DEF_PGPORT profile_dump "$db" held-hold # and during it
     held_until "$db" after $(($(date +%s) + HELD_AFTER_S))
     wait "$trickle_pid" || broken "held: the driver failed: $(cat "$B/held-trickle.err")"
     forget_pid "$trickle_pid"

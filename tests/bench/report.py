@@ -110,7 +110,11 @@ def held_figures(rec):
             samples.append({"s": int(x[0]), "phase": x[1], "pg_cpu_s": float(x[2]), "total_bytes": int(x[3]),
                             "heap_bytes": int(x[4]), "dead": int(x[5]), "live": int(x[6]), "autovacuums": int(x[7]),
                             "inserts": int(x[8]), "heap_blks": int(x[9]), "due_blks": int(x[10]),
-                            "in_flight_blks": int(x[11])})
+                            "in_flight_blks": int(x[11]),
+                            # 0050's columns (absent from older samples)
+                            "relays_blks": int(x[12]) if len(x) > 14 else 0,
+                            "in_flight_tups": int(x[13]) if len(x) > 14 else 0,
+                            "relays_updates": int(x[14]) if len(x) > 14 else 0})
     return {"phases": out, "samples": samples, "missing": len(commits) - sum(o["samples"] for o in out)}
 
 
@@ -692,12 +696,16 @@ def main():
                             b["dead"], e["dead"], f_["dead"], f_["autovacuums"] - e["autovacuums"],
                             e["heap_bytes"] / 2**20, f_["heap_bytes"] / 2**20,
                             " / ".join("{:.0f} µs".format(x) for x in held_per_intent(sm, "pg_cpu_s", 1e6))))
-            for field, what in (("heap_blks", "intents' heap"), ("due_blks", "intents_due"),
-                                ("in_flight_blks", "intents_in_flight")):
+            for field, what in (("heap_blks", "buffers per intent in intents' heap"),
+                                ("due_blks", "buffers per intent in intents_due"),
+                                ("in_flight_blks", "buffers per intent in intents_in_flight"),
+                                ("relays_blks", "buffers per intent in outbox.relays' heap"),
+                                ("in_flight_tups", "index tuples read per intent in intents_in_flight"),
+                                ("relays_updates", "updates of outbox.relays per intent")):
                 xs = held_per_intent(sm, field)
                 if len(xs) == 3:
-                    figure(scen, "buffers per intent in " + what + ": before / hold / after", xs[1], "",
-                           shown="{:.1f} / {:.1f} / {:.1f}".format(*xs))
+                    figure(scen, what + ": before / hold / after", xs[1], "",
+                           shown="{:.2f} / {:.2f} / {:.2f}".format(*xs))
 
     # ---------------------------------------------------------------- enqueue
     pgb = [r for r in raw if r["kind"] == "pgbench"]

@@ -130,6 +130,8 @@ if [ -n "$PROFILE" ]; then
         auto_explain.log_min_duration="$EXPLAIN_MS" auto_explain.log_nested_statements=on
         auto_explain.log_analyze=on auto_explain.log_buffers=on auto_explain.log_timing=off
         track_io_timing=on)
+    # The stock cluster's scenarios (held) keep their statements too.
+    DEF_PG_SETTINGS+=(shared_preload_libraries=pg_stat_statements pg_stat_statements.track=all)
     KEEP_TMP=1
 fi
 RELAY_OPTS=(--exit-when-idle --admin-listen "" --log-level warn --grace-ms 2000 --poll-interval-ms 100

@@ -4,6 +4,7 @@ CREATE FUNCTION outbox.next_due_ms(p_targets text[]) RETURNS bigint
     SET plan_cache_mode TO 'force_generic_plan'
     AS $$
 DECLARE
+    lease_kept constant interval := interval '500 milliseconds';   -- 0050
     due_ms bigint;
     name   text;
     floors jsonb := coalesce(nullif(current_setting('outbox.claim_floor', true), ''), '{}')::jsonb;
@@ -14,6 +15,10 @@ DECLARE
     lease_from timestamptz := CASE WHEN tf ->> 'f' IS NULL OR (tf ->> 't')::timestamptz = now()
                                    THEN '-infinity'::timestamptz
                                    ELSE (tf ->> 'f')::timestamptz - interval '2 seconds' END;
+    reuse  boolean := coalesce(current_setting('outbox.lease_reuse', true) = 'on', false);   -- 0050
+    lm     jsonb := CASE WHEN reuse THEN coalesce(nullif(current_setting('outbox.lease_min', true), ''), '{}')
+                         ELSE '{}' END::jsonb;
+    lease_next timestamptz;
 BEGIN
     FOR n IN 1 .. coalesce(cardinality(p_targets), 0) LOOP   -- 0047
         f := floors -> p_targets[n];
@@ -23,6 +28,18 @@ BEGIN
             froms := froms || ((f ->> 'f')::timestamptz - interval '2 seconds');
         END IF;
     END LOOP;
+    -- 0050: the next lease to expire, as this session last read it while
+    -- that is fresh (see the top of migration 0050).
+    IF (lm ->> 'r')::timestamptz < now() AND now() < (lm ->> 'r')::timestamptz + lease_kept
+       AND coalesce((lm ->> 'm')::timestamptz > now(), true) THEN
+        lease_next := (lm ->> 'm')::timestamptz;
+    ELSE
+        lease_next := (SELECT min(lease_expires_at) FROM outbox.intents
+                        WHERE state = 'in_flight' AND lease_expires_at >= lease_from);   -- 0047
+        IF reuse THEN
+            PERFORM set_config('outbox.lease_min', jsonb_build_object('m', lease_next, 'r', now())::text, false);
+        END IF;
+    END IF;
     due_ms := (SELECT CASE WHEN due IS NOT NULL
                    THEN greatest(0, (extract(epoch FROM (due - now())) * 1000)::bigint) END
       FROM (SELECT least(
@@ -35,8 +52,7 @@ BEGIN
                                          AND i.next_attempt_at >= u.from_at   -- 0047
                                          AND i.next_attempt_at < 'infinity') d   -- 0013: held rows are not due
                   WHERE d.due IS NOT NULL),   -- a gate alone (a pause that ended) is nothing due
-                (SELECT min(lease_expires_at) FROM outbox.intents
-                  WHERE state = 'in_flight' AND lease_expires_at >= lease_from),   -- 0047
+                lease_next,   -- 0050
                 (SELECT min(greatest(i.next_attempt_at, coalesce(i.lease_expires_at, i.next_attempt_at)))
                    FROM outbox.intents i JOIN outbox.targets t ON t.name = i.target
                   WHERE i.state = 'unknown' AND (t.status_url IS NOT NULL OR t.status_tool IS NOT NULL) AND t.enabled)) AS due) AS next);   -- 0037
@@ -61,6 +77,8 @@ BEGIN
     RETURN due_ms;
 END
 $$;
+
+COMMENT ON FUNCTION outbox.next_due_ms(p_targets text[]) IS 'Milliseconds until something this relay can take is due (a row of the given targets past its gate, a lease to take over, an unknown row to reconcile); 0 now, NULL nothing. With the setting outbox.lease_reuse = on (the relay), the next lease to expire is read at most every 500 ms per session (0050).';
 
 REVOKE ALL ON FUNCTION outbox.next_due_ms(p_targets text[]) FROM PUBLIC;
 GRANT ALL ON FUNCTION outbox.next_due_ms(p_targets text[]) TO outbox_relay;

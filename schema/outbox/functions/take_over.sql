@@ -8,9 +8,22 @@ DECLARE
                                   OR (tf ->> 't')::timestamptz = now()
                                 THEN '-infinity'::timestamptz   -- a sweep
                                 ELSE (tf ->> 'f')::timestamptz - interval '2 seconds' END;
+    lm      jsonb := CASE WHEN current_setting('outbox.lease_reuse', true) = 'on'   -- 0050
+                          THEN coalesce(nullif(current_setting('outbox.lease_min', true), ''), '{}')
+                          ELSE '{}' END::jsonb;
     began   timestamptz := clock_timestamp();
     got     integer;
 BEGIN
+    -- 0050: the session keeps the next lease to expire (it said
+    -- outbox.lease_reuse), read within 500 ms, in an earlier transaction,
+    -- from no later than from_at (the floor only moves forward), and it
+    -- lies after now() (or there was none): nothing to take over.
+    IF from_at > '-infinity' AND (lm ->> 'r')::timestamptz < now()
+       AND now() < (lm ->> 'r')::timestamptz + interval '500 milliseconds'
+       AND coalesce((lm ->> 'm')::timestamptz > now(), true) THEN
+        PERFORM set_config('outbox.take_over_floor', (tf || jsonb_build_object('f', now(), 't', now()))::text, false);
+        RETURN;
+    END IF;
     RETURN QUERY
     WITH expired AS (
         SELECT i.id, i.lease_owner
