@@ -19,7 +19,7 @@
 --                another client's key
 -- The logins are real LOGIN roles created in this transaction (rolled back, roles too).
 BEGIN;
-SELECT plan(25);
+SELECT plan(26);
 SET LOCAL track_functions = 'all';
 
 INSERT INTO outbox.targets (name, url, key_header) VALUES ('t-pay', 'https://p.test/pay', NULL);
@@ -142,7 +142,15 @@ SELECT throws_ok($$SELECT * FROM pg_temp.batch(ARRAY[pg_temp.h('a'), pg_temp.h('
 SELECT throws_ok($$SELECT * FROM pg_temp.batch(ARRAY[pg_temp.h('a'), pg_temp.h('a')], ARRAY['pay', 'off'],
                    ARRAY['r5', 'r6'], ARRAY['{}', '{}']::jsonb[])$$,
                  'OR003', NULL, 'a disabled target fails the batch (OR003)');
+-- a key an earlier call of the batch names, that earlier call going through mcp_call (an
+-- ordering key): the earlier call has the key first, as it would alone
+SELECT * FROM outbox.mcp_calls(ARRAY[pg_temp.h('a'), pg_temp.h('a')], ARRAY['pay', 'pay'],
+                               ARRAY['og1', 'og1'], ARRAY['{"amount": 1}', '{"amount": 1}']::jsonb[], ARRAY[NULL, NULL]::text[],
+                               ARRAY['grp', NULL]::text[], ARRAY[NULL, NULL]::text[], ARRAY[false, false],
+                               ARRAY[NULL, NULL]::bigint[], ARRAY[NULL, NULL]::bytea[]) \g /dev/null
 RESET SESSION AUTHORIZATION;
+SELECT is((SELECT ordering_key FROM outbox.intents WHERE key = 'mcp:alpha:og1'), 'mcp:alpha:grp',
+          'the same key, first with an ordering key, then without: the first call has it, in its group');
 SELECT is((SELECT count(*)::integer FROM outbox.intents WHERE key IN ('mcp:alpha:r1', 'mcp:alpha:r3', 'mcp:alpha:r5')), 0,
           'nothing of a failed batch is kept, its new calls included');
 

@@ -17,6 +17,7 @@ DECLARE
     f_payload jsonb[];   -- (an intent held for approval: its payload, for the note)
     gone      bigint[];  -- inserted, but a tombstone remembers the key
     fast      integer[] := '{}';
+    locked    text[];    -- the targets whose lock (0010) this batch holds
     plan_mode text := current_setting('plan_cache_mode');
 BEGIN
     IF n > 256 OR coalesce(cardinality(p_tools), 0) <> n OR coalesce(cardinality(p_keys), 0) <> n
@@ -37,8 +38,12 @@ BEGIN
         -- lengths, costs less than the generic one (which assumes 100
         -- calls), and would be made again for every batch.
         flag := set_config('plan_cache_mode', 'force_generic_plan', true);
-        PERFORM pg_advisory_xact_lock_shared(1330774017, hashtext(m.target))
-           FROM outbox.mcp_tools m WHERE m.tool = ANY (p_tools) AND m.enabled;
+        -- The targets locked are the targets inserted for: a tool pointed
+        -- elsewhere since this look-up sends its calls through mcp_call.
+        locked := ARRAY(SELECT DISTINCT m.target FROM outbox.mcp_tools m
+                         WHERE m.tool = ANY (p_tools) AND m.enabled ORDER BY m.target);
+        PERFORM pg_advisory_xact_lock_shared(1330774017, hashtext(l.target))
+           FROM unnest(locked) WITH ORDINALITY AS l(target, o) ORDER BY l.o;
         flag := set_config('outbox.in_enqueue', 'on', true);   -- 0021: the INSERT trigger's WHEN
         WITH x AS (
             -- enqueue_any's checks, as filters: a call that fails one goes
@@ -56,6 +61,7 @@ BEGIN
                       JOIN outbox.mcp_clients c ON c.token_hash = u.h
                       JOIN outbox.mcp_tools m ON m.tool = u.tool AND m.enabled
                                              AND (c.tools IS NULL OR m.tool = ANY (c.tools))
+                                             AND m.target = ANY (locked)
                       JOIN outbox.targets t ON t.name = m.target AND t.enabled
                      CROSS JOIN LATERAL (
                            -- 0037: an mcp target is called with the upstream tool's name and the arguments
@@ -63,7 +69,12 @@ BEGIN
                                        THEN jsonb_build_object('tool', coalesce(m.upstream_tool, m.tool),
                                                                'arguments', coalesce(u.args, '{}'::jsonb))
                                        ELSE coalesce(u.args, '{}'::jsonb) END) AS p(payload)
-                     WHERE u.arg_hash IS NULL AND u.task IS NOT TRUE AND u.grp IS NULL AND u.k <> '') AS y
+                     WHERE u.arg_hash IS NULL AND u.task IS NOT TRUE AND u.grp IS NULL AND u.k <> ''
+                       -- a key an earlier call of the batch also names goes in the batch's
+                       -- order, through mcp_call: the earlier call, fast or not, has it first
+                       AND NOT EXISTS (SELECT 1 FROM unnest(p_token_hashes, p_keys) WITH ORDINALITY AS v(h, k, o)
+                                         JOIN outbox.mcp_clients c2 ON c2.token_hash = v.h
+                                        WHERE c2.name = c.name AND v.k = u.k AND v.o < u.o)) AS y
              WHERE octet_length(y.ikey) <= 255
                AND NOT y.ikey ~ '^ | $|^\.\.?$|[\u0001-\u001f\u007f-\u00a0\u00ad\u034f\u061c\u115f\u1160\u1680\u17b4\u17b5\u180b-\u180f\u2000-\u200f\u2028-\u202f\u205f-\u206f\u3000\u3164\ufe00-\ufe0f\ufeff\uffa0\ufff0-\ufffb\ufffe\uffff\U0001bca0-\U0001bca3\U0001d173-\U0001d17a\U000e0000-\U000e0fff]'
                AND (y.trace IS NULL OR (y.trace ~ '^00-[0-9a-f]{32}-[0-9a-f]{16}-[0-9a-f]{2}$'
