@@ -761,11 +761,6 @@ void relay_attach(struct relay *r)
      * in flight (http_client.h), so that the memory bound holds over TLS
      * with many targets. */
     r->http = http_client_new(&r->loop, on_delivery_done, r->cfg->max_in_flight);
-    /* A claim's burst waits for connections to come free, or for a loop
-     * turn that frees none, before it opens new ones: the connections follow
-     * what the deliveries need, not the size of a batch (http_client.c). */
-    if (r->http)
-        http_client_set_connection_wait(r->http, true);
     /* h2 on a multi of its own: its cap on connections per host would
      * hold HTTP/1.1 targets to as many requests in flight */
     r->http2 = http_client_new(&r->loop, on_delivery_done, r->cfg->max_in_flight);

@@ -238,12 +238,6 @@ void relay_db_maybe_claim(struct relay_db *db)
      * (this database's: another one's stop is its own). */
     if (db->records.buffered.count > (size_t)db->relay->cfg->batch_size * 8)
         return;
-    /* Nor outrun the connections: while a batch waits for one to come free
-     * (http_client.c), a claim would only lengthen the wait. The end of a
-     * delivery claims again. */
-    if (db->relay->http &&
-        http_client_waiting(db->relay->http) >= (size_t)db->relay->cfg->batch_size)
-        return;
     int room = relay_room(db, true);
     db->wants_room = room <= 0 && db->relay->db_count > 1;
     if (room <= 0)
