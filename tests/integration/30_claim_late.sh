@@ -3,9 +3,9 @@
 #
 # The database stamps a lease at the start of the claim's transaction. Here,
 # while the relay drains 3,000 intents, a session holds the target's
-# flow-control row (a rate-limited target's claim locks it) for 3 s, so the
-# relay's next claim waits on the lock and answers with rows whose 4 s leases
-# have about 1 s left. Sending them would race a take-over; the relay must
+# flow-control row (a rate-limited target's claim locks it) for 5 s, so the
+# relay's next claim waits on the lock and answers with rows whose 6 s leases
+# have at most 3 s left. Sending them would race a take-over; the relay must
 # release them and claim them again.
 #   - the relay logs claim_answer_late and counts it in /metrics;
 #   - the rows of that claim are given back unsent, and then succeed;
@@ -16,11 +16,12 @@ itest_setup
 receiver_start slow
 # max_in_flight 64: the relay has room, and so a claim under way, at every
 # moment of the drain. A claim is late when it answers after half the lease
-# (2 s), so it must start waiting within the first second of the 3 s lock;
+# (3 s), so it must start waiting within the first two seconds of the 5 s lock
+# (0047's sweeps come at least once a second even where a floor passed rows);
 # at the default 1,024 in flight a loaded machine could leave the relay full
 # through that second (CI saw no late claim once).
 target_add slow "http://127.0.0.1:$RECV_PORT_slow/act" key_header=NULL rate_limit_per_s=100000 max_in_flight=64
-relay_start one --lease-ms 4000 --poll-interval-ms 200 --admin-listen 127.0.0.1:0
+relay_start one --lease-ms 6000 --poll-interval-ms 200 --admin-listen 127.0.0.1:0
 ok "relay up" wait_for 10 "SELECT count(*) FROM outbox.relays WHERE relay_id = 'relay-one'" 1
 port=$(relay_admin_port one)
 
@@ -30,13 +31,13 @@ ok "the drain is under way" wait_for 20 \
 psql -X -q -tA -v ON_ERROR_STOP=1 >"$T/locker.out" 2>&1 <<'SQL' &
 BEGIN;
 SELECT 1 FROM outbox.target_state WHERE target = 'slow' FOR UPDATE;
-SELECT pg_sleep(3);
+SELECT pg_sleep(5);
 COMMIT;
 SQL
 locker=$!
 ITEST_PIDS+=("$locker")
 wait "$locker"
-is "$?" 0 "a session held the target's row for 3 s"
+is "$?" 0 "a session held the target's row for 5 s"
 
 ok "all 3,000 are delivered in the end" wait_for 30 \
     "SELECT count(*) FROM outbox.intents WHERE key LIKE 'late:%' AND state = 'succeeded'" 3000
