@@ -121,18 +121,18 @@ BEGIN
         SELECT count(*), max(u.at) INTO got, last_at
           FROM unnest(due_tgts, due_at) AS u(target, at) WHERE u.target = p_targets[n];
         IF got < rooms[n] AND cardinality(due_ids) < p_limit THEN
-            last_at := now();   -- nothing visible was left up to now()
-        END IF;
-        -- Never past now() - floor_lag: an enqueue that began before this
-        -- claim and commits after it has a next_attempt_at behind now(),
-        -- and its NOTIFY's claim must still reach it.
-        -- (least() would skip a NULL: a target the scan did not reach,
-        -- its room cut by p_limit, keeps its floor)
-        IF last_at IS NOT NULL THEN
-            last_at := least(last_at, now() - floor_lag);
-        END IF;
-        IF last_at IS NOT NULL AND last_at > (f ->> 'f')::timestamptz THEN
-            f := jsonb_set(f, '{f}', to_jsonb(last_at));
+            -- Nothing visible was left up to now(): forward only, and never
+            -- past now() - floor_lag (an enqueue that began before this
+            -- claim and commits after it has a next_attempt_at behind now(),
+            -- and its NOTIFY's claim must still reach it).
+            f := jsonb_set(f, '{f}', to_jsonb(greatest((f ->> 'f')::timestamptz, now() - floor_lag)));
+        ELSIF last_at IS NOT NULL THEN
+            -- 0051: the scan stopped at its last row, full: it saw nothing
+            -- after it, so the floor goes there, back if the scan began
+            -- behind the floor (a re-read of the window, a sweep) and found
+            -- a backlog there. A target the scan did not reach (its room
+            -- cut by p_limit: last_at is NULL) keeps its floor.
+            f := jsonb_set(f, '{f}', to_jsonb(least(last_at, now() - floor_lag)));
         END IF;
         IF swept[n] THEN
             f := f || jsonb_build_object('s', now(), 'g',
@@ -187,7 +187,7 @@ BEGIN
 END
 $$;
 
-COMMENT ON FUNCTION outbox.claim_due(p_relay text, p_targets text[], p_rooms integer[], p_limit integer, p_lease_ms integer) IS 'Claim due rows of the given targets within their rooms and gates (circuit, pause, rate), with leases; stamps and returns whether each request carries the key (key_sent). Scans each target from the session''s floor (setting outbox.claim_floor, 0047), with a periodic sweep from the start.';
+COMMENT ON FUNCTION outbox.claim_due(p_relay text, p_targets text[], p_rooms integer[], p_limit integer, p_lease_ms integer) IS 'Claim due rows of the given targets within their rooms and gates (circuit, pause, rate), with leases; stamps and returns whether each request carries the key (key_sent). Scans each target from the session''s floor (setting outbox.claim_floor, 0047), with a periodic sweep from the start; a scan that fills its room leaves the floor at its last row (0051).';
 
 REVOKE ALL ON FUNCTION outbox.claim_due(p_relay text, p_targets text[], p_rooms integer[], p_limit integer, p_lease_ms integer) FROM PUBLIC;
 GRANT ALL ON FUNCTION outbox.claim_due(p_relay text, p_targets text[], p_rooms integer[], p_limit integer, p_lease_ms integer) TO outbox_relay;

@@ -1,0 +1,218 @@
+-- 0051: a scan that fills its room leaves its floor at its last row (issue
+-- 40; a defect of 0047).
+--
+-- 0047's floor moved only forward. A scan that began behind the floor (the
+-- re-read of the window every 50 ms, or a sweep) and filled its room moved
+-- nothing: the floor stayed ahead of the rows it had not reached. Those were
+-- then claimed only by re-reads while they were within 2 s of the floor and
+-- after that by sweeps, one room per sweep: about 64 or 1,024 rows a second,
+-- and under a held snapshot one room every few minutes. A backlog gets there
+-- in ordinary ways: a transaction that enqueued many rows and committed
+-- after a claim had passed its start (the rows share its now(), behind the
+-- floor), or rows another session had locked while this one's claims passed
+-- them (SKIP LOCKED) and then gave back unchanged. Seen in integration 30:
+-- 3,000 rows of one transaction claimed 64 a second once the floor passed
+-- them.
+--
+-- Now the floor is where the scan stopped whenever the scan filled its room
+-- (or p_limit cut it): the next claim starts there, at the backlog, and the
+-- backlog is claimed a room per claim again. A scan that found fewer rows
+-- than its room still moves the floor only forward, to now() less
+-- floor_lag. Moving back costs the next scans the entries between the
+-- backlog and the old floor, once: what the claim read before 0047.
+--
+-- The signature, the answer and the grants are unchanged.
+
+CREATE OR REPLACE FUNCTION outbox.claim_due(p_relay text, p_targets text[], p_rooms integer[], p_limit integer,
+                                            p_lease_ms integer)
+RETURNS TABLE (id bigint, key text, target text, payload text, attempt integer, ambiguous boolean,
+               first_attempt_ms bigint, probe boolean, traceparent text, key_sent boolean)
+LANGUAGE plpgsql SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+SET plan_cache_mode = force_generic_plan
+AS $$
+DECLARE
+    floor_window  constant interval := interval '2 seconds';
+    floor_lag     constant interval := interval '250 milliseconds';
+    floor_recheck constant interval := interval '50 milliseconds';
+    sweep_least   constant interval := interval '1 second';
+    sweep_most    constant interval := interval '10 minutes';
+    rooms    integer[] := p_rooms;
+    probing  text[] := '{}';
+    metered  text[] := '{}';
+    avail    double precision[] := '{}';
+    due_ids  bigint[];
+    keyed    boolean[];
+    due_tgts text[];
+    due_at   timestamptz[];
+    froms    timestamptz[] := '{}';
+    swept    boolean[] := '{}';
+    floors   jsonb := coalesce(nullif(current_setting('outbox.claim_floor', true), ''), '{}')::jsonb;
+    f        jsonb;
+    g        record;
+    a        double precision;
+    n        integer;
+    got      integer;
+    last_at  timestamptz;
+    began    timestamptz;
+    took     interval;
+BEGIN
+    -- Gated targets, locked in name order (two relays never lock in opposite
+    -- orders): their rooms shrink to what the gate allows.
+    FOR g IN
+        SELECT u.ord, s.target, s.circuit, s.probe_at, s.probe_expires_at, s.paused_until,
+               s.tokens, s.tokens_at, t.rate_limit_per_s AS rate
+          FROM unnest(p_targets) WITH ORDINALITY AS u(name, ord)
+          JOIN outbox.target_state s ON s.target = u.name
+          JOIN outbox.targets t ON t.name = u.name
+         WHERE s.circuit <> 'closed' OR s.paused_until > now() OR t.rate_limit_per_s IS NOT NULL
+         ORDER BY u.name
+           FOR UPDATE OF s
+    LOOP
+        IF g.paused_until > now() THEN
+            rooms[g.ord] := 0;
+        ELSIF (g.circuit = 'open' AND g.probe_at <= now())
+           OR (g.circuit = 'half_open' AND g.probe_expires_at <= now()) THEN
+            rooms[g.ord] := least(rooms[g.ord], 1);   -- one probe, by this relay
+            probing := probing || g.target;
+        ELSIF g.circuit <> 'closed' THEN
+            rooms[g.ord] := 0;
+        END IF;
+        IF g.rate IS NOT NULL AND rooms[g.ord] > 0 THEN
+            a := least(outbox.rate_burst(g.rate),
+                       coalesce(g.tokens + g.rate * extract(epoch FROM now() - g.tokens_at),
+                                outbox.rate_burst(g.rate)));
+            IF a < outbox.rate_claim_at_least(g.rate) THEN
+                rooms[g.ord] := 0;   -- next_due_ms says when there will be enough
+            ELSE
+                rooms[g.ord] := least(rooms[g.ord], floor(a)::integer);
+            END IF;
+            metered := metered || g.target;
+            avail := avail || a;
+        END IF;
+    END LOOP;
+
+    -- 0047: a disabled (or unknown) target is not scanned; no room keeps its floor.
+    FOR n IN
+        SELECT u.ord FROM unnest(p_targets) WITH ORDINALITY AS u(name, ord)
+          LEFT JOIN outbox.targets t ON t.name = u.name
+         WHERE t.enabled IS NOT TRUE
+    LOOP
+        rooms[n] := 0;
+    END LOOP;
+
+    -- 0047: where each target's scan starts. f: the floor; s: when the last
+    -- sweep began; g: the sweep period; w: when the scan last started
+    -- floor_window before the floor; t: the now() of the claim that wrote
+    -- them (a later claim in the same transaction, which the relay never
+    -- makes, sees rows that transaction made due behind the floor: it sweeps).
+    FOR n IN 1 .. coalesce(cardinality(p_targets), 0) LOOP
+        f := floors -> p_targets[n];
+        IF f IS NULL OR (f ->> 's')::timestamptz + (f ->> 'g')::interval <= now()
+           OR (f ->> 't')::timestamptz = now() THEN   -- an earlier claim of this transaction
+            froms := froms || '-infinity'::timestamptz;
+            swept := swept || true;
+        ELSIF (f ->> 'w')::timestamptz + floor_recheck <= now() THEN
+            froms := froms || ((f ->> 'f')::timestamptz - floor_window);
+            swept := swept || false;
+        ELSE
+            froms := froms || (f ->> 'f')::timestamptz;
+            swept := swept || false;
+        END IF;
+    END LOOP;
+
+    -- 1. The due rows, oldest first within each target from its floor, locked.
+    began := clock_timestamp();
+    SELECT coalesce(array_agg(c.id), '{}'), coalesce(array_agg(c.keyed), '{}'),
+           coalesce(array_agg(c.target), '{}'), coalesce(array_agg(c.next_attempt_at), '{}')
+      INTO due_ids, keyed, due_tgts, due_at
+      FROM (SELECT d.id, tg.key_header IS NOT NULL AS keyed, t.name AS target, d.next_attempt_at
+              FROM unnest(p_targets, rooms, froms) AS t(name, room, from_at)
+              JOIN outbox.targets AS tg ON tg.name = t.name AND tg.enabled -- disabled: rows wait
+             CROSS JOIN LATERAL (
+                   SELECT i.id, i.next_attempt_at
+                     FROM outbox.intents i
+                    WHERE i.state = 'pending' AND i.target = t.name
+                      AND i.next_attempt_at >= t.from_at AND i.next_attempt_at <= now()
+                    ORDER BY i.next_attempt_at
+                    LIMIT coalesce(t.room, 0)
+                      FOR UPDATE SKIP LOCKED) AS d
+             LIMIT p_limit) AS c;
+    took := clock_timestamp() - began;
+
+    -- The floors move forward (see the top of migration 0047).
+    FOR n IN 1 .. coalesce(cardinality(p_targets), 0) LOOP
+        CONTINUE WHEN coalesce(rooms[n], 0) <= 0;
+        f := coalesce(floors -> p_targets[n],
+                      jsonb_build_object('f', '-infinity'::timestamptz, 's', now(), 'g', sweep_least::text,
+                                         'w', now()));
+        SELECT count(*), max(u.at) INTO got, last_at
+          FROM unnest(due_tgts, due_at) AS u(target, at) WHERE u.target = p_targets[n];
+        IF got < rooms[n] AND cardinality(due_ids) < p_limit THEN
+            -- Nothing visible was left up to now(): forward only, and never
+            -- past now() - floor_lag (an enqueue that began before this
+            -- claim and commits after it has a next_attempt_at behind now(),
+            -- and its NOTIFY's claim must still reach it).
+            f := jsonb_set(f, '{f}', to_jsonb(greatest((f ->> 'f')::timestamptz, now() - floor_lag)));
+        ELSIF last_at IS NOT NULL THEN
+            -- 0051: the scan stopped at its last row, full: it saw nothing
+            -- after it, so the floor goes there, back if the scan began
+            -- behind the floor (a re-read of the window, a sweep) and found
+            -- a backlog there. A target the scan did not reach (its room
+            -- cut by p_limit: last_at is NULL) keeps its floor.
+            f := jsonb_set(f, '{f}', to_jsonb(least(last_at, now() - floor_lag)));
+        END IF;
+        IF swept[n] THEN
+            f := f || jsonb_build_object('s', now(), 'g',
+                                         least(sweep_most, greatest(sweep_least, took * 100))::text);
+        END IF;
+        IF froms[n] < (f ->> 'f')::timestamptz THEN
+            f := jsonb_set(f, '{w}', to_jsonb(now()));
+        END IF;
+        floors := jsonb_set(floors, ARRAY[p_targets[n]], f || jsonb_build_object('t', now()));
+    END LOOP;
+    PERFORM set_config('outbox.claim_floor', floors::text, false);
+
+    -- Nothing due and no tokens to book: an idle relay's claim ends here.
+    IF cardinality(due_ids) = 0 AND cardinality(metered) = 0 THEN
+        RETURN;
+    END IF;
+
+    -- 2. Leased by their ids; the gates' probes and tokens.
+    RETURN QUERY
+    WITH claimed AS (
+        UPDATE outbox.intents i
+           SET state = 'in_flight',
+               attempts = i.attempts + 1,
+               lease_owner = p_relay,
+               lease_expires_at = now() + p_lease_ms * interval '1 millisecond',
+               first_attempt_at = coalesce(i.first_attempt_at, now()),
+               key_sent = due.keyed,
+               updated_at = now()
+          FROM unnest(due_ids, keyed) AS due(id, keyed)
+         WHERE i.id = due.id
+        RETURNING i.id, i.key, i.target, i.payload::text AS payload, i.attempts, i.ambiguous,
+                  (extract(epoch FROM i.first_attempt_at) * 1000)::bigint AS first_attempt_ms,
+                  i.traceparent, i.key_sent
+    ), probed AS (
+        -- A probe is out only if a row was claimed for it.
+        UPDATE outbox.target_state s
+           SET circuit = 'half_open', probe_owner = p_relay,
+               probe_expires_at = now() + p_lease_ms * interval '1 millisecond'
+         WHERE s.target = ANY (probing) AND EXISTS (SELECT 1 FROM claimed c WHERE c.target = s.target)
+        RETURNING s.target
+    ), spent AS (
+        UPDATE outbox.target_state s
+           SET tokens = m.avail - (SELECT count(*) FROM claimed c WHERE c.target = s.target),
+               tokens_at = now()
+          FROM unnest(metered, avail) AS m(target, avail)
+         WHERE s.target = m.target
+        RETURNING s.target
+    )
+    SELECT c.id, c.key, c.target, c.payload, c.attempts, c.ambiguous, c.first_attempt_ms,
+           c.target = ANY (probing), c.traceparent, c.key_sent
+      FROM claimed c;
+END
+$$;
+
+COMMENT ON FUNCTION outbox.claim_due(p_relay text, p_targets text[], p_rooms integer[], p_limit integer, p_lease_ms integer) IS 'Claim due rows of the given targets within their rooms and gates (circuit, pause, rate), with leases; stamps and returns whether each request carries the key (key_sent). Scans each target from the session''s floor (setting outbox.claim_floor, 0047), with a periodic sweep from the start; a scan that fills its room leaves the floor at its last row (0051).';
