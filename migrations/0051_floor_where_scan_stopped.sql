@@ -14,12 +14,31 @@
 -- 3,000 rows of one transaction claimed 64 a second once the floor passed
 -- them.
 --
--- Now the floor is where the scan stopped whenever the scan filled its room
--- (or p_limit cut it): the next claim starts there, at the backlog, and the
--- backlog is claimed a room per claim again. A scan that found fewer rows
--- than its room still moves the floor only forward, to now() less
--- floor_lag. Moving back costs the next scans the entries between the
--- backlog and the old floor, once: what the claim read before 0047.
+-- Now a target's floor goes where its scan stopped whenever the scan
+-- stopped short of everything visible: its room full, or p_limit cutting
+-- the call at this target's rows (the rows come target by target; a target
+-- that ran out of rows before p_limit cut the call at a later one still
+-- moves forward only, as in 0047). The next claim starts there, at the
+-- backlog, and the backlog is claimed a room per claim again. A scan that
+-- found fewer rows than its room still moves the floor only forward, to
+-- now() less floor_lag.
+--
+-- What moving back costs: the next scans start at the backlog, as the claim
+-- did before 0047. A backlog of one transaction shares one next_attempt_at,
+-- so the floor stays there until the last of it is claimed; without a held
+-- snapshot the first pass marks the entries of claimed rows dead and later
+-- scans skip them, under one each claim steps over the rooms already
+-- claimed from it (quadratic in the backlog, as before 0047; before this
+-- migration the backlog waited one room per sweep instead, under a hold
+-- one room every few minutes).
+--
+-- And w, when the scan last began floor_window before the floor: 0047 set
+-- it whenever the floor moved past where the scan began, so a relay
+-- claiming more often than every 50 ms (a busy one, its floor moving at
+-- each claim) never re-read the window, and a transaction that committed
+-- between 250 ms and 2 s after its start waited for a sweep (about a
+-- second; minutes under a hold) instead of at most 50 ms as 0047 says. Now
+-- only a scan that began behind the floor (a re-read, a sweep) sets it.
 --
 -- The signature, the answer and the grants are unchanged.
 
@@ -54,6 +73,7 @@ DECLARE
     n        integer;
     got      integer;
     last_at  timestamptz;
+    old_at   timestamptz;
     began    timestamptz;
     took     interval;
 BEGIN
@@ -140,12 +160,13 @@ BEGIN
              LIMIT p_limit) AS c;
     took := clock_timestamp() - began;
 
-    -- The floors move forward (see the top of migration 0047).
+    -- The floors (see the tops of migrations 0047 and 0051).
     FOR n IN 1 .. coalesce(cardinality(p_targets), 0) LOOP
         CONTINUE WHEN coalesce(rooms[n], 0) <= 0;
         f := coalesce(floors -> p_targets[n],
                       jsonb_build_object('f', '-infinity'::timestamptz, 's', now(), 'g', sweep_least::text,
                                          'w', now()));
+        old_at := (f ->> 'f')::timestamptz;
         SELECT count(*), max(u.at) INTO got, last_at
           FROM unnest(due_tgts, due_at) AS u(target, at) WHERE u.target = p_targets[n];
         IF got < rooms[n] AND cardinality(due_ids) < p_limit THEN
@@ -153,20 +174,30 @@ BEGIN
             -- past now() - floor_lag (an enqueue that began before this
             -- claim and commits after it has a next_attempt_at behind now(),
             -- and its NOTIFY's claim must still reach it).
-            f := jsonb_set(f, '{f}', to_jsonb(greatest((f ->> 'f')::timestamptz, now() - floor_lag)));
-        ELSIF last_at IS NOT NULL THEN
-            -- 0051: the scan stopped at its last row, full: it saw nothing
-            -- after it, so the floor goes there, back if the scan began
-            -- behind the floor (a re-read of the window, a sweep) and found
-            -- a backlog there. A target the scan did not reach (its room
-            -- cut by p_limit: last_at is NULL) keeps its floor.
+            f := jsonb_set(f, '{f}', to_jsonb(greatest(old_at, now() - floor_lag)));
+        ELSIF got >= rooms[n] OR due_tgts[cardinality(due_tgts)] = p_targets[n] THEN
+            -- 0051: this target's scan stopped at its last row (its room
+            -- full, or p_limit cut it there: the rows come target by target
+            -- and its row is the last): it saw nothing after that row, so
+            -- the floor goes there, back if the scan began behind the floor
+            -- (a re-read of the window, a sweep) and found a backlog there.
             f := jsonb_set(f, '{f}', to_jsonb(least(last_at, now() - floor_lag)));
+        ELSIF last_at IS NOT NULL THEN
+            -- p_limit cut the call at a later target, after this one ran out
+            -- of rows: forward only, to its last row, as 0047 did.
+            f := jsonb_set(f, '{f}', to_jsonb(greatest(old_at, least(last_at, now() - floor_lag))));
         END IF;
+        -- (a target the scan did not reach, p_limit spent before it, keeps its floor)
         IF swept[n] THEN
             f := f || jsonb_build_object('s', now(), 'g',
                                          least(sweep_most, greatest(sweep_least, took * 100))::text);
         END IF;
-        IF froms[n] < (f ->> 'f')::timestamptz THEN
+        -- 0051: w says when the scan last began floor_window before the
+        -- floor, so only such a scan (or a sweep) sets it. 0047 set it
+        -- whenever the floor moved past where the scan began, so a relay
+        -- claiming more often than every 50 ms, its floor moving at each
+        -- claim, never re-read the window.
+        IF froms[n] < old_at THEN
             f := jsonb_set(f, '{w}', to_jsonb(now()));
         END IF;
         floors := jsonb_set(floors, ARRAY[p_targets[n]], f || jsonb_build_object('t', now()));

@@ -26,6 +26,7 @@ DECLARE
     n        integer;
     got      integer;
     last_at  timestamptz;
+    old_at   timestamptz;
     began    timestamptz;
     took     interval;
 BEGIN
@@ -112,12 +113,13 @@ BEGIN
              LIMIT p_limit) AS c;
     took := clock_timestamp() - began;
 
-    -- The floors move forward (see the top of migration 0047).
+    -- The floors (see the tops of migrations 0047 and 0051).
     FOR n IN 1 .. coalesce(cardinality(p_targets), 0) LOOP
         CONTINUE WHEN coalesce(rooms[n], 0) <= 0;
         f := coalesce(floors -> p_targets[n],
                       jsonb_build_object('f', '-infinity'::timestamptz, 's', now(), 'g', sweep_least::text,
                                          'w', now()));
+        old_at := (f ->> 'f')::timestamptz;
         SELECT count(*), max(u.at) INTO got, last_at
           FROM unnest(due_tgts, due_at) AS u(target, at) WHERE u.target = p_targets[n];
         IF got < rooms[n] AND cardinality(due_ids) < p_limit THEN
@@ -125,20 +127,30 @@ BEGIN
             -- past now() - floor_lag (an enqueue that began before this
             -- claim and commits after it has a next_attempt_at behind now(),
             -- and its NOTIFY's claim must still reach it).
-            f := jsonb_set(f, '{f}', to_jsonb(greatest((f ->> 'f')::timestamptz, now() - floor_lag)));
-        ELSIF last_at IS NOT NULL THEN
-            -- 0051: the scan stopped at its last row, full: it saw nothing
-            -- after it, so the floor goes there, back if the scan began
-            -- behind the floor (a re-read of the window, a sweep) and found
-            -- a backlog there. A target the scan did not reach (its room
-            -- cut by p_limit: last_at is NULL) keeps its floor.
+            f := jsonb_set(f, '{f}', to_jsonb(greatest(old_at, now() - floor_lag)));
+        ELSIF got >= rooms[n] OR due_tgts[cardinality(due_tgts)] = p_targets[n] THEN
+            -- 0051: this target's scan stopped at its last row (its room
+            -- full, or p_limit cut it there: the rows come target by target
+            -- and its row is the last): it saw nothing after that row, so
+            -- the floor goes there, back if the scan began behind the floor
+            -- (a re-read of the window, a sweep) and found a backlog there.
             f := jsonb_set(f, '{f}', to_jsonb(least(last_at, now() - floor_lag)));
+        ELSIF last_at IS NOT NULL THEN
+            -- p_limit cut the call at a later target, after this one ran out
+            -- of rows: forward only, to its last row, as 0047 did.
+            f := jsonb_set(f, '{f}', to_jsonb(greatest(old_at, least(last_at, now() - floor_lag))));
         END IF;
+        -- (a target the scan did not reach, p_limit spent before it, keeps its floor)
         IF swept[n] THEN
             f := f || jsonb_build_object('s', now(), 'g',
                                          least(sweep_most, greatest(sweep_least, took * 100))::text);
         END IF;
-        IF froms[n] < (f ->> 'f')::timestamptz THEN
+        -- 0051: w says when the scan last began floor_window before the
+        -- floor, so only such a scan (or a sweep) sets it. 0047 set it
+        -- whenever the floor moved past where the scan began, so a relay
+        -- claiming more often than every 50 ms, its floor moving at each
+        -- claim, never re-read the window.
+        IF froms[n] < old_at THEN
             f := jsonb_set(f, '{w}', to_jsonb(now()));
         END IF;
         floors := jsonb_set(floors, ARRAY[p_targets[n]], f || jsonb_build_object('t', now()));
