@@ -34,7 +34,9 @@ openssl genpkey -algorithm RSA -pkeyopt rsa_keygen_bits:2048 -out "$T/rsa2.pem" 
 openssl genpkey -algorithm EC -pkeyopt ec_paramgen_curve:P-256 -out "$T/ec.pem" 2>/dev/null
 openssl genpkey -algorithm ed25519 -out "$T/ed.pem" 2>/dev/null
 jwt jwks "$T/jwks.json" "rsa:k1:$T/rsa1.pem" "ec:e1:$T/ec.pem" "ed:d1:$T/ed.pem"
-jwt serve "$T/jwks.json" >"$T/jwks.out" 2>"$T/jwks.err" &
+# python3 itself in the background (not the function jwt, whose subshell
+# would be the PID killed at the end, leaving the server running)
+python3 "$ITEST_ROOT/tests/mcp/oauth_jwt.py" serve "$T/jwks.json" >"$T/jwks.out" 2>"$T/jwks.err" &
 ITEST_PIDS+=("$!")
 wait_cmd 10 grep -q '^listening' "$T/jwks.out" || bail "the JWKS server did not start"
 JWKS_PORT=$(sed -n 's/^listening //p' "$T/jwks.out")
