@@ -1,6 +1,6 @@
 -- schema/outbox/load.sql — the net schema of outbox-relay, one file per live
 -- object: what a database looks like after every migration up to and
--- including 0051_floor_where_scan_stopped.sql. `psql -f schema/outbox/load.sql` builds it (the files in
+-- including 0052_sweep_apart.sql. `psql -f schema/outbox/load.sql` builds it (the files in
 -- an order that works); tests/sql/schema_equivalence.sh proves it builds the
 -- same schema as migrations/, tests/sql/schema_fresh_cluster.sh that it loads
 -- into a fresh cluster. Read it to learn the data model; build databases with

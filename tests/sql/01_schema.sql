@@ -3,7 +3,7 @@
 -- enum values, the indexes the claim path and the views rely on, the
 -- statement-level NOTIFY trigger, and the functions' signatures.
 BEGIN;
-SELECT plan(116);
+SELECT plan(117);
 
 SELECT has_schema('outbox');
 SELECT has_table('outbox', 'targets', 'outbox.targets exists');
@@ -159,6 +159,7 @@ SELECT has_function('outbox', f, a, format('outbox.%s(%s) exists', f, array_to_s
                ('reject', ARRAY['text', 'text', 'text']),
                ('cancel', ARRAY['text', 'text']),
                ('claim_due', ARRAY['text', 'text[]', 'integer[]', 'integer', 'integer']),
+               ('claim_due', ARRAY['text', 'text[]', 'integer[]', 'integer', 'integer', 'text']),
                ('take_over', ARRAY['text', 'integer', 'integer', 'bigint[]']),
                ('renew_leases', ARRAY['text', 'bigint[]', 'integer']),
                ('release', ARRAY['text', 'bigint[]', 'integer[]']),

@@ -1,4 +1,15 @@
 CREATE FUNCTION outbox.claim_due(p_relay text, p_targets text[], p_rooms integer[], p_limit integer, p_lease_ms integer) RETURNS TABLE(id bigint, key text, target text, payload text, attempt integer, ambiguous boolean, first_attempt_ms bigint, probe boolean, traceparent text, key_sent boolean)
+    LANGUAGE plpgsql
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+BEGIN
+    RETURN QUERY SELECT * FROM outbox.claim_due(p_relay, p_targets, p_rooms, p_limit, p_lease_ms, 'auto');
+END
+$$;
+
+COMMENT ON FUNCTION outbox.claim_due(p_relay text, p_targets text[], p_rooms integer[], p_limit integer, p_lease_ms integer) IS 'outbox.claim_due(..., ''auto''): the floor, and a periodic sweep (0052).';
+
+CREATE FUNCTION outbox.claim_due(p_relay text, p_targets text[], p_rooms integer[], p_limit integer, p_lease_ms integer, p_scan text) RETURNS TABLE(id bigint, key text, target text, payload text, attempt integer, ambiguous boolean, first_attempt_ms bigint, probe boolean, traceparent text, key_sent boolean)
     LANGUAGE plpgsql SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'pg_temp'
     SET plan_cache_mode TO 'force_generic_plan'
@@ -19,7 +30,12 @@ DECLARE
     due_at   timestamptz[];
     froms    timestamptz[] := '{}';
     swept    boolean[] := '{}';
-    floors   jsonb := coalesce(nullif(current_setting('outbox.claim_floor', true), ''), '{}')::jsonb;
+    -- 0052: a sweep leaves the last floor_window to the floor claims (their
+    -- re-reads look that far back): it takes only what they cannot reach,
+    -- and does not race them for every fresh row.
+    upto     timestamptz := CASE WHEN p_scan = 'sweep' THEN now() - floor_window ELSE now() END;
+    floors   jsonb := CASE WHEN p_scan = 'sweep' THEN '{}'::jsonb
+                       ELSE coalesce(nullif(current_setting('outbox.claim_floor', true), ''), '{}')::jsonb END;
     f        jsonb;
     g        record;
     a        double precision;
@@ -30,15 +46,40 @@ DECLARE
     began    timestamptz;
     took     interval;
 BEGIN
+    IF p_scan IS NULL OR p_scan NOT IN ('auto', 'floor', 'sweep') THEN
+        RAISE EXCEPTION 'claim_due: p_scan must be ''auto'', ''floor'' or ''sweep'', not %',
+              coalesce(quote_literal(p_scan), 'NULL')
+              USING ERRCODE = '22023';
+    END IF;
+
+    -- 0052: a sweep does not wait for a gate another claim holds (a floor
+    -- claim would then wait behind the sweep's long scan for it): it locks
+    -- the gates it can, and leaves the others' targets to its next pass.
+    IF p_scan = 'sweep' THEN
+        FOR n IN
+            SELECT u.ord
+              FROM unnest(p_targets) WITH ORDINALITY AS u(name, ord)
+              JOIN outbox.target_state s ON s.target = u.name
+              JOIN outbox.targets t ON t.name = u.name
+             WHERE (s.circuit <> 'closed' OR s.paused_until > now() OR t.rate_limit_per_s IS NOT NULL)
+               AND NOT EXISTS (SELECT 1 FROM outbox.target_state l
+                                WHERE l.target = s.target FOR UPDATE SKIP LOCKED)
+        LOOP
+            rooms[n] := 0;
+        END LOOP;
+    END IF;
+
     -- Gated targets, locked in name order (two relays never lock in opposite
-    -- orders): their rooms shrink to what the gate allows.
+    -- orders): their rooms shrink to what the gate allows. (0052: a target
+    -- without room is not locked; a sweep holds the rest already.)
     FOR g IN
         SELECT u.ord, s.target, s.circuit, s.probe_at, s.probe_expires_at, s.paused_until,
                s.tokens, s.tokens_at, t.rate_limit_per_s AS rate
           FROM unnest(p_targets) WITH ORDINALITY AS u(name, ord)
           JOIN outbox.target_state s ON s.target = u.name
           JOIN outbox.targets t ON t.name = u.name
-         WHERE s.circuit <> 'closed' OR s.paused_until > now() OR t.rate_limit_per_s IS NOT NULL
+         WHERE (s.circuit <> 'closed' OR s.paused_until > now() OR t.rate_limit_per_s IS NOT NULL)
+           AND coalesce(rooms[u.ord], 0) > 0
          ORDER BY u.name
            FOR UPDATE OF s
     LOOP
@@ -81,7 +122,10 @@ BEGIN
     -- makes, sees rows that transaction made due behind the floor: it sweeps).
     FOR n IN 1 .. coalesce(cardinality(p_targets), 0) LOOP
         f := floors -> p_targets[n];
-        IF f IS NULL OR (f ->> 's')::timestamptz + (f ->> 'g')::interval <= now()
+        -- 0052: a sweep always starts at the start; a floor claim never
+        -- sweeps by the period (the sweep connection does).
+        IF p_scan = 'sweep' OR f IS NULL
+           OR (p_scan = 'auto' AND (f ->> 's')::timestamptz + (f ->> 'g')::interval <= now())
            OR (f ->> 't')::timestamptz = now() THEN   -- an earlier claim of this transaction
             froms := froms || '-infinity'::timestamptz;
             swept := swept || true;
@@ -106,15 +150,17 @@ BEGIN
                    SELECT i.id, i.next_attempt_at
                      FROM outbox.intents i
                     WHERE i.state = 'pending' AND i.target = t.name
-                      AND i.next_attempt_at >= t.from_at AND i.next_attempt_at <= now()
+                      AND i.next_attempt_at >= t.from_at AND i.next_attempt_at <= upto
                     ORDER BY i.next_attempt_at
                     LIMIT coalesce(t.room, 0)
                       FOR UPDATE SKIP LOCKED) AS d
              LIMIT p_limit) AS c;
     took := clock_timestamp() - began;
 
-    -- The floors (see the tops of migrations 0047 and 0051).
+    -- The floors (see the tops of migrations 0047 and 0051); a sweep keeps
+    -- none (0052).
     FOR n IN 1 .. coalesce(cardinality(p_targets), 0) LOOP
+        EXIT WHEN p_scan = 'sweep';
         CONTINUE WHEN coalesce(rooms[n], 0) <= 0;
         f := coalesce(floors -> p_targets[n],
                       jsonb_build_object('f', '-infinity'::timestamptz, 's', now(), 'g', sweep_least::text,
@@ -155,7 +201,9 @@ BEGIN
         END IF;
         floors := jsonb_set(floors, ARRAY[p_targets[n]], f || jsonb_build_object('t', now()));
     END LOOP;
-    PERFORM set_config('outbox.claim_floor', floors::text, false);
+    IF p_scan <> 'sweep' THEN
+        PERFORM set_config('outbox.claim_floor', floors::text, false);
+    END IF;
 
     -- Nothing due and no tokens to book: an idle relay's claim ends here.
     IF cardinality(due_ids) = 0 AND cardinality(metered) = 0 THEN
@@ -199,7 +247,10 @@ BEGIN
 END
 $$;
 
-COMMENT ON FUNCTION outbox.claim_due(p_relay text, p_targets text[], p_rooms integer[], p_limit integer, p_lease_ms integer) IS 'Claim due rows of the given targets within their rooms and gates (circuit, pause, rate), with leases; stamps and returns whether each request carries the key (key_sent). Scans each target from the session''s floor (setting outbox.claim_floor, 0047), with a periodic sweep from the start; a scan that fills its room leaves the floor at its last row (0051).';
+COMMENT ON FUNCTION outbox.claim_due(p_relay text, p_targets text[], p_rooms integer[], p_limit integer, p_lease_ms integer, p_scan text) IS 'Claim due rows of the given targets within their rooms and gates (circuit, pause, rate), with leases; stamps and returns whether each request carries the key (key_sent). p_scan: floor (from the session''s floor, setting outbox.claim_floor: 0047, 0051), sweep (from the start, no floor: 0052) or auto (the floor, and a periodic sweep).';
 
 REVOKE ALL ON FUNCTION outbox.claim_due(p_relay text, p_targets text[], p_rooms integer[], p_limit integer, p_lease_ms integer) FROM PUBLIC;
 GRANT ALL ON FUNCTION outbox.claim_due(p_relay text, p_targets text[], p_rooms integer[], p_limit integer, p_lease_ms integer) TO outbox_relay;
+
+REVOKE ALL ON FUNCTION outbox.claim_due(p_relay text, p_targets text[], p_rooms integer[], p_limit integer, p_lease_ms integer, p_scan text) FROM PUBLIC;
+GRANT ALL ON FUNCTION outbox.claim_due(p_relay text, p_targets text[], p_rooms integer[], p_limit integer, p_lease_ms integer, p_scan text) TO outbox_relay;

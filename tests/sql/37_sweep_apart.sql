@@ -1,0 +1,102 @@
+-- 37_sweep_apart: outbox.claim_due's p_scan (0052, issue 40), as the relay's login calls it.
+--   refused        a p_scan other than auto, floor or sweep: 22023, naming the three
+--   floor          a row behind the floor and its 2 s window is not taken by a floor claim,
+--                  not even once the sweep period has passed (the sweep connection takes it)
+--   sweep          takes that row; leaves a row younger than 2 s to the floor claims; does
+--                  not read or write the session's floors
+--   auto           the five-argument claim_due: a floor claim that sweeps once the period
+--                  has passed, as 0051
+--   gates          a sweep does not wait for a gate (a rate-limited target's state) another
+--                  claim holds: it skips that target and takes it at its next pass
+-- Nothing runs in one wrapping transaction: each statement is a claim of its own, with its
+-- own now(), as the relay's are.
+SELECT plan(14);
+
+\ir lib/sessions.sql
+
+INSERT INTO outbox.targets (name, url) VALUES ('t1', 'https://t1.test/hook');
+INSERT INTO outbox.targets (name, url, rate_limit_per_s) VALUES ('tr', 'https://tr.test/hook', 100);
+
+-- a row made due a minute ago: one whose transaction committed long after its start
+CREATE FUNCTION pg_temp.due_long_ago(k text, t text) RETURNS void LANGUAGE sql AS $$
+    SELECT outbox.enqueue(k, t, '{}');
+    UPDATE outbox.intents SET next_attempt_at = now() - interval '1 minute' WHERE key = k;
+$$;
+-- the session's floor of t1 with its last sweep an hour ago (over) or now (not over)
+CREATE FUNCTION pg_temp.sweep_period(over boolean) RETURNS void LANGUAGE sql AS $$
+    SELECT set_config('outbox.claim_floor',
+                      jsonb_set(current_setting('outbox.claim_floor')::jsonb, '{t1,s}',
+                                to_jsonb(CASE WHEN over THEN now() - interval '1 hour' ELSE now() END))::text,
+                      false);
+$$;
+
+SET ROLE outbox_relay;
+SELECT throws_ok($$SELECT * FROM outbox.claim_due('r1', '{t1}', '{10}', 10, 30000, 'nope')$$, '22023',
+                 'claim_due: p_scan must be ''auto'', ''floor'' or ''sweep'', not ''nope''',
+                 'an unknown p_scan is refused, naming the three');
+SELECT throws_ok($$SELECT * FROM outbox.claim_due('r1', '{t1}', '{10}', 10, 30000, NULL)$$, '22023',
+                 'claim_due: p_scan must be ''auto'', ''floor'' or ''sweep'', not NULL',
+                 'so is NULL');
+RESET ROLE;
+
+-- floor: the first claim of the session has no floor and scans from the start
+SELECT outbox.enqueue('fresh-0', 't1', '{}');
+SET ROLE outbox_relay;
+SELECT results_eq($$SELECT key FROM outbox.claim_due('r1', '{t1}', '{10}', 10, 30000, 'floor')$$,
+                  ARRAY['fresh-0'], 'floor: the session''s first claim takes the due row');
+RESET ROLE;
+SELECT pg_temp.due_long_ago('late-1', 't1');
+SET ROLE outbox_relay;
+SELECT is_empty($$SELECT * FROM outbox.claim_due('r1', '{t1}', '{10}', 10, 30000, 'floor')$$,
+                'floor: a row due a minute ago, behind the floor and its window, is not taken');
+SELECT pg_temp.sweep_period(true);
+SELECT is_empty($$SELECT * FROM outbox.claim_due('r1', '{t1}', '{10}', 10, 30000, 'floor')$$,
+                'floor: nor once the sweep period has passed (no periodic sweep)');
+
+-- sweep
+SELECT pg_temp.sweep_period(true);
+SELECT current_setting('outbox.claim_floor') AS floors_before \gset
+SELECT results_eq($$SELECT key, attempt FROM outbox.claim_due('r1', '{t1}', '{10}', 10, 30000, 'sweep')$$,
+                  $$VALUES ('late-1'::text, 1)$$, 'sweep: takes the row behind the floor');
+SELECT is(current_setting('outbox.claim_floor'), :'floors_before',
+          'sweep: the session''s floors are neither read nor written');
+RESET ROLE;
+SELECT outbox.enqueue('fresh-2', 't1', '{}');
+SET ROLE outbox_relay;
+SELECT is_empty($$SELECT * FROM outbox.claim_due('r1', '{t1}', '{10}', 10, 30000, 'sweep')$$,
+                'sweep: a row due less than 2 s ago is left to the floor claims');
+SELECT results_eq($$SELECT key FROM outbox.claim_due('r1', '{t1}', '{10}', 10, 30000, 'floor')$$,
+                  ARRAY['fresh-2'], 'which take it');
+
+-- auto: the five-argument form
+RESET ROLE;
+SELECT pg_temp.due_long_ago('late-3', 't1');
+SET ROLE outbox_relay;
+SELECT pg_temp.sweep_period(false);
+SELECT is_empty($$SELECT * FROM outbox.claim_due('r1', '{t1}', '{10}', 10, 30000)$$,
+                'auto: before the sweep period is over, a row behind the floor waits');
+SELECT pg_temp.sweep_period(true);
+SELECT results_eq($$SELECT key FROM outbox.claim_due('r1', '{t1}', '{10}', 10, 30000)$$,
+                  ARRAY['late-3'], 'auto: once it is over, the claim sweeps and takes it (as 0051)');
+RESET ROLE;
+
+-- gates: a sweep skips a gate another claim holds
+SELECT pg_temp.due_long_ago('gate-1', 'tr');
+SELECT pg_temp.open('holder') \g /dev/null
+SELECT dblink_exec('holder', 'BEGIN');
+SELECT is((SELECT count(*)::int FROM dblink('holder', $$SELECT 1 FROM outbox.target_state
+                                                        WHERE target = 'tr' FOR UPDATE$$) AS x(n int)), 1,
+          'another session holds the rate-limited target''s gate');
+SET ROLE outbox_relay;
+SET lock_timeout = '2s';
+SELECT is_empty($$SELECT * FROM outbox.claim_due('r1', '{t1,tr}', '{10,10}', 20, 30000, 'sweep')$$,
+                'sweep: the held gate''s target is skipped, without waiting for it (lock_timeout 2 s)');
+RESET lock_timeout;
+RESET ROLE;
+SELECT dblink_exec('holder', 'COMMIT') \g /dev/null
+SET ROLE outbox_relay;
+SELECT results_eq($$SELECT key FROM outbox.claim_due('r1', '{t1,tr}', '{10,10}', 20, 30000, 'sweep')$$,
+                  ARRAY['gate-1'], 'sweep: once the gate is free, its next pass takes the row');
+RESET ROLE;
+
+SELECT * FROM finish();
