@@ -34,8 +34,26 @@
 -- The body is 0051's but for the scan's start (froms) and end (upto), the
 -- floors' bookkeeping (a sweep skips it), and the gates: a target without
 -- room is not locked, and a sweep skips a gate another claim holds, so that
--- no floor claim waits behind a sweep for a gate either. The answer and the five-argument
--- signature are unchanged; the new function has the grants of the old.
+-- no floor claim waits behind a sweep for a gate either. The answer and the
+-- five-argument signature are unchanged; the new function has the grants of
+-- the old.
+
+-- The five-argument form, for callers that do not say: 'auto'. (First, so
+-- that tests/mutants/mutate.py finds the six-argument one last.)
+CREATE OR REPLACE FUNCTION outbox.claim_due(p_relay text, p_targets text[], p_rooms integer[], p_limit integer,
+                                            p_lease_ms integer)
+RETURNS TABLE (id bigint, key text, target text, payload text, attempt integer, ambiguous boolean,
+               first_attempt_ms bigint, probe boolean, traceparent text, key_sent boolean)
+LANGUAGE plpgsql SECURITY INVOKER   -- plpgsql: schema/outbox/load.sql may create it first
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    RETURN QUERY SELECT * FROM outbox.claim_due(p_relay, p_targets, p_rooms, p_limit, p_lease_ms, 'auto');
+END
+$$;
+
+COMMENT ON FUNCTION outbox.claim_due(p_relay text, p_targets text[], p_rooms integer[], p_limit integer, p_lease_ms integer) IS
+    'outbox.claim_due(..., ''auto''): the floor, and a periodic sweep (0052).';
 
 CREATE FUNCTION outbox.claim_due(p_relay text, p_targets text[], p_rooms integer[], p_limit integer,
                                             p_lease_ms integer, p_scan text)
@@ -283,19 +301,3 @@ COMMENT ON FUNCTION outbox.claim_due(p_relay text, p_targets text[], p_rooms int
 
 REVOKE ALL ON FUNCTION outbox.claim_due(p_relay text, p_targets text[], p_rooms integer[], p_limit integer, p_lease_ms integer, p_scan text) FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION outbox.claim_due(p_relay text, p_targets text[], p_rooms integer[], p_limit integer, p_lease_ms integer, p_scan text) TO outbox_relay;
-
--- The five-argument form, for callers that do not say: 'auto'.
-CREATE OR REPLACE FUNCTION outbox.claim_due(p_relay text, p_targets text[], p_rooms integer[], p_limit integer,
-                                            p_lease_ms integer)
-RETURNS TABLE (id bigint, key text, target text, payload text, attempt integer, ambiguous boolean,
-               first_attempt_ms bigint, probe boolean, traceparent text, key_sent boolean)
-LANGUAGE plpgsql SECURITY INVOKER   -- plpgsql: schema/outbox/load.sql may create it first
-SET search_path = pg_catalog, pg_temp
-AS $$
-BEGIN
-    RETURN QUERY SELECT * FROM outbox.claim_due(p_relay, p_targets, p_rooms, p_limit, p_lease_ms, 'auto');
-END
-$$;
-
-COMMENT ON FUNCTION outbox.claim_due(p_relay text, p_targets text[], p_rooms integer[], p_limit integer, p_lease_ms integer) IS
-    'outbox.claim_due(..., ''auto''): the floor, and a periodic sweep (0052).';

@@ -241,3 +241,11 @@ const char *flow_circuit_name(enum circuit_state state)
     }
     return "closed";
 }
+
+uint64_t flow_sweep_period_ms(uint64_t took_ms)
+{
+    uint64_t period = took_ms * 100;
+    if (period < FLOW_SWEEP_LEAST_MS)
+        return FLOW_SWEEP_LEAST_MS;
+    return period > FLOW_SWEEP_MOST_MS ? FLOW_SWEEP_MOST_MS : period;
+}

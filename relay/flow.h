@@ -115,6 +115,16 @@ size_t flow_reports(const struct flow_actions *a, int consecutive_failures, long
  * the second empty claim on, up to 256 ms, rather than ask again at once. */
 uint64_t flow_next_due_wait_ms(int64_t due_ms, int empty_claims);
 
+/* The sweep (relay_db.c, "Two lanes"): the next one a hundred times as long
+ * after the last as it took, between FLOW_SWEEP_LEAST_MS and
+ * FLOW_SWEEP_MOST_MS. A sweep so costs the database about 1 % of one
+ * backend, however long a held snapshot makes it, and a row behind the
+ * floor (a transaction that committed more than 2 s after it began) waits
+ * about a second for it when nothing holds vacuum back. */
+#define FLOW_SWEEP_LEAST_MS 1000
+#define FLOW_SWEEP_MOST_MS 600000
+uint64_t flow_sweep_period_ms(uint64_t took_ms);
+
 /* The live counts of /metrics (outbox.live_counts) read every live row, on
  * the connection that claims: 0.5 ms per thousand pending rows measured, so
  * seconds for a backlog of millions, during which claims wait. The next

@@ -407,8 +407,12 @@ int relay_room(struct relay_db *db, bool count_held)
     for (struct relay_db *o = r->dbs; o; o = o->next) {
         if (count_held)
             held += relay_db_slots_held(o);
-        if (o->claim.running && r->db_count > 1)
-            held += o->claim_limit; /* rows a claim on the wire may bring */
+        /* Rows the claims on the wire may bring: another database's, and
+         * this one's other lane (relay_db.c, "Two lanes"). */
+        if (o->claim.slot.running && (r->db_count > 1 || o == db))
+            held += o->claim.limit;
+        if (o->sweep.slot.running && (r->db_count > 1 || o == db))
+            held += o->sweep.limit;
     }
     int free_slots = r->cfg->max_in_flight - r->in_flight - held;
     if (r->db_count <= 1 || free_slots <= 0)
@@ -440,7 +444,7 @@ void relay_offer_room(struct relay *r)
     for (;;) {
         struct relay_db *pick = NULL;
         for (struct relay_db *db = r->dbs; db; db = db->next)
-            if (db->wants_room && !db->claim.running &&
+            if (db->wants_room && !db->claim.slot.running &&
                 (pick == NULL || db->in_flight < pick->in_flight))
                 pick = db;
         if (pick == NULL)
@@ -491,7 +495,8 @@ void relay_check_idle_exit(struct relay *r)
     if (relay_stopping(r))
         return;
     for (struct relay_db *db = r->dbs; db; db = db->next)
-        if (!db->idle_seen || relay_db_has_work(db) || db->claim.running)
+        if (!db->idle_seen || relay_db_has_work(db) || db->claim.slot.running ||
+            db->sweep.slot.running)
             return;
     log_event(LOG_INFO, "idle_exit", LOG_END);
     r->phase = RELAY_DRAINING;

@@ -6,8 +6,9 @@
  *
  * Why apart from relay.c: a relay may serve many databases (--databases,
  * docs/design.md "Many databases"), and everything here is one database's
- * alone: its two connections (claims, leases and the LISTEN on "main",
- * outbox.record on "record", for the reason relay.c's DESIGN gives), its
+ * alone: its three connections (floor claims, leases and the LISTEN on
+ * "main", outbox.record on "record", for the reason relay.c's DESIGN gives,
+ * the sweep and take-over on "sweep", for the reason "Two lanes" gives), its
  * targets with their flow control, its rows under lease, the outcomes
  * waiting for it. A database that is down, slow or refusing logins backs
  * off on its own connections (pg.c) and keeps its own outcomes until it is
@@ -19,6 +20,27 @@
  * It reads in the order a delivery runs: claim (and the idle flag, the next
  * due time), record, give-back, leases and take-over, reconciliation; then
  * targets, database events, and the database's own start and end.
+ *
+ * Two lanes. outbox.claim_due scans each target from a floor that follows
+ * the rows it claimed (0047, 0051), and now and then from the start of the
+ * index (a sweep): rows behind the floor, such as those of a transaction
+ * that committed more than 2 s after it began, are found only so. Under a
+ * held snapshot a sweep steps over every index entry the hold keeps (135 ms
+ * after half an hour at 400 intents a second), and on one connection every
+ * claim, renewal and wake-up queued behind it: the p99 followed the sweep.
+ * So the floor claims go on the main connection ('floor': they never
+ * sweep), and the sweeps and take-overs on a connection of their own
+ * ('sweep', migration 0052), each lane with at most one claim on the wire.
+ * The two run side by side and SKIP LOCKED keeps them apart; the rooms they
+ * ask for count as in flight until their answer (targets_claimable,
+ * relay_room), so that together they never exceed a target's cap or
+ * --max-in-flight, and a sweep asks for half of each room, leaving the
+ * rest to the floor claims while it scans. A sweep takes only rows due 2 s
+ * ago or more (the floor claims' re-reads cover the rest), so it does not
+ * race them for fresh rows; it runs again at once when it found any, else
+ * after flow_sweep_period_ms. While the sweep connection is down, the floor
+ * claims sweep in line as before ('auto'), and take-overs go on the main
+ * connection.
  */
 #include "relay_int.h"
 
@@ -71,8 +93,8 @@ bool relay_db_has_work(const struct relay_db *db)
 
 bool relay_db_quiet(const struct relay_db *db)
 {
-    return !relay_db_has_work(db) && !db->claim.running && !db->take_over.running &&
-           !db->reconcile.running;
+    return !relay_db_has_work(db) && !db->claim.slot.running && !db->sweep.slot.running &&
+           !db->take_over.running && !db->reconcile.running;
 }
 
 void relay_db_buffer_outcome(struct relay_db *db, struct target *t, const struct pending_outcome *o)
@@ -87,8 +109,6 @@ void relay_db_buffer_outcome(struct relay_db *db, struct target *t, const struct
 
 /* ---------------------------------------------------------------- claim */
 
-/* ---------------------------------------------------------------- claim */
-
 /* Gives every row of a claim's answer back unsent. */
 static void relay_release_claimed(struct relay_db *db, PGresult *res)
 {
@@ -98,24 +118,42 @@ static void relay_release_claimed(struct relay_db *db, PGresult *res)
     }
 }
 
+static const char *claim_lane_name(const struct claim_lane *lane)
+{
+    return lane->kind == CLAIM_SWEEP ? "sweep" : "floor";
+}
+
+/* What outbox.claim_due is asked to scan (0052): the sweep lane sweeps; the
+ * floor lane never does, unless the sweep connection is down ('auto':
+ * sweeping in line now and then, as before 0052). */
+static const char *claim_lane_scan(const struct claim_lane *lane)
+{
+    if (lane->kind == CLAIM_SWEEP)
+        return "sweep";
+    return pg_conn_ready(lane->db->pg_sweep) ? "floor" : "auto";
+}
+
 /* True (counted and logged) when the claim's answer came so late that its
  * leases may be close to expiring (outcome_claim_answer_late). */
-static bool relay_claim_answer_late(struct relay_db *db, int rows)
+static bool relay_claim_answer_late(const struct claim_lane *lane, int rows)
 {
-    uint64_t elapsed_ms = (uv_hrtime() - db->claim_started_ns) / 1000000u;
+    struct relay_db *db = lane->db;
+    uint64_t elapsed_ms = (uv_hrtime() - lane->started_ns) / 1000000u;
     if (rows == 0 || !outcome_claim_answer_late(elapsed_ms, db->relay->cfg->lease_ms))
         return false;
     db->claims_late++;
     log_event(LOG_WARN, "claim_answer_late", "rows", json_integer(rows), "elapsed_ms",
               json_integer((json_int_t)elapsed_ms), "lease_ms",
               json_integer(db->relay->cfg->lease_ms), "reason",
-              json_string(OUTCOME_CLAIM_LATE_REASON), "database", json_string(db->name), LOG_END);
+              json_string(OUTCOME_CLAIM_LATE_REASON), "scan", json_string(claim_lane_name(lane)),
+              "database", json_string(db->name), LOG_END);
     return true;
 }
 
 /* Sends one claimed row, or decides it without a request when sending it
  * again is not safe any more. */
-static void relay_take_claimed_row(struct relay_db *db, const struct claimed_row *row)
+static void relay_take_claimed_row(struct relay_db *db, const struct claimed_row *row,
+                                   uint64_t leased_ns)
 {
     struct target *t = targets_find(&db->targets, row->target);
     if (t == NULL) {
@@ -146,7 +184,7 @@ static void relay_take_claimed_row(struct relay_db *db, const struct claimed_row
         relay_db_buffer_outcome(db, t, &o);
         return;
     }
-    relay_start_delivery(db, t, row, db->claim_started_ns);
+    relay_start_delivery(db, t, row, leased_ns);
 }
 
 /* After a claim's rows went out: claim again, raise or lower the idle flag,
@@ -156,7 +194,7 @@ static void relay_after_claim(struct relay_db *db, int rows)
     db->empty_claims = rows == 0 ? db->empty_claims + 1 : 0;
     const struct relay *r = db->relay;
     bool full = rows > 0 && (rows >= r->cfg->batch_size || r->in_flight >= r->cfg->max_in_flight ||
-                             (r->db_count > 1 && rows >= db->claim_limit));
+                             (r->db_count > 1 && rows >= db->claim.limit));
     db->more_due = full;
     /* Idle (wanting a NOTIFY) when nothing is due and nothing is in flight;
      * busy as soon as a claim finds more than one row: enqueues then arrive
@@ -178,22 +216,42 @@ static void relay_after_claim(struct relay_db *db, int rows)
     }
     if (rows == 0 && db->in_flight == 0 && !db->idle_in_db)
         relay_set_idle(db, true); /* claims once more when the flag is up */
-    if (db->claim_again) {
-        db->claim_again = false;
+    if (db->claim.again) {
+        db->claim.again = false;
         relay_db_maybe_claim(db);
     } else if (rows == 0) {
         relay_query_next_due(db);
     }
 }
 
+static void on_sweep_timer(uv_timer_t *timer);
+
+/* After a sweep's rows went out: again at once if it found any (it took at
+ * most half of each room: there may be more behind), else after its period,
+ * a hundred times as long as it took. The floor lane claims once more: its
+ * last claim may have found no room that the sweep held. */
+static void relay_after_sweep(struct relay_db *db, int rows)
+{
+    if (rows > 0) {
+        db->sweep_wanted = true;
+    } else {
+        uint64_t took_ms = (uv_hrtime() - db->sweep.started_ns) / 1000000u;
+        uv_timer_start(&db->sweep_timer, on_sweep_timer, flow_sweep_period_ms(took_ms), 0);
+    }
+    relay_db_maybe_claim(db);
+}
+
 static void on_claimed(void *data, PGresult *res, const char *error)
 {
-    struct relay_db *db = data;
-    metrics_histogram_observe(&db->claim_seconds,
-                              (double)(uv_hrtime() - db->claim_started_ns) / 1e9);
+    struct claim_lane *lane = data;
+    struct relay_db *db = lane->db;
+    targets_unclaim(&db->targets, lane->kind); /* its rows are in flight, or given back */
+    metrics_histogram_observe(&db->claim_seconds, (double)(uv_hrtime() - lane->started_ns) / 1e9);
     if (error) {
-        log_event(LOG_WARN, "claim_failed", "error", json_string(error), "database",
-                  json_string(db->name), LOG_END);
+        log_event(LOG_WARN, "claim_failed", "error", json_string(error), "scan",
+                  json_string(claim_lane_name(lane)), "database", json_string(db->name), LOG_END);
+        if (lane->kind == CLAIM_SWEEP)
+            uv_timer_start(&db->sweep_timer, on_sweep_timer, FLOW_SWEEP_LEAST_MS, 0);
         relay_check_shutdown(db->relay);
         return;
     }
@@ -205,57 +263,95 @@ static void on_claimed(void *data, PGresult *res, const char *error)
         relay_check_shutdown(db->relay);
         return;
     }
-    if (relay_claim_answer_late(db, rows)) {
+    if (relay_claim_answer_late(lane, rows)) {
         /* Give the rows back now, ahead of any other claim on this
          * connection; their leases are renewed until the database has
          * them (relay_held_ids), and the next claim waits for that. */
         relay_release_claimed(db, res);
-        db->more_due = true;
+        if (lane->kind == CLAIM_SWEEP)
+            db->sweep_wanted = true;
+        else
+            db->more_due = true;
         relay_db_send_releases(db);
         relay_db_flush(db);
         return;
     }
     for (int i = 0; i < rows; i++) {
         struct claimed_row row = sql_claimed_row(res, i);
-        relay_take_claimed_row(db, &row);
+        relay_take_claimed_row(db, &row, lane->started_ns);
     }
     db->claimed += (uint64_t)rows;
-    relay_after_claim(db, rows);
+    if (lane->kind == CLAIM_SWEEP) {
+        db->swept += (uint64_t)rows;
+        relay_after_sweep(db, rows);
+    } else {
+        relay_after_claim(db, rows);
+    }
     relay_db_flush(db);
 }
 
-void relay_db_maybe_claim(struct relay_db *db)
+/* Sends lane's claim if it may: this database runs and the lane's
+ * connection is up, no claim of the lane is on the wire (else it claims
+ * again after it), outcomes are not piling up, and there is room. */
+static void claim_lane_start(struct claim_lane *lane)
 {
-    if (!db_running(db) || !pg_conn_ready(db->pg)) {
-        db->wants_room = false; /* a database that cannot claim is owed nothing */
+    struct relay_db *db = lane->db;
+    const struct config *cfg = db->relay->cfg;
+    bool floor = lane->kind == CLAIM_FLOOR;
+    if (!db_running(db) || !pg_conn_ready(lane->slot.pg)) {
+        if (floor)
+            db->wants_room = false; /* a database that cannot claim is owed nothing */
         return;
     }
-    if (db->claim.running) {
-        db->claim_again = true;
+    if (lane->slot.running) {
+        lane->again = true;
         return;
     }
     /* Back-pressure: do not outrun the database with unrecorded outcomes
      * (this database's: another one's stop is its own). */
-    if (db->records.buffered.count > (size_t)db->relay->cfg->batch_size * 8)
+    if (db->records.buffered.count > (size_t)cfg->batch_size * 8)
         return;
     int room = relay_room(db, true);
-    db->wants_room = room <= 0 && db->relay->db_count > 1;
+    if (floor)
+        db->wants_room = room <= 0 && db->relay->db_count > 1;
     if (room <= 0)
         return;
-    int limit = room < db->relay->cfg->batch_size ? room : db->relay->cfg->batch_size;
-    if (targets_claimable(&db->targets, db->relay->cfg->max_in_flight_per_target,
-                          relay_random(db->relay), &db->claim_targets, &db->claim_rooms,
-                          limit) == 0)
+    int limit = room < cfg->batch_size ? room : cfg->batch_size;
+    int parts = floor ? 1 : 2; /* a sweep leaves half of each room to the floor claims */
+    if (targets_claimable(&db->targets, cfg->max_in_flight_per_target, relay_random(db->relay),
+                          &db->claim_targets, &db->claim_rooms, limit, lane->kind, parts) == 0)
         return; /* nothing can be sent now: a delivery's end or a reload claims again */
+    limit = (limit + parts - 1) / parts;
     char limit_text[24], lease_text[24];
-    const char *params[5] = {db->relay->cfg->relay_id, db->claim_targets.data, db->claim_rooms.data,
+    const char *params[6] = {cfg->relay_id,
+                             db->claim_targets.data,
+                             db->claim_rooms.data,
                              int_text(limit_text, sizeof(limit_text), limit),
-                             int_text(lease_text, sizeof(lease_text), db->relay->cfg->lease_ms)};
-    if (stmt_slot_start(&db->claim, 5, params)) {
-        db->claim_limit = limit;
-        db->claim_started_ns = uv_hrtime();
-        db->claim_again = false;
+                             int_text(lease_text, sizeof(lease_text), cfg->lease_ms),
+                             claim_lane_scan(lane)};
+    if (!stmt_slot_start(&lane->slot, 6, params)) {
+        targets_unclaim(&db->targets, lane->kind);
+        return;
     }
+    lane->limit = limit;
+    lane->started_ns = uv_hrtime();
+    lane->again = false;
+    if (!floor)
+        db->sweep_wanted = false;
+}
+
+void relay_db_maybe_claim(struct relay_db *db)
+{
+    claim_lane_start(&db->claim);
+    if (db->sweep_wanted)
+        claim_lane_start(&db->sweep);
+}
+
+static void on_sweep_timer(uv_timer_t *timer)
+{
+    struct relay_db *db = timer->data;
+    db->sweep_wanted = true;
+    claim_lane_start(&db->sweep);
 }
 
 /* ---------------------------------------------------------------- idle flag */
@@ -302,7 +398,8 @@ static void on_next_due(void *data, PGresult *res, const char *error)
     if (error || relay_db_stopping(db))
         return;
     if (PQntuples(res) == 0 || PQgetisnull(res, 0, 0)) {
-        if (db->relay->cfg->exit_when_idle && !relay_db_has_work(db) && !db->claim.running) {
+        if (db->relay->cfg->exit_when_idle && !relay_db_has_work(db) && !db->claim.slot.running &&
+            !db->sweep.slot.running) {
             db->idle_seen = true;
             relay_check_idle_exit(db->relay);
         }
@@ -323,7 +420,7 @@ static void relay_query_next_due(struct relay_db *db)
     if (!stmt_slot_ready(&db->next_due))
         return;
     targets_claimable(&db->targets, db->relay->cfg->max_in_flight_per_target,
-                      relay_random(db->relay), &db->claim_targets, NULL, 0);
+                      relay_random(db->relay), &db->claim_targets, NULL, 0, -1, 1);
     const char *params[1] = {db->claim_targets.data};
     stmt_slot_start(&db->next_due, 1, params);
 }
@@ -554,7 +651,12 @@ static bool relay_held_ids(const struct relay_db *db, struct strbuf *ids, uint64
 
 static void relay_take_over_expired(struct relay_db *db)
 {
-    if (!db_running(db) || !stmt_slot_ready(&db->take_over))
+    if (!db_running(db) || db->take_over.running)
+        return;
+    /* A long scan under a held snapshot, as the sweep: on its connection
+     * while that is up ("Two lanes"). */
+    db->take_over.pg = pg_conn_ready(db->pg_sweep) ? db->pg_sweep : db->pg;
+    if (!stmt_slot_ready(&db->take_over))
         return;
     struct strbuf held;
     strbuf_init(&held);
@@ -719,6 +821,18 @@ static void on_db_ready(void *data)
         relay_db_maybe_claim(db);
 }
 
+/* The sweep connection is (back) up: a new session, which has swept
+ * nothing yet. */
+static void on_sweep_db_ready(void *data)
+{
+    struct relay_db *db = data;
+    db->sweep_wanted = true;
+    if (relay_db_stopping(db))
+        relay_check_shutdown(db->relay);
+    else
+        claim_lane_start(&db->sweep);
+}
+
 /* The record connection is (back) up: write what waited. */
 static void on_record_db_ready(void *data)
 {
@@ -806,10 +920,12 @@ void relay_db_close(struct relay_db *db)
         return;
     db->closing = true;
     relay_log_totals(db);
-    db->open_conns = 3;
+    db->open_conns = 5;
     uv_close((uv_handle_t *)&db->poll_timer, on_db_timer_closed);
+    uv_close((uv_handle_t *)&db->sweep_timer, on_db_timer_closed);
     pg_conn_close(db->pg, on_db_handle_closed, db);
     pg_conn_close(db->pg_rec, on_db_handle_closed, db);
+    pg_conn_close(db->pg_sweep, on_db_handle_closed, db);
     pruner_close(db->pruner);
     db->pruner = NULL;
     if (db->ui) {
@@ -833,8 +949,8 @@ void relay_db_free(struct relay_db *db)
     free(db);
 }
 
-/* The main and record connections, the statements sent on them and the
- * poll timer; nothing starts before relay_db_start. */
+/* The main, record and sweep connections, the statements sent on them and
+ * the timers; nothing starts before relay_db_start. */
 struct relay_db *relay_db_new(struct relay *r, const char *name, const char *conninfo)
 {
     const struct config *cfg = r->cfg;
@@ -854,7 +970,15 @@ struct relay_db *relay_db_new(struct relay *r, const char *name, const char *con
         .name = "record", .database = events.database, .data = db, .on_ready = on_record_db_ready};
     db->pg_rec = pg_conn_new(&r->loop, conninfo, relay_statements, RELAY_STATEMENT_COUNT, NULL,
                              cfg->connect_timeout_ms, cfg->reconnect_max_ms, record_events);
-    stmt_slot_init(&db->claim, db->pg, STMT_CLAIM, on_claimed, db);
+    struct pg_events sweep_events = {
+        .name = "sweep", .database = events.database, .data = db, .on_ready = on_sweep_db_ready};
+    db->pg_sweep = pg_conn_new(&r->loop, conninfo, relay_statements, RELAY_STATEMENT_COUNT, NULL,
+                               cfg->connect_timeout_ms, cfg->reconnect_max_ms, sweep_events);
+    db->claim = (struct claim_lane){.db = db, .kind = CLAIM_FLOOR};
+    db->sweep = (struct claim_lane){.db = db, .kind = CLAIM_SWEEP};
+    stmt_slot_init(&db->claim.slot, db->pg, STMT_CLAIM, on_claimed, &db->claim);
+    stmt_slot_init(&db->sweep.slot, db->pg_sweep, STMT_CLAIM, on_claimed, &db->sweep);
+    db->sweep_wanted = true; /* the first sweep once the sweep connection is up */
     stmt_slot_init(&db->next_due, db->pg, cfg->exit_when_idle ? STMT_NEXT_DUE_EXACT : STMT_NEXT_DUE,
                    on_next_due, db);
     stmt_slot_init(&db->idle_change, db->pg, STMT_HEARTBEAT, on_idle_changed, db);
@@ -874,6 +998,8 @@ struct relay_db *relay_db_new(struct relay *r, const char *name, const char *con
     };
     uv_timer_init(&r->loop, &db->poll_timer);
     db->poll_timer.data = db;
+    uv_timer_init(&r->loop, &db->sweep_timer);
+    db->sweep_timer.data = db;
     relay_init_status(db);
     return db;
 }
@@ -883,11 +1009,14 @@ void relay_db_start(struct relay_db *db)
     const struct config *cfg = db->relay->cfg;
     pg_conn_set_query_timeout(db->pg, cfg->query_timeout_ms);
     pg_conn_set_query_timeout(db->pg_rec, cfg->query_timeout_ms);
+    pg_conn_set_query_timeout(db->pg_sweep, cfg->query_timeout_ms);
     const char *password = db->relay->db_named ? databases_secret(db->name) : NULL;
     pg_conn_set_password(db->pg, password);
     pg_conn_set_password(db->pg_rec, password);
+    pg_conn_set_password(db->pg_sweep, password);
     pg_conn_start(db->pg);
     pg_conn_start(db->pg_rec);
+    pg_conn_start(db->pg_sweep);
     db->pruner = pruner_start(&db->relay->loop, cfg, db->conninfo,
                               db->relay->db_named ? db->name : NULL, password);
     if (db->relay->db_named && cfg->admin_listen && *cfg->admin_listen)

@@ -72,7 +72,22 @@ enum relay_phase {
     RELAY_CLOSING,
 };
 
-/* One database the relay serves (--db, or a line of --databases): its two
+/* One of a database's two claims (relay_db.c, "Two lanes"): the floor
+ * claim on the main connection, the sweep on a connection of its own. Each
+ * has at most one statement on the wire; the two run side by side. The
+ * kind is also the lane's index in struct target's claiming. */
+enum claim_lane_kind { CLAIM_FLOOR = 0, CLAIM_SWEEP = 1 };
+
+struct claim_lane {
+    struct relay_db *db;
+    enum claim_lane_kind kind;
+    struct stmt_slot slot;
+    bool again;          /* asked for while one ran: claim once more after it */
+    int limit;           /* the limit of the claim on the wire */
+    uint64_t started_ns; /* of the claim on the wire */
+};
+
+/* One database the relay serves (--db, or a line of --databases): its three
  * connections, its LISTEN, its targets and their flow control, the rows it
  * holds under lease and the outcomes waiting for it. Nothing here is shared
  * with another database: one that is down, slow or refusing logins keeps
@@ -98,15 +113,17 @@ struct relay_db {
     bool closing;               /* its connections are being closed */
     int open_conns;             /* connections not yet closed (close callbacks to come) */
 
-    pg_conn_t *pg;         /* claims, leases, take-over, LISTEN, admin lookups */
+    pg_conn_t *pg;         /* floor claims, leases, LISTEN, admin lookups */
     pg_conn_t *pg_rec;     /* outbox.record only */
+    pg_conn_t *pg_sweep;   /* the sweep and take-over: the scans that may take long */
     struct pruner *pruner; /* retention, on a connection of its own; NULL: off */
     /* --databases with an admin port: this database's status page
      * (/ui?database=NAME, relay/admin/ui.c), its connection opened at the
      * first page; NULL otherwise (--db: the admin port's own). */
     struct ui *ui;
     struct target_set targets;
-    uv_timer_t poll_timer; /* fallback poll, and its next due row */
+    uv_timer_t poll_timer;  /* fallback poll, and its next due row */
+    uv_timer_t sweep_timer; /* the next sweep (flow_sweep_period_ms) */
 
     struct delivery *deliveries; /* in flight */
     int in_flight;
@@ -123,17 +140,16 @@ struct relay_db {
     /* The statements of which at most one is on the wire (stmt_slot.h);
      * they replace nine "*_running" flags, and farewell (the goodbye to
      * outbox.relays, sent once) the flag farewell_sent. */
-    struct stmt_slot claim, next_due, idle_change, release, take_over, renew, reconcile,
-        targets_load, live_counts_query, farewell, version;
+    struct stmt_slot next_due, idle_change, release, take_over, renew, reconcile, targets_load,
+        live_counts_query, farewell, version;
 
     /* Claiming. */
-    bool claim_again;          /* asked for while a claim ran: claim once more after it */
+    struct claim_lane claim, sweep;
+    bool sweep_wanted;         /* a sweep is due: it starts once it has room and its connection */
     bool more_due;             /* the last claim was limited by capacity, not by due rows */
     bool wants_room;           /* a claim found no room in the process's budget (fair share) */
     bool idle_seen;            /* --exit-when-idle: nothing due and nothing held here */
-    int claim_limit;           /* the limit of the claim on the wire */
     int empty_claims;          /* claims in a row that found nothing: spaces out the next */
-    uint64_t claim_started_ns; /* of the claim on the wire */
     struct strbuf claim_targets, claim_rooms; /* the targets with room, for claim and next_due */
     struct strbuf release_ids, release_attempts;
 
@@ -158,7 +174,7 @@ struct relay_db {
     /* Counters for the closing log line and /metrics. */
     uint64_t record_retries; /* record batches refused for a transient reason, kept and retried */
     uint64_t claimed, attempts_by_class[CLASS_COUNT], taken_over, recorded, fenced_out, released,
-        claims_late;
+        claims_late, swept;
 };
 
 /* The process: one loop, one curl multi (two: h2 apart), the budget of

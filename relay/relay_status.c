@@ -424,6 +424,11 @@ static double claimed(const struct relay_db *db)
     return (double)db->claimed;
 }
 
+static double swept(const struct relay_db *db)
+{
+    return (double)db->swept;
+}
+
 static double claims_late(const struct relay_db *db)
 {
     return (double)db->claims_late;
@@ -469,6 +474,11 @@ static void write_relay_counters(const struct relay *r, struct strbuf *out)
     }
     pruner_write_metrics(prunes, n, out);
     free(prunes);
+    db_family(r, out, "outbox_swept_total", METRICS_COUNTER,
+              "Rows claimed by the sweep: due rows behind the claims' floor, such as those of a "
+              "transaction that committed more than 2 s after it began (counted in "
+              "outbox_claimed_total too).",
+              swept);
     db_family(r, out, "outbox_claims_late_total", METRICS_COUNTER,
               "Claims answered after half their lease; their rows were given back unsent.",
               claims_late);
@@ -493,7 +503,8 @@ static double db_connected(const struct relay_db *db)
 
 static double db_reconnects(const struct relay_db *db)
 {
-    return (double)(pg_conn_reconnects(db->pg) + pg_conn_reconnects(db->pg_rec));
+    return (double)(pg_conn_reconnects(db->pg) + pg_conn_reconnects(db->pg_rec) +
+                    pg_conn_reconnects(db->pg_sweep));
 }
 
 static void write_connections(struct relay *r, struct strbuf *out)
@@ -689,7 +700,8 @@ void relay_log_attempt(const struct delivery *d, enum attempt_class cls, const s
 void relay_log_totals(const struct relay_db *r)
 {
     log_event(LOG_INFO, "relay_stopped", "database", json_string(r->name), "claimed",
-              json_integer((json_int_t)r->claimed), "succeeded",
+              json_integer((json_int_t)r->claimed), "swept", json_integer((json_int_t)r->swept),
+              "succeeded",
               json_integer((json_int_t)r->attempts_by_class[CLASS_SUCCEEDED]), "ambiguous",
               json_integer((json_int_t)r->attempts_by_class[CLASS_AMBIGUOUS]), "not_sent",
               json_integer((json_int_t)r->attempts_by_class[CLASS_NOT_SENT]), "taken_over",

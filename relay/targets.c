@@ -403,18 +403,22 @@ int target_cap(const struct target *t, int relay_cap)
 }
 
 /* The room this relay has for t now: its cap narrowed by the adaptive window
- * (flow.h), minus what is in flight; zero for a target that is disabled or
- * gone from the table. The shared gates (circuit, pause, rate) are applied
- * by outbox.claim. */
+ * (flow.h), minus what is in flight and what claims on the wire may bring;
+ * zero for a target that is disabled or gone from the table. The shared
+ * gates (circuit, pause, rate) are applied by outbox.claim. */
 static int target_room(struct target *t, int relay_cap)
 {
     if (!t->present || !t->enabled)
         return 0;
-    return flow_room(&t->flow, target_cap(t, relay_cap), t->in_flight);
+    int claiming = 0;
+    for (int lane = 0; lane < TARGET_CLAIM_LANES; lane++)
+        claiming += t->claiming[lane];
+    return flow_room(&t->flow, target_cap(t, relay_cap), t->in_flight + claiming);
 }
 
-size_t targets_claimable(const struct target_set *set, int relay_cap, double start_at,
-                         struct strbuf *names, struct strbuf *rooms, int limit)
+size_t targets_claimable(struct target_set *set, int relay_cap, double start_at,
+                         struct strbuf *names, struct strbuf *rooms, int limit, int lane,
+                         int parts)
 {
     pgarray_begin(names);
     if (rooms)
@@ -428,14 +432,26 @@ size_t targets_claimable(const struct target_set *set, int relay_cap, double sta
         if (room <= 0)
             continue;
         pgarray_item_text(names, t->name, strlen(t->name));
-        if (rooms)
-            pgarray_item_int(rooms, room < limit ? room : limit);
+        if (rooms) {
+            int asked = room < limit ? room : limit;
+            if (parts > 1)
+                asked = (asked + parts - 1) / parts;
+            pgarray_item_int(rooms, asked);
+            if (lane >= 0 && lane < TARGET_CLAIM_LANES)
+                t->claiming[lane] = asked;
+        }
         count++;
     }
     pgarray_end(names);
     if (rooms)
         pgarray_end(rooms);
     return count;
+}
+
+void targets_unclaim(struct target_set *set, int lane)
+{
+    for (size_t i = 0; i < set->count; i++)
+        set->items[i]->claiming[lane] = 0;
 }
 
 /* What Standard Webhooks signs: id "." timestamp "." body. Caller frees. */

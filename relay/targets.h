@@ -35,6 +35,9 @@ struct target_secret {
     size_t len;           /* at least 1 */
 };
 
+/* Claims on the wire at once per database: the floor claim and the sweep. */
+#define TARGET_CLAIM_LANES 2
+
 struct target {
     char *name;
     char *url;
@@ -70,6 +73,9 @@ struct target {
     bool enabled;
     bool present;               /* still in outbox.targets at the last reload */
     int in_flight;              /* deliveries and status checks of this relay now */
+    /* The rooms each claim lane's statement on the wire asked for (relay_db.c,
+     * "Two lanes"): counted as in flight until its answer (targets_unclaim). */
+    int claiming[TARGET_CLAIM_LANES];
     struct target_flow flow;    /* this relay's window and failure run */
     enum circuit_state circuit; /* as last read from, or reported to, the database */
     bool paused;                /* a Retry-After pause, as last read or reported */
@@ -102,12 +108,19 @@ struct retry_policy target_retry_policy(const struct target *t);
 int target_cap(const struct target *t, int relay_cap);
 /* Fills names (text[]) and, when rooms is not NULL, rooms (int[], each at
  * most limit) with the targets that have room (their cap narrowed by the
- * adaptive window, flow.h, minus what is in flight; none for a target that
- * is disabled or gone from the table), beginning with the one at
- * start_at (in [0, 1)) of the set: the relay starts at a random one, for
- * fairness across targets. Returns how many. */
-size_t targets_claimable(const struct target_set *set, int relay_cap, double start_at,
-                         struct strbuf *names, struct strbuf *rooms, int limit);
+ * adaptive window, flow.h, minus what is in flight and what claims on the
+ * wire asked for; none for a target that is disabled or gone from the
+ * table), beginning with the one at start_at (in [0, 1)) of the set: the
+ * relay starts at a random one, for fairness across targets. Each room is
+ * divided by parts (rounded up: a claim that leaves the rest to the other
+ * lane). With lane >= 0 (and rooms), each target's claiming[lane] is set to
+ * the room asked for, until targets_unclaim. Returns how many. */
+size_t targets_claimable(struct target_set *set, int relay_cap, double start_at,
+                         struct strbuf *names, struct strbuf *rooms, int limit, int lane,
+                         int parts);
+/* The answer to lane's claim came: its rooms are free again (its rows are in
+ * flight now, or given back). */
+void targets_unclaim(struct target_set *set, int lane);
 
 /* The relay reads a secret (secret_env, {"env": ...} header values) only from
  * variables with this prefix: never DATABASE_URL, PGPASSWORD or the like. */

@@ -19,17 +19,17 @@ readyz() { curl -s -w ' %{http_code}' "http://127.0.0.1:$ADMIN/readyz"; }
 ok "ready once both connections are up" wait_cmd 10 bash -c "[ \"\$(curl -s -o /dev/null -w '%{http_code}' http://127.0.0.1:$ADMIN/readyz)\" = 200 ]"
 is "$(readyz)" '{"status":"ready"} 200' "/readyz: 200 ready"
 ok "the first intent is delivered" wait_for 10 "SELECT state FROM outbox.intents WHERE key = 'ready:1'" succeeded
-is "$(sql "SELECT string_agg(application_name || ' ' || usename, ',' ORDER BY application_name)
-           FROM pg_stat_activity WHERE application_name LIKE 'outbox-relay/%'")" \
-    "outbox-relay/main itest_relay,outbox-relay/record itest_relay" \
-    "two connections, main and record, both as itest_relay (only outbox_relay)"
+ok "three connections, main, record and sweep, all as itest_relay (only outbox_relay)" \
+    wait_for 10 "SELECT string_agg(application_name || ' ' || usename, ',' ORDER BY application_name)
+                   FROM pg_stat_activity WHERE application_name LIKE 'outbox-relay/%'" \
+    "outbox-relay/main itest_relay,outbox-relay/record itest_relay,outbox-relay/sweep itest_relay"
 is "$(sql "SELECT string_agg(b.rolname, ',' ORDER BY b.rolname) FROM pg_auth_members m
              JOIN pg_roles u ON u.oid = m.member JOIN pg_roles b ON b.oid = m.roleid
             WHERE u.rolname = 'itest_relay'")|$(sql "SELECT rolsuper FROM pg_roles WHERE rolname = 'itest_relay'")" \
     "outbox_relay|f" "itest_relay is a member of outbox_relay alone, not a superuser"
 
 # Only the record connection goes: the limit admits no new connection of the
-# login, the two it has stay.
+# login, the three it has stay.
 sql "ALTER ROLE itest_relay CONNECTION LIMIT 1" >/dev/null
 is "$(sql "SELECT count(*) FROM (SELECT pg_terminate_backend(pid) FROM pg_stat_activity
                                   WHERE application_name = 'outbox-relay/record') x")" 1 \

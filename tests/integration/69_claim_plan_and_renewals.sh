@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # What a relay asks of PostgreSQL while its deliveries wait on a slow target
 # (issue 26, 0034):
-#   - the claim is planned once for the connection: outbox.claim_due's two
+#   - the claim is planned once for each connection (the main one and, since
+#     0052, the sweep's): outbox.claim_due's two
 #     statements keep their first plan (before 0034 its one statement was
 #     planned again at every call, about 1 ms of the backend each), and a
 #     claim that finds nothing stops after the first;
@@ -45,10 +46,13 @@ is "$(sql "SELECT count(*) || ' ' || sum(n) || ' ' || max(n) FROM effects")" "30
     "each intent took effect once"
 is "$(sql "SELECT count(*) FROM outbox.intents WHERE state = 'succeeded' AND attempts = 1")" "300" \
     "each succeeded at its first attempt"
+# Claims come on two connections (main and sweep, 0052): once on each at most.
 read -r calls plans <<<"$(plans_of 'WITH claimed AS')"
-ok "the claim's update ran $calls times, planned once ($plans)" test "$calls" -ge 2 -a "$plans" = 1
+ok "the claim's update ran $calls times, planned once a connection ($plans)" \
+    test "$calls" -ge 2 -a "$plans" -ge 1 -a "$plans" -le 2
 read -r calls plans <<<"$(plans_of 'SELECT coalesce(array_agg(c.id)')"
-ok "the claim's choice of rows ran $calls times, planned once ($plans)" test "$calls" -ge 2 -a "$plans" = 1
+ok "the claim's choice of rows ran $calls times, planned once a connection ($plans)" \
+    test "$calls" -ge 2 -a "$plans" -ge 1 -a "$plans" -le 2
 chose=$calls
 read -r calls plans <<<"$(plans_of 'WITH claimed AS')"
 ok "claims that found nothing ended before the update: $calls updates for $chose claims" test "$calls" -lt "$chose"

@@ -348,6 +348,18 @@ START_TEST(next_due_wait)
 }
 END_TEST
 
+/* The sweep's period: a hundred times what the last took, 1 s to 10 min. */
+START_TEST(sweep_period)
+{
+    ck_assert_uint_eq(flow_sweep_period_ms(0), 1000);
+    ck_assert_uint_eq(flow_sweep_period_ms(9), 1000);
+    ck_assert_uint_eq(flow_sweep_period_ms(11), 1100);
+    ck_assert_uint_eq(flow_sweep_period_ms(135), 13500);
+    ck_assert_uint_eq(flow_sweep_period_ms(6000), 600000);
+    ck_assert_uint_eq(flow_sweep_period_ms(UINT32_MAX), 600000);
+}
+END_TEST
+
 /* The live counts wait 5 s after the last one started, or 20 times as
  * long as it took: a count of a backlog of millions that takes 2.5 s comes
  * back after 50 s, so it holds the claiming connection 5 % of the time. */
@@ -391,6 +403,7 @@ Suite *flow_suite(void)
     suite_add_tcase(s, tc);
     tc = tcase_create("sleep");
     tcase_add_test(tc, next_due_wait);
+    tcase_add_test(tc, sweep_period);
     suite_add_tcase(s, tc);
     return s;
 }

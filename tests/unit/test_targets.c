@@ -1039,15 +1039,15 @@ START_TEST(cap_and_room)
     struct strbuf names, rooms;
     strbuf_init(&names);
     strbuf_init(&rooms);
-    ck_assert_uint_eq(targets_claimable(&set, 100, 0.0, &names, &rooms, 256), 2);
+    ck_assert_uint_eq(targets_claimable(&set, 100, 0.0, &names, &rooms, 256, -1, 1), 2);
     ck_assert_str_eq(names.data, "{\"a\",\"b\"}");
     ck_assert_str_eq(rooms.data, "{5,100}");
     /* Each room at most the claim's limit; the list starts where asked. */
-    ck_assert_uint_eq(targets_claimable(&set, 100, 0.5, &names, &rooms, 10), 2);
+    ck_assert_uint_eq(targets_claimable(&set, 100, 0.5, &names, &rooms, 10, -1, 1), 2);
     ck_assert_str_eq(names.data, "{\"b\",\"a\"}");
     ck_assert_str_eq(rooms.data, "{10,5}");
     /* Names only (next_due). */
-    ck_assert_uint_eq(targets_claimable(&set, 100, 0.99, &names, NULL, 0), 2);
+    ck_assert_uint_eq(targets_claimable(&set, 100, 0.99, &names, NULL, 0, -1, 1), 2);
     ck_assert_str_eq(names.data, "{\"b\",\"a\"}");
     strbuf_free(&names);
     strbuf_free(&rooms);
@@ -1055,6 +1055,38 @@ START_TEST(cap_and_room)
 END_TEST
 
 /* Full, disabled and removed targets are not named at all. */
+/* Two claims on the wire at once (relay_db.c, "Two lanes"): the rooms one
+ * asked for count as in flight for the other until its answer; the sweep
+ * asks for half of each room, rounded up. */
+START_TEST(claim_lanes_hold_their_rooms)
+{
+    struct target a = room_target("a", 8, 3), b = room_target("b", 1, 0);
+    struct target *items[2] = {&a, &b};
+    struct target_set set = {items, 2};
+    struct strbuf names, rooms;
+    strbuf_init(&names);
+    strbuf_init(&rooms);
+    ck_assert_uint_eq(targets_claimable(&set, 1024, 0.0, &names, &rooms, 256, 1, 2), 2);
+    ck_assert_str_eq(rooms.data, "{3,1}");
+    ck_assert_int_eq(a.claiming[1], 3);
+    ck_assert_int_eq(b.claiming[1], 1);
+    /* The floor claim, while the sweep is on the wire: what is left. */
+    ck_assert_uint_eq(targets_claimable(&set, 1024, 0.0, &names, &rooms, 256, 0, 1), 1);
+    ck_assert_str_eq(names.data, "{\"a\"}");
+    ck_assert_str_eq(rooms.data, "{2}");
+    ck_assert_int_eq(a.claiming[0], 2);
+    /* Nothing left for anyone (next_due names none). */
+    ck_assert_uint_eq(targets_claimable(&set, 1024, 0.0, &names, NULL, 0, -1, 1), 0);
+    /* The sweep's answer came: its rooms are free again, the other's are not. */
+    targets_unclaim(&set, 1);
+    ck_assert_int_eq(a.claiming[1], 0);
+    ck_assert_uint_eq(targets_claimable(&set, 1024, 0.0, &names, &rooms, 256, -1, 1), 2);
+    ck_assert_str_eq(rooms.data, "{3,1}");
+    strbuf_free(&names);
+    strbuf_free(&rooms);
+}
+END_TEST
+
 START_TEST(claimable_leaves_out_targets_without_room)
 {
     struct target full = room_target("full", 2, 2), off = room_target("off", 8, 0),
@@ -1066,11 +1098,11 @@ START_TEST(claimable_leaves_out_targets_without_room)
     struct strbuf names, rooms;
     strbuf_init(&names);
     strbuf_init(&rooms);
-    ck_assert_uint_eq(targets_claimable(&set, 1024, 0.0, &names, &rooms, 256), 1);
+    ck_assert_uint_eq(targets_claimable(&set, 1024, 0.0, &names, &rooms, 256, -1, 1), 1);
     ck_assert_str_eq(names.data, "{\"ok\"}");
     ck_assert_str_eq(rooms.data, "{7}");
     struct target_set empty = {NULL, 0};
-    ck_assert_uint_eq(targets_claimable(&empty, 1024, 0.7, &names, &rooms, 256), 0);
+    ck_assert_uint_eq(targets_claimable(&empty, 1024, 0.7, &names, &rooms, 256, -1, 1), 0);
     ck_assert_str_eq(names.data, "{}");
     ck_assert_str_eq(rooms.data, "{}");
     strbuf_free(&names);
@@ -1138,6 +1170,7 @@ Suite *targets_suite(void)
     tc = tcase_create("room");
     tcase_add_test(tc, cap_and_room);
     tcase_add_test(tc, claimable_leaves_out_targets_without_room);
+    tcase_add_test(tc, claim_lanes_hold_their_rooms);
     tcase_add_test(tc, any_status_url);
     suite_add_tcase(s, tc);
     return s;
