@@ -21,14 +21,15 @@
  * the buffer simply waits: in-flight HTTP carries on, and after reconnecting
  * everything is written, fenced by (lease owner, attempt number).
  *
- * Two connections: records go over a connection of their own, everything
- * else (claims, leases, take-over, the LISTEN) over the main one. A record
- * is the heaviest statement the relay sends; on one connection the next
- * claim queued behind it and PostgreSQL worked one statement at a time.
- * Apart, a claim and a record run side by side in two backends (the drain
- * bench measured the difference; see tests/bench/README.md). They never
- * touch the same rows: a claim takes pending rows, a record writes rows this
- * relay holds in flight, each fenced in SQL.
+ * Three connections: records go over a connection of their own, the
+ * sweeps and take-overs over another (relay_db.c, "Two lanes"), everything
+ * else (floor claims, leases, the LISTEN) over the main one. A record is
+ * the heaviest statement the relay sends; on one connection the next claim
+ * queued behind it and PostgreSQL worked one statement at a time. Apart, a
+ * claim and a record run side by side in two backends (the drain bench
+ * measured the difference; see tests/bench/README.md). They never touch the
+ * same rows: a claim takes pending rows, a record writes rows this relay
+ * holds in flight, each fenced in SQL.
  *
  * Leases: renewed on a timer for the rows this relay holds (the database
  * renews those past the first sixth of their lease: outbox.renew_leases, and
