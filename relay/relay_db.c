@@ -226,19 +226,28 @@ static void relay_after_claim(struct relay_db *db, int rows)
 
 static void on_sweep_timer(uv_timer_t *timer);
 
-/* After a sweep's rows went out: again at once if it found any (it took at
- * most half of each room: there may be more behind), else after its period,
- * a hundred times as long as it took. The floor lane claims once more: its
- * last claim may have found no room that the sweep held. */
+static void claim_lane_start(struct claim_lane *lane);
+
+/* After a sweep's answer (rows: what it took; -1: it failed): again at once
+ * if it found rows (it took at most half of each room: there may be more
+ * behind), else after its period, a hundred times as long as it took. A
+ * floor claim tried while the sweep was on the wire claims once more: the
+ * rooms the sweep held are free again. */
 static void relay_after_sweep(struct relay_db *db, int rows)
 {
     if (rows > 0) {
         db->sweep_wanted = true;
-    } else {
+    } else if (!db->closing) {
         uint64_t took_ms = (uv_hrtime() - db->sweep.started_ns) / 1000000u;
-        uv_timer_start(&db->sweep_timer, on_sweep_timer, flow_sweep_period_ms(took_ms), 0);
+        uv_timer_start(&db->sweep_timer, on_sweep_timer,
+                       rows < 0 ? FLOW_SWEEP_LEAST_MS : flow_sweep_period_ms(took_ms), 0);
     }
-    relay_db_maybe_claim(db);
+    if (db->claim_during_sweep) {
+        db->claim_during_sweep = false;
+        claim_lane_start(&db->claim);
+    }
+    if (db->sweep_wanted)
+        claim_lane_start(&db->sweep);
 }
 
 static void on_claimed(void *data, PGresult *res, const char *error)
@@ -250,8 +259,8 @@ static void on_claimed(void *data, PGresult *res, const char *error)
     if (error) {
         log_event(LOG_WARN, "claim_failed", "error", json_string(error), "scan",
                   json_string(claim_lane_name(lane)), "database", json_string(db->name), LOG_END);
-        if (lane->kind == CLAIM_SWEEP)
-            uv_timer_start(&db->sweep_timer, on_sweep_timer, FLOW_SWEEP_LEAST_MS, 0);
+        if (lane->kind == CLAIM_SWEEP && !relay_db_stopping(db))
+            relay_after_sweep(db, -1);
         relay_check_shutdown(db->relay);
         return;
     }
@@ -298,6 +307,8 @@ static void claim_lane_start(struct claim_lane *lane)
     struct relay_db *db = lane->db;
     const struct config *cfg = db->relay->cfg;
     bool floor = lane->kind == CLAIM_FLOOR;
+    if (floor && db->sweep.slot.running)
+        db->claim_during_sweep = true; /* its rooms are short of what the sweep holds */
     if (!db_running(db) || !pg_conn_ready(lane->slot.pg)) {
         if (floor)
             db->wants_room = false; /* a database that cannot claim is owed nothing */

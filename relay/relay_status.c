@@ -701,11 +701,10 @@ void relay_log_totals(const struct relay_db *r)
 {
     log_event(LOG_INFO, "relay_stopped", "database", json_string(r->name), "claimed",
               json_integer((json_int_t)r->claimed), "swept", json_integer((json_int_t)r->swept),
-              "succeeded",
-              json_integer((json_int_t)r->attempts_by_class[CLASS_SUCCEEDED]), "ambiguous",
-              json_integer((json_int_t)r->attempts_by_class[CLASS_AMBIGUOUS]), "not_sent",
-              json_integer((json_int_t)r->attempts_by_class[CLASS_NOT_SENT]), "taken_over",
-              json_integer((json_int_t)r->taken_over), "recorded",
+              "succeeded", json_integer((json_int_t)r->attempts_by_class[CLASS_SUCCEEDED]),
+              "ambiguous", json_integer((json_int_t)r->attempts_by_class[CLASS_AMBIGUOUS]),
+              "not_sent", json_integer((json_int_t)r->attempts_by_class[CLASS_NOT_SENT]),
+              "taken_over", json_integer((json_int_t)r->taken_over), "recorded",
               json_integer((json_int_t)r->recorded), "fenced_out",
               json_integer((json_int_t)r->fenced_out), "released",
               json_integer((json_int_t)r->released), LOG_END);

@@ -417,8 +417,7 @@ static int target_room(struct target *t, int relay_cap)
 }
 
 size_t targets_claimable(struct target_set *set, int relay_cap, double start_at,
-                         struct strbuf *names, struct strbuf *rooms, int limit, int lane,
-                         int parts)
+                         struct strbuf *names, struct strbuf *rooms, int limit, int lane, int parts)
 {
     pgarray_begin(names);
     if (rooms)

@@ -71,8 +71,8 @@ struct target {
     struct target_secret secrets[TARGET_MAX_SECRETS]; /* in the variable's order */
     size_t secret_count;                              /* 0: requests are not signed */
     bool enabled;
-    bool present;               /* still in outbox.targets at the last reload */
-    int in_flight;              /* deliveries and status checks of this relay now */
+    bool present;  /* still in outbox.targets at the last reload */
+    int in_flight; /* deliveries and status checks of this relay now */
     /* The rooms each claim lane's statement on the wire asked for (relay_db.c,
      * "Two lanes"): counted as in flight until its answer (targets_unclaim). */
     int claiming[TARGET_CLAIM_LANES];
