@@ -11,15 +11,20 @@
 -- twenty-ninth minute against 5.6 ms before the hold).
 --
 -- Now the caller says which scan it wants, in a sixth argument, p_scan:
---   'floor'  from the session's floor, never the periodic sweep (a first
---            claim of a session, which has no floor yet, still scans from
---            the start): the relay's main connection, whose claims must
---            never wait behind a long scan;
+--   'floor'  from the session's floor, with no periodic sweep but of a
+--            gated target (below; and a first claim of a target in a
+--            session, which has no floor yet, still scans from the start):
+--            the relay's main connection, whose claims must never wait
+--            behind a long scan;
 --   'sweep'  from the start of every target, always, up to floor_window
 --            (2 s) before now(): what the floor claims' re-reads of that
 --            window cannot reach, so that a sweep does not race them for
 --            the fresh rows. The session's floors are neither read nor
---            written. The relay's sweep connection (a third one,
+--            written. Gated targets (an open circuit, a pause, a rate
+--            limit) are left out: their gate is a row lock held to the end
+--            of the call, so a sweep would make their floor claims wait for
+--            its whole scan; their floor claims sweep them in line, as
+--            before 0052. The relay's sweep connection (a third one,
 --            outbox-relay/sweep, which also takes over expired leases)
 --            runs it side by side with the floor claims: both SKIP LOCKED,
 --            and the relay splits the rooms between the calls on the wire
@@ -33,8 +38,8 @@
 --
 -- The body is 0051's but for the scan's start (froms) and end (upto), the
 -- floors' bookkeeping (a sweep skips it), and the gates: a target without
--- room is not locked, and a sweep skips a gate another claim holds, so that
--- no floor claim waits behind a sweep for a gate either. The answer and the
+-- room is not locked, and a sweep locks none (it leaves gated targets out),
+-- so that no floor claim waits behind a sweep for a gate either. The answer and the
 -- five-argument signature are unchanged; the new function has the grants of
 -- the old.
 
@@ -79,6 +84,7 @@ DECLARE
     due_at   timestamptz[];
     froms    timestamptz[] := '{}';
     swept    boolean[] := '{}';
+    gated    integer[] := '{}';   -- 0052: the targets whose gate this call holds
     -- 0052: a sweep leaves the last floor_window to the floor claims (their
     -- re-reads look that far back): it takes only what they cannot reach,
     -- and does not race them for every fresh row.
@@ -101,18 +107,18 @@ BEGIN
               USING ERRCODE = '22023';
     END IF;
 
-    -- 0052: a sweep does not wait for a gate another claim holds (a floor
-    -- claim would then wait behind the sweep's long scan for it): it locks
-    -- the gates it can, and leaves the others' targets to its next pass.
+    -- 0052: a sweep leaves the gated targets (an open circuit, a pause, a
+    -- rate limit) to the floor claims, which sweep them in line now and then
+    -- as before: a sweep would hold their gate (the probe, the token bucket)
+    -- for its whole scan, and their floor claims would wait for it. Read
+    -- without a lock: a gate that closes meanwhile is the floor claims' too.
     IF p_scan = 'sweep' THEN
         FOR n IN
             SELECT u.ord
               FROM unnest(p_targets) WITH ORDINALITY AS u(name, ord)
               JOIN outbox.target_state s ON s.target = u.name
               JOIN outbox.targets t ON t.name = u.name
-             WHERE (s.circuit <> 'closed' OR s.paused_until > now() OR t.rate_limit_per_s IS NOT NULL)
-               AND NOT EXISTS (SELECT 1 FROM outbox.target_state l
-                                WHERE l.target = s.target FOR UPDATE SKIP LOCKED)
+             WHERE s.circuit <> 'closed' OR s.paused_until > now() OR t.rate_limit_per_s IS NOT NULL
         LOOP
             rooms[n] := 0;
         END LOOP;
@@ -120,7 +126,7 @@ BEGIN
 
     -- Gated targets, locked in name order (two relays never lock in opposite
     -- orders): their rooms shrink to what the gate allows. (0052: a target
-    -- without room is not locked; a sweep holds the rest already.)
+    -- without room is not locked: a sweep locks none.)
     FOR g IN
         SELECT u.ord, s.target, s.circuit, s.probe_at, s.probe_expires_at, s.paused_until,
                s.tokens, s.tokens_at, t.rate_limit_per_s AS rate
@@ -132,6 +138,7 @@ BEGIN
          ORDER BY u.name
            FOR UPDATE OF s
     LOOP
+        gated := gated || g.ord::integer;
         IF g.paused_until > now() THEN
             rooms[g.ord] := 0;
         ELSIF (g.circuit = 'open' AND g.probe_at <= now())
@@ -171,10 +178,11 @@ BEGIN
     -- makes, sees rows that transaction made due behind the floor: it sweeps).
     FOR n IN 1 .. coalesce(cardinality(p_targets), 0) LOOP
         f := floors -> p_targets[n];
-        -- 0052: a sweep always starts at the start; a floor claim never
-        -- sweeps by the period (the sweep connection does).
+        -- 0052: a sweep always starts at the start; a floor claim sweeps by
+        -- the period only a gated target (the sweep connection does the rest).
         IF p_scan = 'sweep' OR f IS NULL
-           OR (p_scan = 'auto' AND (f ->> 's')::timestamptz + (f ->> 'g')::interval <= now())
+           OR ((p_scan = 'auto' OR n = ANY (gated))
+               AND (f ->> 's')::timestamptz + (f ->> 'g')::interval <= now())
            OR (f ->> 't')::timestamptz = now() THEN   -- an earlier claim of this transaction
             froms := froms || '-infinity'::timestamptz;
             swept := swept || true;
@@ -301,3 +309,101 @@ COMMENT ON FUNCTION outbox.claim_due(p_relay text, p_targets text[], p_rooms int
 
 REVOKE ALL ON FUNCTION outbox.claim_due(p_relay text, p_targets text[], p_rooms integer[], p_limit integer, p_lease_ms integer, p_scan text) FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION outbox.claim_due(p_relay text, p_targets text[], p_rooms integer[], p_limit integer, p_lease_ms integer, p_scan text) TO outbox_relay;
+
+-- next_due_ms: where the next lease to expire is looked for (0047, 0050).
+-- It began 2 s behind the session's take-over floor, and read every
+-- in-flight entry when the session had none. The relay's take-overs now go
+-- on its sweep connection, so its main session, which asks this, has none:
+-- under the bench's held snapshot each read walked every entry the hold
+-- kept (50 ms after three minutes, every 500 ms, on the connection whose
+-- claims 0052 is about). A session that reuses the lease (the relay's,
+-- 0050) now looks 2 s back from now() instead; an expired lease older than
+-- that is taken over at the next poll, which does not need this to wake it.
+-- The exact question of --exit-when-idle still reads them all. Signature
+-- and grants unchanged.
+
+CREATE OR REPLACE FUNCTION outbox.next_due_ms(p_targets text[]) RETURNS bigint
+LANGUAGE plpgsql STABLE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+SET plan_cache_mode = force_generic_plan
+AS $$
+DECLARE
+    lease_kept constant interval := interval '500 milliseconds';   -- 0050
+    due_ms bigint;
+    name   text;
+    floors jsonb := coalesce(nullif(current_setting('outbox.claim_floor', true), ''), '{}')::jsonb;
+    f      jsonb;
+    froms  timestamptz[] := '{}';
+    n      integer;
+    tf     jsonb := coalesce(nullif(current_setting('outbox.take_over_floor', true), ''), '{}')::jsonb;
+    reuse  boolean := coalesce(current_setting('outbox.lease_reuse', true) = 'on', false);   -- 0050
+    -- 0052: a relay takes over on its sweep connection, so its main session
+    -- (which asks this, lease_reuse on) has no take-over floor: it looks 2 s
+    -- back, as it did from that floor; an older expired lease is the
+    -- take-over's at its next poll anyway. A session without the setting
+    -- (--exit-when-idle's exact question) still reads them all.
+    lease_from timestamptz := CASE WHEN tf ->> 'f' IS NOT NULL AND (tf ->> 't')::timestamptz <> now()
+                                   THEN (tf ->> 'f')::timestamptz - interval '2 seconds'
+                                   WHEN reuse THEN now() - interval '2 seconds'
+                                   ELSE '-infinity'::timestamptz END;
+    lm     jsonb := CASE WHEN reuse THEN coalesce(nullif(current_setting('outbox.lease_min', true), ''), '{}')
+                         ELSE '{}' END::jsonb;
+    lease_next timestamptz;
+BEGIN
+    FOR n IN 1 .. coalesce(cardinality(p_targets), 0) LOOP   -- 0047
+        f := floors -> p_targets[n];
+        IF f IS NULL OR (f ->> 't')::timestamptz = now() THEN
+            froms := froms || '-infinity'::timestamptz;
+        ELSE
+            froms := froms || ((f ->> 'f')::timestamptz - interval '2 seconds');
+        END IF;
+    END LOOP;
+    -- 0050: the next lease to expire, as this session last read it while
+    -- that is fresh (see the top of migration 0050).
+    IF (lm ->> 'r')::timestamptz < now() AND now() < (lm ->> 'r')::timestamptz + lease_kept
+       AND coalesce((lm ->> 'm')::timestamptz > now(), true) THEN
+        lease_next := (lm ->> 'm')::timestamptz;
+    ELSE
+        lease_next := (SELECT min(lease_expires_at) FROM outbox.intents
+                        WHERE state = 'in_flight' AND lease_expires_at >= lease_from);   -- 0047
+        IF reuse THEN
+            PERFORM set_config('outbox.lease_min', jsonb_build_object('m', lease_next, 'r', now())::text, false);
+        END IF;
+    END IF;
+    due_ms := (SELECT CASE WHEN due IS NOT NULL
+                   THEN greatest(0, (extract(epoch FROM (due - now())) * 1000)::bigint) END
+      FROM (SELECT least(
+                (SELECT min(greatest(d.due, outbox.target_gate(s, t.rate_limit_per_s)))
+                   FROM unnest(p_targets, froms) AS u(name, from_at)
+                   JOIN outbox.targets t ON t.name = u.name AND t.enabled
+                   LEFT JOIN outbox.target_state s ON s.target = u.name
+                  CROSS JOIN LATERAL (SELECT min(i.next_attempt_at) AS due FROM outbox.intents i
+                                       WHERE i.state = 'pending' AND i.target = u.name
+                                         AND i.next_attempt_at >= u.from_at   -- 0047
+                                         AND i.next_attempt_at < 'infinity') d   -- 0013: held rows are not due
+                  WHERE d.due IS NOT NULL),   -- a gate alone (a pause that ended) is nothing due
+                lease_next,   -- 0050
+                (SELECT min(greatest(i.next_attempt_at, coalesce(i.lease_expires_at, i.next_attempt_at)))
+                   FROM outbox.intents i JOIN outbox.targets t ON t.name = i.target
+                  WHERE i.state = 'unknown' AND (t.status_url IS NOT NULL OR t.status_tool IS NOT NULL) AND t.enabled)) AS due) AS next);   -- 0037
+    IF due_ms = 0 THEN
+        RETURN 0;
+    END IF;
+    -- An enqueue holds the shared form of its target's lock until its
+    -- transaction ends (outbox.enqueue); the exclusive form is free only
+    -- when none does. Taken at session level so that it is released at once.
+    FOR name IN
+        SELECT t.name FROM unnest(p_targets) AS u(name)
+          JOIN outbox.targets t ON t.name = u.name AND t.enabled
+          LEFT JOIN outbox.target_state s ON s.target = u.name
+         WHERE s.target IS NULL OR coalesce(outbox.target_gate(s, t.rate_limit_per_s) <= now(), true)
+    LOOP
+        IF pg_try_advisory_lock(1330774017, hashtext(name)) THEN
+            PERFORM pg_advisory_unlock(1330774017, hashtext(name));
+        ELSE
+            RETURN 0;
+        END IF;
+    END LOOP;
+    RETURN due_ms;
+END
+$$;

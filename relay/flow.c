@@ -242,10 +242,21 @@ const char *flow_circuit_name(enum circuit_state state)
     return "closed";
 }
 
-uint64_t flow_sweep_period_ms(uint64_t took_ms)
+static uint64_t sweep_bounded(uint64_t period)
 {
-    uint64_t period = took_ms * 100;
     if (period < FLOW_SWEEP_LEAST_MS)
         return FLOW_SWEEP_LEAST_MS;
     return period > FLOW_SWEEP_MOST_MS ? FLOW_SWEEP_MOST_MS : period;
+}
+
+uint64_t flow_sweep_period_ms(uint64_t took_ms, uint64_t last_ms)
+{
+    uint64_t period = took_ms > FLOW_SWEEP_MOST_MS ? FLOW_SWEEP_MOST_MS : took_ms * 100;
+    uint64_t most = (last_ms < FLOW_SWEEP_LEAST_MS ? FLOW_SWEEP_LEAST_MS : last_ms) * 2;
+    return sweep_bounded(period < most ? period : most);
+}
+
+uint64_t flow_sweep_backoff_ms(uint64_t last_ms)
+{
+    return sweep_bounded((last_ms < FLOW_SWEEP_LEAST_MS ? FLOW_SWEEP_LEAST_MS : last_ms) * 2);
 }

@@ -117,13 +117,22 @@ uint64_t flow_next_due_wait_ms(int64_t due_ms, int empty_claims);
 
 /* The sweep (relay_db.c, "Two lanes"): the next one a hundred times as long
  * after the last as it took, between FLOW_SWEEP_LEAST_MS and
- * FLOW_SWEEP_MOST_MS. A sweep so costs the database about 1 % of one
- * backend, however long a held snapshot makes it, and a row behind the
+ * FLOW_SWEEP_MOST_MS, and at most twice the last period (last_ms; 0: none
+ * yet): took is the round trip, which a stall, a lock wait or a take-over
+ * queued ahead of it lengthens, and one such answer must not put the next
+ * sweep ten minutes off. A sweep so costs the database about 1 % of one
+ * backend, however long a held snapshot makes it (but for a backlog behind
+ * the floor, which it takes a sweep after another), and a row behind the
  * floor (a transaction that committed more than 2 s after it began) waits
  * about a second for it when nothing holds vacuum back. */
 #define FLOW_SWEEP_LEAST_MS 1000
 #define FLOW_SWEEP_MOST_MS 600000
-uint64_t flow_sweep_period_ms(uint64_t took_ms);
+uint64_t flow_sweep_period_ms(uint64_t took_ms, uint64_t last_ms);
+/* After a sweep that failed or answered late: twice the last period, within
+ * the same bounds. After FLOW_SWEEP_FAILURES_IN_LINE such sweeps in a row,
+ * the floor claims sweep in line until one succeeds. */
+uint64_t flow_sweep_backoff_ms(uint64_t last_ms);
+#define FLOW_SWEEP_FAILURES_IN_LINE 3
 
 /* The live counts of /metrics (outbox.live_counts) read every live row, on
  * the connection that claims: 0.5 ms per thousand pending rows measured, so

@@ -124,13 +124,16 @@ static const char *claim_lane_name(const struct claim_lane *lane)
 }
 
 /* What outbox.claim_due is asked to scan (0052): the sweep lane sweeps; the
- * floor lane never does, unless the sweep connection is down ('auto':
- * sweeping in line now and then, as before 0052). */
+ * floor lane does not, unless the sweep connection is down or its sweeps
+ * keep failing (a statement_timeout shorter than a sweep, say): 'auto',
+ * sweeping in line now and then, as before 0052. */
 static const char *claim_lane_scan(const struct claim_lane *lane)
 {
     if (lane->kind == CLAIM_SWEEP)
         return "sweep";
-    return pg_conn_ready(lane->db->pg_sweep) ? "floor" : "auto";
+    const struct relay_db *db = lane->db;
+    return pg_conn_ready(db->pg_sweep) && db->sweep_failures < FLOW_SWEEP_FAILURES_IN_LINE ? "floor"
+                                                                                           : "auto";
 }
 
 /* True (counted and logged) when the claim's answer came so late that its
@@ -228,20 +231,27 @@ static void on_sweep_timer(uv_timer_t *timer);
 
 static void claim_lane_start(struct claim_lane *lane);
 
-/* After a sweep's answer (rows: what it took; -1: it failed): again at once
- * if it found rows (it took at most half of each room: there may be more
- * behind), else after its period, a hundred times as long as it took. A
+/* After a sweep's answer: the rows it took, or failed (an error, or an
+ * answer so late that its rows went back). Again at once if it found rows
+ * (it took at most half of each room: there may be more behind), else
+ * after its period (flow_sweep_period_ms; doubled after a failure, and the
+ * floor claims sweep in line after FLOW_SWEEP_FAILURES_IN_LINE of them). A
  * floor claim tried while the sweep was on the wire claims once more: the
  * rooms the sweep held are free again. */
-static void relay_after_sweep(struct relay_db *db, int rows)
+static void relay_after_sweep(struct relay_db *db, int rows, bool failed)
 {
-    if (rows > 0) {
-        db->sweep_wanted = true;
-    } else if (!db->closing) {
-        uint64_t took_ms = (uv_hrtime() - db->sweep.started_ns) / 1000000u;
-        uv_timer_start(&db->sweep_timer, on_sweep_timer,
-                       rows < 0 ? FLOW_SWEEP_LEAST_MS : flow_sweep_period_ms(took_ms), 0);
+    uint64_t took_ms = (uv_hrtime() - db->sweep.started_ns) / 1000000u;
+    if (failed) {
+        db->sweep_failures++;
+        db->sweep_period_ms = flow_sweep_backoff_ms(db->sweep_period_ms);
+    } else {
+        db->sweep_failures = 0;
+        db->sweep_period_ms = flow_sweep_period_ms(took_ms, db->sweep_period_ms);
     }
+    if (rows > 0)
+        db->sweep_wanted = true;
+    else if (!db->closing)
+        uv_timer_start(&db->sweep_timer, on_sweep_timer, db->sweep_period_ms, 0);
     if (db->claim_during_sweep) {
         db->claim_during_sweep = false;
         claim_lane_start(&db->claim);
@@ -254,13 +264,16 @@ static void on_claimed(void *data, PGresult *res, const char *error)
 {
     struct claim_lane *lane = data;
     struct relay_db *db = lane->db;
-    targets_unclaim(&db->targets, lane->kind); /* its rows are in flight, or given back */
-    metrics_histogram_observe(&db->claim_seconds, (double)(uv_hrtime() - lane->started_ns) / 1e9);
+    bool sweep = lane->kind == CLAIM_SWEEP;
+    if (!sweep) /* the claims' latency; a sweep's is its scan, long by design */
+        metrics_histogram_observe(&db->claim_seconds,
+                                  (double)(uv_hrtime() - lane->started_ns) / 1e9);
     if (error) {
+        targets_unclaim(&db->targets, lane->kind);
         log_event(LOG_WARN, "claim_failed", "error", json_string(error), "scan",
                   json_string(claim_lane_name(lane)), "database", json_string(db->name), LOG_END);
-        if (lane->kind == CLAIM_SWEEP && !relay_db_stopping(db))
-            relay_after_sweep(db, -1);
+        if (sweep && !relay_db_stopping(db))
+            relay_after_sweep(db, 0, true);
         relay_check_shutdown(db->relay);
         return;
     }
@@ -268,6 +281,7 @@ static void on_claimed(void *data, PGresult *res, const char *error)
     if (relay_db_stopping(db)) {
         /* A claim that was on the wire when the signal came: give its rows
          * back unsent, and let the shutdown go on (it waited for this claim). */
+        targets_unclaim(&db->targets, lane->kind);
         relay_release_claimed(db, res);
         relay_check_shutdown(db->relay);
         return;
@@ -276,9 +290,10 @@ static void on_claimed(void *data, PGresult *res, const char *error)
         /* Give the rows back now, ahead of any other claim on this
          * connection; their leases are renewed until the database has
          * them (relay_held_ids), and the next claim waits for that. */
+        targets_unclaim(&db->targets, lane->kind);
         relay_release_claimed(db, res);
-        if (lane->kind == CLAIM_SWEEP)
-            db->sweep_wanted = true;
+        if (sweep)
+            relay_after_sweep(db, 0, true);
         else
             db->more_due = true;
         relay_db_send_releases(db);
@@ -289,19 +304,23 @@ static void on_claimed(void *data, PGresult *res, const char *error)
         struct claimed_row row = sql_claimed_row(res, i);
         relay_take_claimed_row(db, &row, lane->started_ns);
     }
+    /* Only now: a claim started while the rows were handed out (a delivery
+     * that failed at once claims again) still counted what this one asked. */
+    targets_unclaim(&db->targets, lane->kind);
     db->claimed += (uint64_t)rows;
-    if (lane->kind == CLAIM_SWEEP) {
+    if (sweep) {
         db->swept += (uint64_t)rows;
-        relay_after_sweep(db, rows);
+        relay_after_sweep(db, rows, false);
     } else {
         relay_after_claim(db, rows);
     }
     relay_db_flush(db);
 }
 
-/* Sends lane's claim if it may: this database runs and the lane's
- * connection is up, no claim of the lane is on the wire (else it claims
- * again after it), outcomes are not piling up, and there is room. */
+/* Sends lane's claim if it may: this database runs, the lane's connection
+ * and the main one are up (the main one renews the leases), no claim of the
+ * lane is on the wire (else it claims again after it), outcomes are not
+ * piling up, and there is room. */
 static void claim_lane_start(struct claim_lane *lane)
 {
     struct relay_db *db = lane->db;
@@ -309,7 +328,7 @@ static void claim_lane_start(struct claim_lane *lane)
     bool floor = lane->kind == CLAIM_FLOOR;
     if (floor && db->sweep.slot.running)
         db->claim_during_sweep = true; /* its rooms are short of what the sweep holds */
-    if (!db_running(db) || !pg_conn_ready(lane->slot.pg)) {
+    if (!db_running(db) || !pg_conn_ready(lane->slot.pg) || !pg_conn_ready(db->pg)) {
         if (floor)
             db->wants_room = false; /* a database that cannot claim is owed nothing */
         return;
@@ -340,15 +359,17 @@ static void claim_lane_start(struct claim_lane *lane)
                              int_text(limit_text, sizeof(limit_text), limit),
                              int_text(lease_text, sizeof(lease_text), cfg->lease_ms),
                              claim_lane_scan(lane)};
-    if (!stmt_slot_start(&lane->slot, 6, params)) {
-        targets_unclaim(&db->targets, lane->kind);
-        return;
-    }
+    /* Set before the start: its callback may run before it returns. */
     lane->limit = limit;
     lane->started_ns = uv_hrtime();
     lane->again = false;
+    bool was_wanted = db->sweep_wanted;
     if (!floor)
         db->sweep_wanted = false;
+    if (!stmt_slot_start(&lane->slot, 6, params)) {
+        targets_unclaim(&db->targets, lane->kind);
+        db->sweep_wanted = was_wanted;
+    }
 }
 
 void relay_db_maybe_claim(struct relay_db *db)
@@ -428,6 +449,8 @@ static void on_next_due(void *data, PGresult *res, const char *error)
  * has room for whose gate is open, a lease to take over, a row to reconcile. */
 static void relay_query_next_due(struct relay_db *db)
 {
+    if (db->sweep.slot.running)
+        db->claim_during_sweep = true; /* the sweep's rooms hide targets: ask after it */
     if (!stmt_slot_ready(&db->next_due))
         return;
     targets_claimable(&db->targets, db->relay->cfg->max_in_flight_per_target,
@@ -662,7 +685,7 @@ static bool relay_held_ids(const struct relay_db *db, struct strbuf *ids, uint64
 
 static void relay_take_over_expired(struct relay_db *db)
 {
-    if (!db_running(db) || db->take_over.running)
+    if (!db_running(db) || db->take_over.running || !pg_conn_ready(db->pg))
         return;
     /* A long scan under a held snapshot, as the sweep: on its connection
      * while that is up ("Two lanes"). */

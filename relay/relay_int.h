@@ -145,12 +145,14 @@ struct relay_db {
 
     /* Claiming. */
     struct claim_lane claim, sweep;
-    bool sweep_wanted;       /* a sweep is due: it starts once it has room and its connection */
-    bool claim_during_sweep; /* a floor claim was tried while the sweep held rooms */
-    bool more_due;           /* the last claim was limited by capacity, not by due rows */
-    bool wants_room;         /* a claim found no room in the process's budget (fair share) */
-    bool idle_seen;          /* --exit-when-idle: nothing due and nothing held here */
-    int empty_claims;        /* claims in a row that found nothing: spaces out the next */
+    bool sweep_wanted;        /* a sweep is due: it starts once it has room and its connection */
+    bool claim_during_sweep;  /* a floor claim was tried while the sweep held rooms */
+    int sweep_failures;       /* sweeps in a row that failed or answered late */
+    uint64_t sweep_period_ms; /* the last period set (flow_sweep_period_ms) */
+    bool more_due;            /* the last claim was limited by capacity, not by due rows */
+    bool wants_room;          /* a claim found no room in the process's budget (fair share) */
+    bool idle_seen;           /* --exit-when-idle: nothing due and nothing held here */
+    int empty_claims;         /* claims in a row that found nothing: spaces out the next */
     struct strbuf claim_targets, claim_rooms; /* the targets with room, for claim and next_due */
     struct strbuf release_ids, release_attempts;
 

@@ -410,7 +410,7 @@ static void write_latencies(const struct relay *r, struct strbuf *out)
                                  l.count, &db->delivery_seconds);
     }
     metrics_family(out, "outbox_claim_duration_seconds", METRICS_HISTOGRAM,
-                   "Round trip of one claim statement.");
+                   "Round trip of one claim statement on the main connection (not the sweeps).");
     FOR_DB(r, db)
     {
         struct sample_labels l = db_labels(db, NULL, NULL, NULL, NULL);

@@ -34,8 +34,12 @@ bool stmt_slot_start(struct stmt_slot *slot, int nparams, const char *const *par
 {
     if (slot->running)
         return false;
-    if (!pg_query(slot->pg, slot->statement, nparams, params, slot_done, slot))
-        return false;
+    /* Up before the call: pg_query may run the callback before it returns
+     * (the connection lost while sending), and the callback clears it. */
     slot->running = true;
+    if (!pg_query(slot->pg, slot->statement, nparams, params, slot_done, slot)) {
+        slot->running = false;
+        return false;
+    }
     return true;
 }

@@ -6,11 +6,15 @@
 --                  not read or write the session's floors
 --   auto           the five-argument claim_due: a floor claim that sweeps once the period
 --                  has passed, as 0051
---   gates          a sweep does not wait for a gate (a rate-limited target's state) another
---                  claim holds: it skips that target and takes it at its next pass
+--   next_due_ms    a session that reuses the lease (the relay's main one, which no longer
+--                  takes over) looks for expired leases 2 s back; the exact question all
+--   gates          a sweep leaves a gated target (here rate-limited) out, without locking
+--                  its gate: it does not wait while another claim holds it; the floor
+--                  claims sweep that target in line once its period has passed
 -- Nothing runs in one wrapping transaction: each statement is a claim of its own, with its
--- own now(), as the relay's are.
-SELECT plan(14);
+-- own now(), as the relay's are; where two statements must share a now(), they are one
+-- transaction.
+SELECT plan(19);
 
 \ir lib/sessions.sql
 
@@ -22,10 +26,10 @@ CREATE FUNCTION pg_temp.due_long_ago(k text, t text) RETURNS void LANGUAGE sql A
     SELECT outbox.enqueue(k, t, '{}');
     UPDATE outbox.intents SET next_attempt_at = now() - interval '1 minute' WHERE key = k;
 $$;
--- the session's floor of t1 with its last sweep an hour ago (over) or now (not over)
-CREATE FUNCTION pg_temp.sweep_period(over boolean) RETURNS void LANGUAGE sql AS $$
+-- the session's floor of target t with its last sweep an hour ago (over) or now (not over)
+CREATE FUNCTION pg_temp.sweep_period(over boolean, t text DEFAULT 't1') RETURNS void LANGUAGE sql AS $$
     SELECT set_config('outbox.claim_floor',
-                      jsonb_set(current_setting('outbox.claim_floor')::jsonb, '{t1,s}',
+                      jsonb_set(current_setting('outbox.claim_floor')::jsonb, ARRAY[t, 's'],
                                 to_jsonb(CASE WHEN over THEN now() - interval '1 hour' ELSE now() END))::text,
                       false);
 $$;
@@ -61,10 +65,13 @@ SELECT results_eq($$SELECT key, attempt FROM outbox.claim_due('r1', '{t1}', '{10
 SELECT is(current_setting('outbox.claim_floor'), :'floors_before',
           'sweep: the session''s floors are neither read nor written');
 RESET ROLE;
+BEGIN; -- the enqueue and the sweep share a now(): the row is due exactly then
 SELECT outbox.enqueue('fresh-2', 't1', '{}');
-SET ROLE outbox_relay;
+SET LOCAL ROLE outbox_relay;
 SELECT is_empty($$SELECT * FROM outbox.claim_due('r1', '{t1}', '{10}', 10, 30000, 'sweep')$$,
                 'sweep: a row due less than 2 s ago is left to the floor claims');
+COMMIT;
+SET ROLE outbox_relay;
 SELECT results_eq($$SELECT key FROM outbox.claim_due('r1', '{t1}', '{10}', 10, 30000, 'floor')$$,
                   ARRAY['fresh-2'], 'which take it');
 
@@ -72,15 +79,21 @@ SELECT results_eq($$SELECT key FROM outbox.claim_due('r1', '{t1}', '{10}', 10, 3
 RESET ROLE;
 SELECT pg_temp.due_long_ago('late-3', 't1');
 SET ROLE outbox_relay;
+BEGIN; -- the period's start and the claim share a now()
 SELECT pg_temp.sweep_period(false);
 SELECT is_empty($$SELECT * FROM outbox.claim_due('r1', '{t1}', '{10}', 10, 30000)$$,
                 'auto: before the sweep period is over, a row behind the floor waits');
+COMMIT;
 SELECT pg_temp.sweep_period(true);
 SELECT results_eq($$SELECT key FROM outbox.claim_due('r1', '{t1}', '{10}', 10, 30000)$$,
                   ARRAY['late-3'], 'auto: once it is over, the claim sweeps and takes it (as 0051)');
 RESET ROLE;
 
--- gates: a sweep skips a gate another claim holds
+-- gates: a sweep leaves a gated target to the floor claims
+SET ROLE outbox_relay;
+SELECT is_empty($$SELECT * FROM outbox.claim_due('r1', '{t1,tr}', '{10,10}', 20, 30000, 'floor')$$,
+                'floor: the rate-limited target''s first claim in the session, nothing due');
+RESET ROLE;
 SELECT pg_temp.due_long_ago('gate-1', 'tr');
 SELECT pg_temp.open('holder') \g /dev/null
 SELECT dblink_exec('holder', 'BEGIN');
@@ -90,13 +103,37 @@ SELECT is((SELECT count(*)::int FROM dblink('holder', $$SELECT 1 FROM outbox.tar
 SET ROLE outbox_relay;
 SET lock_timeout = '2s';
 SELECT is_empty($$SELECT * FROM outbox.claim_due('r1', '{t1,tr}', '{10,10}', 20, 30000, 'sweep')$$,
-                'sweep: the held gate''s target is skipped, without waiting for it (lock_timeout 2 s)');
+                'sweep: the gated target is left out, without waiting for its gate (lock_timeout 2 s)');
 RESET lock_timeout;
 RESET ROLE;
 SELECT dblink_exec('holder', 'COMMIT') \g /dev/null
 SET ROLE outbox_relay;
-SELECT results_eq($$SELECT key FROM outbox.claim_due('r1', '{t1,tr}', '{10,10}', 20, 30000, 'sweep')$$,
-                  ARRAY['gate-1'], 'sweep: once the gate is free, its next pass takes the row');
+SELECT is_empty($$SELECT * FROM outbox.claim_due('r1', '{t1,tr}', '{10,10}', 20, 30000, 'sweep')$$,
+                'sweep: nor once the gate is free: a gated target is the floor claims''');
+BEGIN; -- the period's start and the claim share a now()
+SELECT pg_temp.sweep_period(false, 'tr');
+SELECT is_empty($$SELECT * FROM outbox.claim_due('r1', '{t1,tr}', '{10,10}', 20, 30000, 'floor')$$,
+                'floor: a gated target''s row behind the floor waits for its sweep period');
+COMMIT;
+SELECT pg_temp.sweep_period(true, 'tr');
+SELECT results_eq($$SELECT key FROM outbox.claim_due('r1', '{t1,tr}', '{10,10}', 20, 30000, 'floor')$$,
+                  ARRAY['gate-1'], 'floor: then it sweeps the gated target in line and takes the row');
+RESET ROLE;
+
+-- next_due_ms: the relay's main session takes over nothing now (its sweep connection does),
+-- so it has no take-over floor to look back from
+RESET ROLE;
+SELECT outbox.enqueue('ghost-1', 't1', '{}');
+UPDATE outbox.intents SET state = 'in_flight', attempts = 1, lease_owner = 'ghost',
+                          lease_expires_at = now() - interval '1 hour'
+ WHERE key = 'ghost-1';
+SET ROLE outbox_relay;
+SELECT set_config('outbox.lease_reuse', 'on', false) \g /dev/null
+SELECT cmp_ok(outbox.next_due_ms(ARRAY['t1']), '>', 0::bigint,
+              'next_due_ms, lease reused (the relay''s main session): looks 2 s back, an hour-old expired lease is the take-over''s');
+SELECT set_config('outbox.lease_reuse', 'off', false) \g /dev/null
+SELECT is(outbox.next_due_ms(ARRAY['t1']), 0::bigint,
+          'next_due_ms, the exact question (--exit-when-idle): reads every lease, that one is due now');
 RESET ROLE;
 
 SELECT * FROM finish();

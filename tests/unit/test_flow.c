@@ -348,15 +348,24 @@ START_TEST(next_due_wait)
 }
 END_TEST
 
-/* The sweep's period: a hundred times what the last took, 1 s to 10 min. */
+/* The sweep's period: a hundred times what the last took, 1 s to 10 min,
+ * at most twice the last period; after a failure, twice the last. */
 START_TEST(sweep_period)
 {
-    ck_assert_uint_eq(flow_sweep_period_ms(0), 1000);
-    ck_assert_uint_eq(flow_sweep_period_ms(9), 1000);
-    ck_assert_uint_eq(flow_sweep_period_ms(11), 1100);
-    ck_assert_uint_eq(flow_sweep_period_ms(135), 13500);
-    ck_assert_uint_eq(flow_sweep_period_ms(6000), 600000);
-    ck_assert_uint_eq(flow_sweep_period_ms(UINT32_MAX), 600000);
+    ck_assert_uint_eq(flow_sweep_period_ms(0, 0), 1000);
+    ck_assert_uint_eq(flow_sweep_period_ms(9, 1000), 1000);
+    ck_assert_uint_eq(flow_sweep_period_ms(11, 1000), 1100);
+    ck_assert_uint_eq(flow_sweep_period_ms(135, 10000), 13500);
+    /* One slow answer (a 10 s stall) doubles the period, no more. */
+    ck_assert_uint_eq(flow_sweep_period_ms(10000, 1000), 2000);
+    ck_assert_uint_eq(flow_sweep_period_ms(10000, 0), 2000);
+    ck_assert_uint_eq(flow_sweep_period_ms(6000, 600000), 600000);
+    ck_assert_uint_eq(flow_sweep_period_ms(UINT32_MAX, 400000), 600000);
+    /* A fast sweep brings it back down at once. */
+    ck_assert_uint_eq(flow_sweep_period_ms(2, 600000), 1000);
+    ck_assert_uint_eq(flow_sweep_backoff_ms(0), 2000);
+    ck_assert_uint_eq(flow_sweep_backoff_ms(1500), 3000);
+    ck_assert_uint_eq(flow_sweep_backoff_ms(500000), 600000);
 }
 END_TEST
 

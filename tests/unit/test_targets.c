@@ -1054,7 +1054,6 @@ START_TEST(cap_and_room)
 }
 END_TEST
 
-/* Full, disabled and removed targets are not named at all. */
 /* Two claims on the wire at once (relay_db.c, "Two lanes"): the rooms one
  * asked for count as in flight for the other until its answer; the sweep
  * asks for half of each room, rounded up. */
@@ -1087,6 +1086,7 @@ START_TEST(claim_lanes_hold_their_rooms)
 }
 END_TEST
 
+/* Full, disabled and removed targets are not named at all. */
 START_TEST(claimable_leaves_out_targets_without_room)
 {
     struct target full = room_target("full", 2, 2), off = room_target("off", 8, 0),

@@ -30,6 +30,7 @@ DECLARE
     due_at   timestamptz[];
     froms    timestamptz[] := '{}';
     swept    boolean[] := '{}';
+    gated    integer[] := '{}';   -- 0052: the targets whose gate this call holds
     -- 0052: a sweep leaves the last floor_window to the floor claims (their
     -- re-reads look that far back): it takes only what they cannot reach,
     -- and does not race them for every fresh row.
@@ -52,18 +53,18 @@ BEGIN
               USING ERRCODE = '22023';
     END IF;
 
-    -- 0052: a sweep does not wait for a gate another claim holds (a floor
-    -- claim would then wait behind the sweep's long scan for it): it locks
-    -- the gates it can, and leaves the others' targets to its next pass.
+    -- 0052: a sweep leaves the gated targets (an open circuit, a pause, a
+    -- rate limit) to the floor claims, which sweep them in line now and then
+    -- as before: a sweep would hold their gate (the probe, the token bucket)
+    -- for its whole scan, and their floor claims would wait for it. Read
+    -- without a lock: a gate that closes meanwhile is the floor claims' too.
     IF p_scan = 'sweep' THEN
         FOR n IN
             SELECT u.ord
               FROM unnest(p_targets) WITH ORDINALITY AS u(name, ord)
               JOIN outbox.target_state s ON s.target = u.name
               JOIN outbox.targets t ON t.name = u.name
-             WHERE (s.circuit <> 'closed' OR s.paused_until > now() OR t.rate_limit_per_s IS NOT NULL)
-               AND NOT EXISTS (SELECT 1 FROM outbox.target_state l
-                                WHERE l.target = s.target FOR UPDATE SKIP LOCKED)
+             WHERE s.circuit <> 'closed' OR s.paused_until > now() OR t.rate_limit_per_s IS NOT NULL
         LOOP
             rooms[n] := 0;
         END LOOP;
@@ -71,7 +72,7 @@ BEGIN
 
     -- Gated targets, locked in name order (two relays never lock in opposite
     -- orders): their rooms shrink to what the gate allows. (0052: a target
-    -- without room is not locked; a sweep holds the rest already.)
+    -- without room is not locked: a sweep locks none.)
     FOR g IN
         SELECT u.ord, s.target, s.circuit, s.probe_at, s.probe_expires_at, s.paused_until,
                s.tokens, s.tokens_at, t.rate_limit_per_s AS rate
@@ -83,6 +84,7 @@ BEGIN
          ORDER BY u.name
            FOR UPDATE OF s
     LOOP
+        gated := gated || g.ord::integer;
         IF g.paused_until > now() THEN
             rooms[g.ord] := 0;
         ELSIF (g.circuit = 'open' AND g.probe_at <= now())
@@ -122,10 +124,11 @@ BEGIN
     -- makes, sees rows that transaction made due behind the floor: it sweeps).
     FOR n IN 1 .. coalesce(cardinality(p_targets), 0) LOOP
         f := floors -> p_targets[n];
-        -- 0052: a sweep always starts at the start; a floor claim never
-        -- sweeps by the period (the sweep connection does).
+        -- 0052: a sweep always starts at the start; a floor claim sweeps by
+        -- the period only a gated target (the sweep connection does the rest).
         IF p_scan = 'sweep' OR f IS NULL
-           OR (p_scan = 'auto' AND (f ->> 's')::timestamptz + (f ->> 'g')::interval <= now())
+           OR ((p_scan = 'auto' OR n = ANY (gated))
+               AND (f ->> 's')::timestamptz + (f ->> 'g')::interval <= now())
            OR (f ->> 't')::timestamptz = now() THEN   -- an earlier claim of this transaction
             froms := froms || '-infinity'::timestamptz;
             swept := swept || true;

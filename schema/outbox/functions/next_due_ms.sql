@@ -12,10 +12,16 @@ DECLARE
     froms  timestamptz[] := '{}';
     n      integer;
     tf     jsonb := coalesce(nullif(current_setting('outbox.take_over_floor', true), ''), '{}')::jsonb;
-    lease_from timestamptz := CASE WHEN tf ->> 'f' IS NULL OR (tf ->> 't')::timestamptz = now()
-                                   THEN '-infinity'::timestamptz
-                                   ELSE (tf ->> 'f')::timestamptz - interval '2 seconds' END;
     reuse  boolean := coalesce(current_setting('outbox.lease_reuse', true) = 'on', false);   -- 0050
+    -- 0052: a relay takes over on its sweep connection, so its main session
+    -- (which asks this, lease_reuse on) has no take-over floor: it looks 2 s
+    -- back, as it did from that floor; an older expired lease is the
+    -- take-over's at its next poll anyway. A session without the setting
+    -- (--exit-when-idle's exact question) still reads them all.
+    lease_from timestamptz := CASE WHEN tf ->> 'f' IS NOT NULL AND (tf ->> 't')::timestamptz <> now()
+                                   THEN (tf ->> 'f')::timestamptz - interval '2 seconds'
+                                   WHEN reuse THEN now() - interval '2 seconds'
+                                   ELSE '-infinity'::timestamptz END;
     lm     jsonb := CASE WHEN reuse THEN coalesce(nullif(current_setting('outbox.lease_min', true), ''), '{}')
                          ELSE '{}' END::jsonb;
     lease_next timestamptz;
