@@ -10,7 +10,11 @@
 -- p99 from commit to settled followed the sweep's duration (375 ms in the
 -- twenty-ninth minute against 5.6 ms before the hold).
 --
--- Now the caller says which scan it wants, in a sixth argument, p_scan:
+-- Now the caller says which scan it wants, in the session's setting
+-- outbox.claim_scan (or a sixth argument, p_scan, which sets it for the
+-- call). A setting, not an argument of the relay's call: a relay of this
+-- release serving one database (--db) still runs against an older schema,
+-- whose claim_due ignores it (integration 66 runs it at 0031):
 --   'floor'  from the session's floor, with no periodic sweep but of a
 --            gated target (below; and a first claim of a target in a
 --            session, which has no floor yet, still scans from the start):
@@ -29,39 +33,55 @@
 --            runs it side by side with the floor claims: both SKIP LOCKED,
 --            and the relay splits the rooms between the calls on the wire
 --            so that together they never exceed them;
---   'auto'   as 0051: the floor, and a sweep when its period has passed.
---            The five-argument claim_due is now this, for callers that do
---            not say (an older relay in the rollback window, a DBA's
---            session, the tests of 0047 and 0051); a relay whose sweep
---            connection is down claims so on its main connection.
+--   'auto'   as 0051: the floor, and a sweep when its period has passed;
+--            what a session that does not say gets (an older relay in the
+--            rollback window, a DBA's session, the tests of 0047 and 0051);
+--            a relay whose sweep connection is down claims so on its main
+--            connection.
 -- Anything else is refused (22023), naming the three.
 --
 -- The body is 0051's but for the scan's start (froms) and end (upto), the
 -- floors' bookkeeping (a sweep skips it), and the gates: a target without
 -- room is not locked, and a sweep locks none (it leaves gated targets out),
--- so that no floor claim waits behind a sweep for a gate either. The answer and the
--- five-argument signature are unchanged; the new function has the grants of
--- the old.
+-- so that no floor claim waits behind a sweep for a gate either. (A floor
+-- claim that sweeps a gated target in line holds its gate through that
+-- scan, as every claim did before 0052.) The answer, the five-argument
+-- signature and its grants are unchanged; the six-argument form is new,
+-- for the relay's role too.
 
--- The five-argument form, for callers that do not say: 'auto'. (First, so
--- that tests/mutants/mutate.py finds the six-argument one last.)
-CREATE OR REPLACE FUNCTION outbox.claim_due(p_relay text, p_targets text[], p_rooms integer[], p_limit integer,
-                                            p_lease_ms integer)
+-- The six-argument form: the scan said in an argument (a DBA's session, the
+-- tests). It sets outbox.claim_scan for the call and puts the session's
+-- back. (Before the five-argument body, which tests/mutants/mutate.py
+-- finds as the last definition of claim_due here.)
+CREATE FUNCTION outbox.claim_due(p_relay text, p_targets text[], p_rooms integer[], p_limit integer, p_lease_ms integer, p_scan text)
 RETURNS TABLE (id bigint, key text, target text, payload text, attempt integer, ambiguous boolean,
                first_attempt_ms bigint, probe boolean, traceparent text, key_sent boolean)
 LANGUAGE plpgsql SECURITY INVOKER   -- plpgsql: schema/outbox/load.sql may create it first
 SET search_path = pg_catalog, pg_temp
 AS $$
+DECLARE
+    was text := current_setting('outbox.claim_scan', true);
 BEGIN
-    RETURN QUERY SELECT * FROM outbox.claim_due(p_relay, p_targets, p_rooms, p_limit, p_lease_ms, 'auto');
+    IF p_scan IS NULL THEN
+        RAISE EXCEPTION 'claim_due: the scan must be ''auto'', ''floor'' or ''sweep'', not NULL'
+              USING ERRCODE = '22023';
+    END IF;
+    PERFORM set_config('outbox.claim_scan', p_scan, false);
+    RETURN QUERY SELECT * FROM outbox.claim_due(p_relay, p_targets, p_rooms, p_limit, p_lease_ms);
+    PERFORM set_config('outbox.claim_scan', coalesce(was, ''), false);
 END
 $$;
 
-COMMENT ON FUNCTION outbox.claim_due(p_relay text, p_targets text[], p_rooms integer[], p_limit integer, p_lease_ms integer) IS
-    'outbox.claim_due(..., ''auto''): the floor, and a periodic sweep (0052).';
+COMMENT ON FUNCTION outbox.claim_due(p_relay text, p_targets text[], p_rooms integer[], p_limit integer, p_lease_ms integer, p_scan text) IS
+    'outbox.claim_due with the scan as an argument: floor, sweep or auto (0052; setting outbox.claim_scan).';
 
-CREATE FUNCTION outbox.claim_due(p_relay text, p_targets text[], p_rooms integer[], p_limit integer,
-                                            p_lease_ms integer, p_scan text)
+REVOKE ALL ON FUNCTION outbox.claim_due(p_relay text, p_targets text[], p_rooms integer[], p_limit integer, p_lease_ms integer, p_scan text) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION outbox.claim_due(p_relay text, p_targets text[], p_rooms integer[], p_limit integer, p_lease_ms integer, p_scan text) TO outbox_relay;
+
+-- The body: the scan from the session's setting outbox.claim_scan ('auto'
+-- when it is not set).
+CREATE OR REPLACE FUNCTION outbox.claim_due(p_relay text, p_targets text[], p_rooms integer[], p_limit integer,
+                                            p_lease_ms integer)
 RETURNS TABLE (id bigint, key text, target text, payload text, attempt integer, ambiguous boolean,
                first_attempt_ms bigint, probe boolean, traceparent text, key_sent boolean)
 LANGUAGE plpgsql SECURITY DEFINER
@@ -69,6 +89,7 @@ SET search_path = pg_catalog, pg_temp
 SET plan_cache_mode = force_generic_plan
 AS $$
 DECLARE
+    p_scan   text := coalesce(nullif(current_setting('outbox.claim_scan', true), ''), 'auto');   -- 0052
     floor_window  constant interval := interval '2 seconds';
     floor_lag     constant interval := interval '250 milliseconds';
     floor_recheck constant interval := interval '50 milliseconds';
@@ -102,9 +123,9 @@ DECLARE
     took     interval;
 BEGIN
     IF p_scan IS NULL OR p_scan NOT IN ('auto', 'floor', 'sweep') THEN
-        RAISE EXCEPTION 'claim_due: p_scan must be ''auto'', ''floor'' or ''sweep'', not %',
-              coalesce(quote_literal(p_scan), 'NULL')
-              USING ERRCODE = '22023';
+        RAISE EXCEPTION 'claim_due: the scan must be ''auto'', ''floor'' or ''sweep'', not %',
+              quote_literal(p_scan)
+              USING ERRCODE = '22023', HINT = 'It is the setting outbox.claim_scan, or the sixth argument.';
     END IF;
 
     -- 0052: a sweep leaves the gated targets (an open circuit, a pause, a
@@ -304,11 +325,8 @@ BEGIN
 END
 $$;
 
-COMMENT ON FUNCTION outbox.claim_due(p_relay text, p_targets text[], p_rooms integer[], p_limit integer, p_lease_ms integer, p_scan text) IS
-    'Claim due rows of the given targets within their rooms and gates (circuit, pause, rate), with leases; stamps and returns whether each request carries the key (key_sent). p_scan: floor (from the session''s floor, setting outbox.claim_floor: 0047, 0051), sweep (from the start, no floor: 0052) or auto (the floor, and a periodic sweep).';
-
-REVOKE ALL ON FUNCTION outbox.claim_due(p_relay text, p_targets text[], p_rooms integer[], p_limit integer, p_lease_ms integer, p_scan text) FROM PUBLIC;
-GRANT EXECUTE ON FUNCTION outbox.claim_due(p_relay text, p_targets text[], p_rooms integer[], p_limit integer, p_lease_ms integer, p_scan text) TO outbox_relay;
+COMMENT ON FUNCTION outbox.claim_due(p_relay text, p_targets text[], p_rooms integer[], p_limit integer, p_lease_ms integer) IS
+    'Claim due rows of the given targets within their rooms and gates (circuit, pause, rate), with leases; stamps and returns whether each request carries the key (key_sent). The scan is the session''s setting outbox.claim_scan (0052): floor (from the session''s floor, setting outbox.claim_floor: 0047, 0051; gated targets swept in line), sweep (from the start, rows due 2 s ago or more, no floor, no gated target) or auto, the default (the floor, and a periodic sweep).';
 
 -- next_due_ms: where the next lease to expire is looked for (0047, 0050).
 -- It began 2 s behind the session's take-over floor, and read every

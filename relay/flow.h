@@ -118,11 +118,12 @@ uint64_t flow_next_due_wait_ms(int64_t due_ms, int empty_claims);
 /* The sweep (relay_db.c, "Two lanes"): the next one a hundred times as long
  * after the last as it took, between FLOW_SWEEP_LEAST_MS and
  * FLOW_SWEEP_MOST_MS, and at most twice the last period (last_ms; 0: none
- * yet): took is the round trip, which a stall, a lock wait or a take-over
+ * yet): took is the round trip, which a stall or a take-over
  * queued ahead of it lengthens, and one such answer must not put the next
  * sweep ten minutes off. A sweep so costs the database about 1 % of one
- * backend, however long a held snapshot makes it (but for a backlog behind
- * the floor, which it takes a sweep after another), and a row behind the
+ * backend, however long a held snapshot makes it (but for a backlog due 2 s
+ * ago or more, which it takes a sweep after another while each takes all it
+ * asked for), and a row behind the
  * floor (a transaction that committed more than 2 s after it began) waits
  * about a second for it when nothing holds vacuum back. */
 #define FLOW_SWEEP_LEAST_MS 1000

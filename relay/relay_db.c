@@ -28,19 +28,25 @@
  * held snapshot a sweep steps over every index entry the hold keeps (135 ms
  * after half an hour at 400 intents a second), and on one connection every
  * claim, renewal and wake-up queued behind it: the p99 followed the sweep.
- * So the floor claims go on the main connection ('floor': they never
- * sweep), and the sweeps and take-overs on a connection of their own
- * ('sweep', migration 0052), each lane with at most one claim on the wire.
+ * So the floor claims go on the main connection ('floor': they do not
+ * sweep, but for a target's first claim in a session and the gated
+ * targets, whose gate a sweep would hold through its scan), and the sweeps
+ * and take-overs on a connection of their own ('sweep', migration 0052),
+ * each lane with at most one claim on the wire.
  * The two run side by side and SKIP LOCKED keeps them apart; the rooms they
  * ask for count as in flight until their answer (targets_claimable,
  * relay_room), so that together they never exceed a target's cap or
  * --max-in-flight, and a sweep asks for half of each room, leaving the
- * rest to the floor claims while it scans. A sweep takes only rows due 2 s
- * ago or more (the floor claims' re-reads cover the rest), so it does not
- * race them for fresh rows; it runs again at once when it found any, else
- * after flow_sweep_period_ms. While the sweep connection is down, the floor
- * claims sweep in line as before ('auto'), and take-overs go on the main
- * connection.
+ * rest to the floor claims while it scans (none of a gated target's). A
+ * sweep takes only rows due 2 s ago or more (the floor claims' re-reads
+ * cover the rest), so it does not race them for fresh rows; it runs again
+ * at once when it took all it asked for, else after flow_sweep_period_ms,
+ * and a due sweep starts before a floor claim (relay_db_maybe_claim). While
+ * the sweep connection is down, or after FLOW_SWEEP_FAILURES_IN_LINE failed
+ * sweeps in a row, the floor claims sweep in line as before ('auto');
+ * take-overs go on the main connection while the sweep connection is down.
+ * Nothing is claimed or taken over while the main connection is down: it
+ * renews the leases.
  */
 #include "relay_int.h"
 
@@ -64,6 +70,7 @@
 #define SCHEMA_RECHECK_EVERY_MS 10000
 
 static void relay_set_idle(struct relay_db *db, bool idle);
+static void relay_take_over_expired(struct relay_db *db);
 static void relay_query_next_due(struct relay_db *db);
 
 static char *int_text(char *buf, size_t size, int64_t v)
@@ -232,8 +239,8 @@ static void on_sweep_timer(uv_timer_t *timer);
 static void claim_lane_start(struct claim_lane *lane);
 
 /* After a sweep's answer: the rows it took, or failed (an error, or an
- * answer so late that its rows went back). Again at once if it found rows
- * (it took at most half of each room: there may be more behind), else
+ * answer so late that its rows went back). Again at once if it took all it
+ * asked for (there may be more behind: a backlog), else
  * after its period (flow_sweep_period_ms; doubled after a failure, and the
  * floor claims sweep in line after FLOW_SWEEP_FAILURES_IN_LINE of them). A
  * floor claim tried while the sweep was on the wire claims once more: the
@@ -248,7 +255,7 @@ static void relay_after_sweep(struct relay_db *db, int rows, bool failed)
         db->sweep_failures = 0;
         db->sweep_period_ms = flow_sweep_period_ms(took_ms, db->sweep_period_ms);
     }
-    if (rows > 0)
+    if (rows > 0 && rows >= db->sweep.limit)
         db->sweep_wanted = true;
     else if (!db->closing)
         uv_timer_start(&db->sweep_timer, on_sweep_timer, db->sweep_period_ms, 0);
@@ -300,12 +307,15 @@ static void on_claimed(void *data, PGresult *res, const char *error)
         relay_db_flush(db);
         return;
     }
+    /* The rooms it asked for stay held until its rows are in flight; a
+     * claim of this lane asked for meanwhile (a delivery that failed at
+     * once claims again) waits for the end (lane->again). */
+    lane->handing_out = true;
     for (int i = 0; i < rows; i++) {
         struct claimed_row row = sql_claimed_row(res, i);
         relay_take_claimed_row(db, &row, lane->started_ns);
     }
-    /* Only now: a claim started while the rows were handed out (a delivery
-     * that failed at once claims again) still counted what this one asked. */
+    lane->handing_out = false;
     targets_unclaim(&db->targets, lane->kind);
     db->claimed += (uint64_t)rows;
     if (sweep) {
@@ -333,7 +343,7 @@ static void claim_lane_start(struct claim_lane *lane)
             db->wants_room = false; /* a database that cannot claim is owed nothing */
         return;
     }
-    if (lane->slot.running) {
+    if (lane->slot.running || lane->handing_out) {
         lane->again = true;
         return;
     }
@@ -349,7 +359,8 @@ static void claim_lane_start(struct claim_lane *lane)
     int limit = room < cfg->batch_size ? room : cfg->batch_size;
     int parts = floor ? 1 : 2; /* a sweep leaves half of each room to the floor claims */
     if (targets_claimable(&db->targets, cfg->max_in_flight_per_target, relay_random(db->relay),
-                          &db->claim_targets, &db->claim_rooms, limit, lane->kind, parts) == 0)
+                          &db->claim_targets, &db->claim_rooms, limit, lane->kind, parts,
+                          !floor) == 0)
         return; /* nothing can be sent now: a delivery's end or a reload claims again */
     limit = (limit + parts - 1) / parts;
     char limit_text[24], lease_text[24];
@@ -372,11 +383,15 @@ static void claim_lane_start(struct claim_lane *lane)
     }
 }
 
+/* The sweep first when one is due: a target with room for one request and
+ * a steady stream would otherwise give that room to a floor claim at every
+ * delivery's end, and a row behind its floor (only a sweep reaches it)
+ * would wait until the stream stops. */
 void relay_db_maybe_claim(struct relay_db *db)
 {
-    claim_lane_start(&db->claim);
     if (db->sweep_wanted)
         claim_lane_start(&db->sweep);
+    claim_lane_start(&db->claim);
 }
 
 static void on_sweep_timer(uv_timer_t *timer)
@@ -454,7 +469,7 @@ static void relay_query_next_due(struct relay_db *db)
     if (!stmt_slot_ready(&db->next_due))
         return;
     targets_claimable(&db->targets, db->relay->cfg->max_in_flight_per_target,
-                      relay_random(db->relay), &db->claim_targets, NULL, 0, -1, 1);
+                      relay_random(db->relay), &db->claim_targets, NULL, 0, -1, 1, false);
     const char *params[1] = {db->claim_targets.data};
     stmt_slot_start(&db->next_due, 1, params);
 }
@@ -656,8 +671,10 @@ static void on_taken_over(void *data, PGresult *res, const char *error)
         relay_take_over_row(db, &row);
     }
     db->taken_over += (uint64_t)taken;
-    relay_db_flush(db); /* a full batch continues at the next poll tick */
+    relay_db_flush(db);
     relay_check_shutdown(db->relay);
+    if (rows == TAKE_OVER_BATCH)
+        relay_take_over_expired(db); /* a full batch: the rest at once */
 }
 
 /* The rows this relay holds: being delivered, finished and waiting to be
@@ -860,7 +877,8 @@ static void on_db_ready(void *data)
 static void on_sweep_db_ready(void *data)
 {
     struct relay_db *db = data;
-    db->sweep_wanted = true;
+    if (db->sweep_failures == 0) /* else its timer, backing off, sweeps */
+        db->sweep_wanted = true;
     if (relay_db_stopping(db))
         relay_check_shutdown(db->relay);
     else

@@ -83,6 +83,7 @@ struct claim_lane {
     enum claim_lane_kind kind;
     struct stmt_slot slot;
     bool again;          /* asked for while one ran: claim once more after it */
+    bool handing_out;    /* its answer's rows are being started: no claim of it now */
     int limit;           /* the limit of the claim on the wire */
     uint64_t started_ns; /* of the claim on the wire */
 };

@@ -26,7 +26,8 @@
 /* $1 relay */
 #define STMT_GONE "gone"
 /* $1 relay, $2 text[] targets, $3 int[] rooms, $4 limit, $5 lease ms, $6 scan: floor,
- * sweep or auto (migration 0052; relay_db.c, "Two lanes") */
+ * sweep or auto (the setting outbox.claim_scan, migration 0052; relay_db.c,
+ * "Two lanes") */
 #define STMT_CLAIM "claim"
 /* $1 relay, $2 limit, $3 lease ms, $4 bigint[] ids this relay holds (never taken over) */
 #define STMT_TAKE_OVER "take_over"
@@ -66,8 +67,15 @@
 static const struct pg_statement relay_statements[] = {
     {STMT_HEARTBEAT, "SELECT outbox.relay_heartbeat($1, $2)"},
     {STMT_GONE, "SELECT outbox.relay_gone($1)"},
-    {STMT_CLAIM, "SELECT id, key, target, payload, attempt, ambiguous, first_attempt_ms, probe,"
-                 " traceparent, key_sent FROM outbox.claim_due($1, $2, $3, $4, $5, $6)"},
+    /* The scan goes in the session's setting, set first (the lateral call
+     * reads the CTE's row, so the planner cannot call it before): an older
+     * schema's claim_due ignores it, and a --db relay still runs there. */
+    {STMT_CLAIM,
+     "WITH scan AS MATERIALIZED (SELECT set_config('outbox.claim_scan', $6, false) AS s)"
+     " SELECT c.id, c.key, c.target, c.payload, c.attempt, c.ambiguous,"
+     " c.first_attempt_ms, c.probe, c.traceparent, c.key_sent FROM scan,"
+     " LATERAL outbox.claim_due(CASE WHEN scan.s IS NOT NULL THEN $1 END, $2, $3, $4,"
+     " $5) AS c"},
     {STMT_TAKE_OVER, "SELECT id, key, target, attempt, ambiguous, first_attempt_ms, previous_owner,"
                      " key_sent FROM outbox.take_over($1, $2, $3, $4)"},
     {STMT_RENEW, "SELECT outbox.renew_leases($1, $2, $3)"},

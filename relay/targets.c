@@ -417,7 +417,8 @@ static int target_room(struct target *t, int relay_cap)
 }
 
 size_t targets_claimable(struct target_set *set, int relay_cap, double start_at,
-                         struct strbuf *names, struct strbuf *rooms, int limit, int lane, int parts)
+                         struct strbuf *names, struct strbuf *rooms, int limit, int lane, int parts,
+                         bool leave_gated)
 {
     pgarray_begin(names);
     if (rooms)
@@ -429,6 +430,8 @@ size_t targets_claimable(struct target_set *set, int relay_cap, double start_at,
         struct target *t = set->items[(start + k) % n];
         int room = target_room(t, relay_cap);
         if (room <= 0)
+            continue;
+        if (leave_gated && (t->rate_limit_per_s > 0 || t->circuit != CIRCUIT_CLOSED || t->paused))
             continue;
         pgarray_item_text(names, t->name, strlen(t->name));
         if (rooms) {

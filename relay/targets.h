@@ -114,10 +114,13 @@ int target_cap(const struct target *t, int relay_cap);
  * relay starts at a random one, for fairness across targets. Each room is
  * divided by parts (rounded up: a claim that leaves the rest to the other
  * lane). With lane >= 0 (and rooms), each target's claiming[lane] is set to
- * the room asked for, until targets_unclaim. Returns how many. */
+ * the room asked for, until targets_unclaim. leave_gated leaves out the
+ * targets this relay knows to be gated (a rate limit, an open circuit, a
+ * pause): the sweep, which does not claim them (migration 0052), holds no
+ * room of theirs. Returns how many. */
 size_t targets_claimable(struct target_set *set, int relay_cap, double start_at,
-                         struct strbuf *names, struct strbuf *rooms, int limit, int lane,
-                         int parts);
+                         struct strbuf *names, struct strbuf *rooms, int limit, int lane, int parts,
+                         bool leave_gated);
 /* The answer to lane's claim came: its rooms are free again (its rows are in
  * flight now, or given back). */
 void targets_unclaim(struct target_set *set, int lane);

@@ -4,8 +4,10 @@
 --                  not even once the sweep period has passed (the sweep connection takes it)
 --   sweep          takes that row; leaves a row younger than 2 s to the floor claims; does
 --                  not read or write the session's floors
---   auto           the five-argument claim_due: a floor claim that sweeps once the period
---                  has passed, as 0051
+--   auto           the five-argument claim_due without the setting: a floor claim that
+--                  sweeps once the period has passed, as 0051
+--   the setting    outbox.claim_scan says the five-argument call's scan (the relay's
+--                  statement sets it); the six-argument form puts it back
 --   next_due_ms    a session that reuses the lease (the relay's main one, which no longer
 --                  takes over) looks for expired leases 2 s back; the exact question all
 --   gates          a sweep leaves a gated target (here rate-limited) out, without locking
@@ -14,7 +16,7 @@
 -- Nothing runs in one wrapping transaction: each statement is a claim of its own, with its
 -- own now(), as the relay's are; where two statements must share a now(), they are one
 -- transaction.
-SELECT plan(19);
+SELECT plan(23);
 
 \ir lib/sessions.sql
 
@@ -36,10 +38,10 @@ $$;
 
 SET ROLE outbox_relay;
 SELECT throws_ok($$SELECT * FROM outbox.claim_due('r1', '{t1}', '{10}', 10, 30000, 'nope')$$, '22023',
-                 'claim_due: p_scan must be ''auto'', ''floor'' or ''sweep'', not ''nope''',
+                 'claim_due: the scan must be ''auto'', ''floor'' or ''sweep'', not ''nope''',
                  'an unknown p_scan is refused, naming the three');
 SELECT throws_ok($$SELECT * FROM outbox.claim_due('r1', '{t1}', '{10}', 10, 30000, NULL)$$, '22023',
-                 'claim_due: p_scan must be ''auto'', ''floor'' or ''sweep'', not NULL',
+                 'claim_due: the scan must be ''auto'', ''floor'' or ''sweep'', not NULL',
                  'so is NULL');
 RESET ROLE;
 
@@ -87,6 +89,25 @@ COMMIT;
 SELECT pg_temp.sweep_period(true);
 SELECT results_eq($$SELECT key FROM outbox.claim_due('r1', '{t1}', '{10}', 10, 30000)$$,
                   ARRAY['late-3'], 'auto: once it is over, the claim sweeps and takes it (as 0051)');
+RESET ROLE;
+
+-- the setting: what the relay's statement sets before the five-argument call
+RESET ROLE;
+SELECT pg_temp.due_long_ago('late-4', 't1');
+SET ROLE outbox_relay;
+SELECT set_config('outbox.claim_scan', 'floor', false) \g /dev/null
+SELECT pg_temp.sweep_period(true);
+SELECT is_empty($$SELECT * FROM outbox.claim_due('r1', '{t1}', '{10}', 10, 30000)$$,
+                'outbox.claim_scan floor: the five-argument claim does not sweep');
+SELECT set_config('outbox.claim_scan', 'sweep', false) \g /dev/null
+SELECT results_eq($$SELECT key FROM outbox.claim_due('r1', '{t1}', '{10}', 10, 30000)$$,
+                  ARRAY['late-4'], 'outbox.claim_scan sweep: it sweeps');
+SELECT set_config('outbox.claim_scan', 'floor', false) \g /dev/null
+SELECT is_empty($$SELECT * FROM outbox.claim_due('r1', '{t1}', '{10}', 10, 30000, 'sweep')$$,
+                'the six-argument form, sweep: nothing more behind the floor');
+SELECT is(current_setting('outbox.claim_scan'), 'floor',
+          'and it puts the session''s setting back');
+SELECT set_config('outbox.claim_scan', '', false) \g /dev/null
 RESET ROLE;
 
 -- gates: a sweep leaves a gated target to the floor claims

@@ -1039,15 +1039,15 @@ START_TEST(cap_and_room)
     struct strbuf names, rooms;
     strbuf_init(&names);
     strbuf_init(&rooms);
-    ck_assert_uint_eq(targets_claimable(&set, 100, 0.0, &names, &rooms, 256, -1, 1), 2);
+    ck_assert_uint_eq(targets_claimable(&set, 100, 0.0, &names, &rooms, 256, -1, 1, false), 2);
     ck_assert_str_eq(names.data, "{\"a\",\"b\"}");
     ck_assert_str_eq(rooms.data, "{5,100}");
     /* Each room at most the claim's limit; the list starts where asked. */
-    ck_assert_uint_eq(targets_claimable(&set, 100, 0.5, &names, &rooms, 10, -1, 1), 2);
+    ck_assert_uint_eq(targets_claimable(&set, 100, 0.5, &names, &rooms, 10, -1, 1, false), 2);
     ck_assert_str_eq(names.data, "{\"b\",\"a\"}");
     ck_assert_str_eq(rooms.data, "{10,5}");
     /* Names only (next_due). */
-    ck_assert_uint_eq(targets_claimable(&set, 100, 0.99, &names, NULL, 0, -1, 1), 2);
+    ck_assert_uint_eq(targets_claimable(&set, 100, 0.99, &names, NULL, 0, -1, 1, false), 2);
     ck_assert_str_eq(names.data, "{\"b\",\"a\"}");
     strbuf_free(&names);
     strbuf_free(&rooms);
@@ -1065,22 +1065,37 @@ START_TEST(claim_lanes_hold_their_rooms)
     struct strbuf names, rooms;
     strbuf_init(&names);
     strbuf_init(&rooms);
-    ck_assert_uint_eq(targets_claimable(&set, 1024, 0.0, &names, &rooms, 256, 1, 2), 2);
+    ck_assert_uint_eq(targets_claimable(&set, 1024, 0.0, &names, &rooms, 256, 1, 2, false), 2);
     ck_assert_str_eq(rooms.data, "{3,1}");
     ck_assert_int_eq(a.claiming[1], 3);
     ck_assert_int_eq(b.claiming[1], 1);
     /* The floor claim, while the sweep is on the wire: what is left. */
-    ck_assert_uint_eq(targets_claimable(&set, 1024, 0.0, &names, &rooms, 256, 0, 1), 1);
+    ck_assert_uint_eq(targets_claimable(&set, 1024, 0.0, &names, &rooms, 256, 0, 1, false), 1);
     ck_assert_str_eq(names.data, "{\"a\"}");
     ck_assert_str_eq(rooms.data, "{2}");
     ck_assert_int_eq(a.claiming[0], 2);
     /* Nothing left for anyone (next_due names none). */
-    ck_assert_uint_eq(targets_claimable(&set, 1024, 0.0, &names, NULL, 0, -1, 1), 0);
+    ck_assert_uint_eq(targets_claimable(&set, 1024, 0.0, &names, NULL, 0, -1, 1, false), 0);
     /* The sweep's answer came: its rooms are free again, the other's are not. */
     targets_unclaim(&set, 1);
     ck_assert_int_eq(a.claiming[1], 0);
-    ck_assert_uint_eq(targets_claimable(&set, 1024, 0.0, &names, &rooms, 256, -1, 1), 2);
+    ck_assert_uint_eq(targets_claimable(&set, 1024, 0.0, &names, &rooms, 256, -1, 1, false), 2);
     ck_assert_str_eq(rooms.data, "{3,1}");
+    /* The sweep leaves a gated target out, and holds none of its room. */
+    targets_unclaim(&set, 0);
+    targets_unclaim(&set, 1);
+    b.rate_limit_per_s = 5;
+    ck_assert_uint_eq(targets_claimable(&set, 1024, 0.0, &names, &rooms, 256, 1, 2, true), 1);
+    ck_assert_str_eq(names.data, "{\"a\"}");
+    ck_assert_int_eq(b.claiming[1], 0);
+    b.rate_limit_per_s = 0;
+    b.circuit = CIRCUIT_OPEN;
+    ck_assert_uint_eq(targets_claimable(&set, 1024, 0.0, &names, &rooms, 256, 1, 2, true), 1);
+    b.circuit = CIRCUIT_CLOSED;
+    b.paused = true;
+    ck_assert_uint_eq(targets_claimable(&set, 1024, 0.0, &names, &rooms, 256, 1, 2, true), 1);
+    b.paused = false;
+    ck_assert_uint_eq(targets_claimable(&set, 1024, 0.0, &names, &rooms, 256, 1, 2, true), 2);
     strbuf_free(&names);
     strbuf_free(&rooms);
 }
@@ -1098,11 +1113,11 @@ START_TEST(claimable_leaves_out_targets_without_room)
     struct strbuf names, rooms;
     strbuf_init(&names);
     strbuf_init(&rooms);
-    ck_assert_uint_eq(targets_claimable(&set, 1024, 0.0, &names, &rooms, 256, -1, 1), 1);
+    ck_assert_uint_eq(targets_claimable(&set, 1024, 0.0, &names, &rooms, 256, -1, 1, false), 1);
     ck_assert_str_eq(names.data, "{\"ok\"}");
     ck_assert_str_eq(rooms.data, "{7}");
     struct target_set empty = {NULL, 0};
-    ck_assert_uint_eq(targets_claimable(&empty, 1024, 0.7, &names, &rooms, 256, -1, 1), 0);
+    ck_assert_uint_eq(targets_claimable(&empty, 1024, 0.7, &names, &rooms, 256, -1, 1, false), 0);
     ck_assert_str_eq(names.data, "{}");
     ck_assert_str_eq(rooms.data, "{}");
     strbuf_free(&names);

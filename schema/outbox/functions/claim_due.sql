@@ -1,20 +1,10 @@
 CREATE FUNCTION outbox.claim_due(p_relay text, p_targets text[], p_rooms integer[], p_limit integer, p_lease_ms integer) RETURNS TABLE(id bigint, key text, target text, payload text, attempt integer, ambiguous boolean, first_attempt_ms bigint, probe boolean, traceparent text, key_sent boolean)
-    LANGUAGE plpgsql
-    SET search_path TO 'pg_catalog', 'pg_temp'
-    AS $$
-BEGIN
-    RETURN QUERY SELECT * FROM outbox.claim_due(p_relay, p_targets, p_rooms, p_limit, p_lease_ms, 'auto');
-END
-$$;
-
-COMMENT ON FUNCTION outbox.claim_due(p_relay text, p_targets text[], p_rooms integer[], p_limit integer, p_lease_ms integer) IS 'outbox.claim_due(..., ''auto''): the floor, and a periodic sweep (0052).';
-
-CREATE FUNCTION outbox.claim_due(p_relay text, p_targets text[], p_rooms integer[], p_limit integer, p_lease_ms integer, p_scan text) RETURNS TABLE(id bigint, key text, target text, payload text, attempt integer, ambiguous boolean, first_attempt_ms bigint, probe boolean, traceparent text, key_sent boolean)
     LANGUAGE plpgsql SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'pg_temp'
     SET plan_cache_mode TO 'force_generic_plan'
     AS $$
 DECLARE
+    p_scan   text := coalesce(nullif(current_setting('outbox.claim_scan', true), ''), 'auto');   -- 0052
     floor_window  constant interval := interval '2 seconds';
     floor_lag     constant interval := interval '250 milliseconds';
     floor_recheck constant interval := interval '50 milliseconds';
@@ -48,9 +38,9 @@ DECLARE
     took     interval;
 BEGIN
     IF p_scan IS NULL OR p_scan NOT IN ('auto', 'floor', 'sweep') THEN
-        RAISE EXCEPTION 'claim_due: p_scan must be ''auto'', ''floor'' or ''sweep'', not %',
-              coalesce(quote_literal(p_scan), 'NULL')
-              USING ERRCODE = '22023';
+        RAISE EXCEPTION 'claim_due: the scan must be ''auto'', ''floor'' or ''sweep'', not %',
+              quote_literal(p_scan)
+              USING ERRCODE = '22023', HINT = 'It is the setting outbox.claim_scan, or the sixth argument.';
     END IF;
 
     -- 0052: a sweep leaves the gated targets (an open circuit, a pause, a
@@ -250,7 +240,26 @@ BEGIN
 END
 $$;
 
-COMMENT ON FUNCTION outbox.claim_due(p_relay text, p_targets text[], p_rooms integer[], p_limit integer, p_lease_ms integer, p_scan text) IS 'Claim due rows of the given targets within their rooms and gates (circuit, pause, rate), with leases; stamps and returns whether each request carries the key (key_sent). p_scan: floor (from the session''s floor, setting outbox.claim_floor: 0047, 0051), sweep (from the start, no floor: 0052) or auto (the floor, and a periodic sweep).';
+COMMENT ON FUNCTION outbox.claim_due(p_relay text, p_targets text[], p_rooms integer[], p_limit integer, p_lease_ms integer) IS 'Claim due rows of the given targets within their rooms and gates (circuit, pause, rate), with leases; stamps and returns whether each request carries the key (key_sent). The scan is the session''s setting outbox.claim_scan (0052): floor (from the session''s floor, setting outbox.claim_floor: 0047, 0051; gated targets swept in line), sweep (from the start, rows due 2 s ago or more, no floor, no gated target) or auto, the default (the floor, and a periodic sweep).';
+
+CREATE FUNCTION outbox.claim_due(p_relay text, p_targets text[], p_rooms integer[], p_limit integer, p_lease_ms integer, p_scan text) RETURNS TABLE(id bigint, key text, target text, payload text, attempt integer, ambiguous boolean, first_attempt_ms bigint, probe boolean, traceparent text, key_sent boolean)
+    LANGUAGE plpgsql
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+DECLARE
+    was text := current_setting('outbox.claim_scan', true);
+BEGIN
+    IF p_scan IS NULL THEN
+        RAISE EXCEPTION 'claim_due: the scan must be ''auto'', ''floor'' or ''sweep'', not NULL'
+              USING ERRCODE = '22023';
+    END IF;
+    PERFORM set_config('outbox.claim_scan', p_scan, false);
+    RETURN QUERY SELECT * FROM outbox.claim_due(p_relay, p_targets, p_rooms, p_limit, p_lease_ms);
+    PERFORM set_config('outbox.claim_scan', coalesce(was, ''), false);
+END
+$$;
+
+COMMENT ON FUNCTION outbox.claim_due(p_relay text, p_targets text[], p_rooms integer[], p_limit integer, p_lease_ms integer, p_scan text) IS 'outbox.claim_due with the scan as an argument: floor, sweep or auto (0052; setting outbox.claim_scan).';
 
 REVOKE ALL ON FUNCTION outbox.claim_due(p_relay text, p_targets text[], p_rooms integer[], p_limit integer, p_lease_ms integer) FROM PUBLIC;
 GRANT ALL ON FUNCTION outbox.claim_due(p_relay text, p_targets text[], p_rooms integer[], p_limit integer, p_lease_ms integer) TO outbox_relay;
